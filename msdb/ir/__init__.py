@@ -1,0 +1,41 @@
+"""The workload IR: a TensorIR-like tree of functions, loops, blocks and expressions.
+
+Public entry points (loaded lazily so `import msdb.ir` is cheap):
+`from_script`, `to_script`, `te`, `zoo`, `estimate_flops`, `interpret`, plus the node classes
+re-exported from `expr`, `stmt` and `function`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from msdb.ir.expr import (  # noqa: F401
+    Add, And, Buffer, BufferLoad, Call, Cast, CmpOp, Div, EQ, FloatImm, FloorDiv, FloorMod, GE, GT,
+    IntImm, LE, LT, Max, Min, Mod, Mul, NE, Not, Or, PrimExpr, Range, Select, StringImm, Sub, Var,
+    BinaryOp, const_int, convert, make_const,
+)
+from msdb.ir.function import IRModule, PrimFunc  # noqa: F401
+from msdb.ir.stmt import (  # noqa: F401
+    Block, BlockRealize, BufferRegion, BufferStore, Evaluate, For, ForKind, IfThenElse, IterType,
+    IterVar, LetStmt, MatchBufferRegion, SeqStmt, Stmt, seq,
+)
+
+_LAZY = {
+    "from_script": ("msdb.ir.script", "from_script"),
+    "to_script": ("msdb.ir.script", "to_script"),
+    "ScriptError": ("msdb.ir.script", "ScriptError"),
+    "estimate_flops": ("msdb.ir.flops", "estimate_flops"),
+    "interpret": ("msdb.ir.interpreter", "interpret"),
+    "te": ("msdb.ir.te", None),
+    "zoo": ("msdb.ir.zoo", None),
+}
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module_name, attr = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'msdb.ir' has no attribute {name!r}") from None
+    module = importlib.import_module(module_name)
+    return module if attr is None else getattr(module, attr)

@@ -1,0 +1,194 @@
+"""Infer a block's read and write regions from its body (what `T.reads`/`T.writes` state).
+
+Used where a block is built without explicit regions: the TVMScript parser when `T.reads` is
+absent, the TE builder, and schedule primitives that rebuild blocks. Follows TVM's
+`GetBlockReadWriteRegion`: accesses are collected in visiting order (a store's value before its
+indices), variables of loops *inside* the block are relaxed over their ranges, buffers the block
+allocates are skipped, and when the block has an `init` (a reduction) the written buffers are
+dropped from the reads.
+"""
+
+from __future__ import annotations
+
+from msdb.ir import expr as E
+from msdb.ir import stmt as S
+from msdb.ir.functor import IRVisitor
+
+
+class _AccessCollector(IRVisitor):
+    def __init__(self, skip: set[E.Buffer]) -> None:
+        super().__init__()
+        self.skip = skip
+        self.loop_ranges: dict[E.Var, tuple[E.PrimExpr, E.PrimExpr]] = {}
+        self.reads: dict[E.Buffer, list[list[tuple[E.PrimExpr, E.PrimExpr]]]] = {}
+        self.writes: dict[E.Buffer, list[list[tuple[E.PrimExpr, E.PrimExpr]]]] = {}
+
+    def _record(self, table: dict, buffer: E.Buffer, indices: tuple[E.PrimExpr, ...]) -> None:
+        if buffer in self.skip:
+            return
+        table.setdefault(buffer, []).append([relax(i, self.loop_ranges) for i in indices])
+
+    def visit_BufferLoad(self, node: E.BufferLoad) -> None:
+        super().visit_BufferLoad(node)
+        self._record(self.reads, node.buffer, node.indices)
+
+    def visit_BufferStore(self, node: S.BufferStore) -> None:
+        self.visit(node.value)
+        for index in node.indices:
+            self.visit(index)
+        self._record(self.writes, node.buffer, node.indices)
+
+    def visit_For(self, node: S.For) -> None:
+        self.loop_ranges[node.loop_var] = (node.min, node.extent)
+        super().visit_For(node)
+        del self.loop_ranges[node.loop_var]
+
+    def visit_BlockRealize(self, node: S.BlockRealize) -> None:
+        # A nested block is summarized by its own regions, with its iter vars bound to values.
+        from msdb.ir.functor import substitute
+
+        for value in node.iter_values:
+            self.visit(value)
+        self.visit(node.predicate)
+        block = node.block
+        vmap = {iv.var: v for iv, v in zip(block.iter_vars, node.iter_values)}
+        for table, regions in ((self.reads, block.reads), (self.writes, block.writes)):
+            for region in regions:
+                if region.buffer in self.skip:
+                    continue
+                dims = []
+                for rng in region.region:
+                    lo_min, lo_ext = relax(substitute(rng.min, vmap), self.loop_ranges)
+                    dims.append((lo_min, _add_extent(lo_ext, rng.extent)))
+                table.setdefault(region.buffer, []).append(dims)
+
+
+def _add_extent(relaxed_extent: E.PrimExpr, inner_extent: E.PrimExpr) -> E.PrimExpr:
+    a, b = E.const_int(relaxed_extent), E.const_int(inner_extent)
+    if a is not None and b is not None:
+        return E.IntImm(relaxed_extent.dtype, a + b - 1)
+    if a == 1:
+        return inner_extent
+    return relaxed_extent + inner_extent - 1
+
+
+def linear_terms(expr: E.PrimExpr, variables: dict[E.Var, object]) -> tuple[dict[E.Var, int], E.PrimExpr | None] | None:
+    """Split `expr` into sum(coef * v) over `variables` plus a rest free of them.
+    Returns None when `expr` is not affine in those variables."""
+    if isinstance(expr, E.Var) and expr in variables:
+        return {expr: 1}, None
+    if isinstance(expr, (E.Add, E.Sub)):
+        left = linear_terms(expr.a, variables)
+        right = linear_terms(expr.b, variables)
+        if left is None or right is None:
+            return None
+        sign = 1 if isinstance(expr, E.Add) else -1
+        coefs = dict(left[0])
+        for var, coef in right[0].items():
+            coefs[var] = coefs.get(var, 0) + sign * coef
+        rest_a, rest_b = left[1], right[1]
+        if rest_b is None:
+            rest = rest_a
+        elif rest_a is None:
+            rest = rest_b if sign == 1 else E.make_const(0, rest_b.dtype) - rest_b
+        else:
+            rest = type(expr)(rest_a, rest_b)
+        return coefs, rest
+    if isinstance(expr, E.Mul):
+        for const_side, other in ((expr.a, expr.b), (expr.b, expr.a)):
+            c = E.const_int(const_side)
+            if c is not None:
+                inner = linear_terms(other, variables)
+                if inner is None:
+                    return None
+                coefs = {v: k * c for v, k in inner[0].items()}
+                rest = None if inner[1] is None else inner[1] * c
+                return coefs, rest
+    from msdb.ir.functor import free_vars
+
+    if free_vars(expr) & variables.keys():
+        return None
+    return {}, expr
+
+
+def relax(index: E.PrimExpr, ranges: dict[E.Var, tuple[E.PrimExpr, E.PrimExpr]]) -> tuple[E.PrimExpr, E.PrimExpr]:
+    """(min, extent) covering `index` as the variables in `ranges` run over their ranges.
+    Non-affine uses of those variables give (None, None) for the caller to widen to the
+    whole dimension."""
+    if not ranges:
+        return index, E.IntImm(index.dtype, 1)
+    terms = linear_terms(index, ranges)
+    if terms is None:
+        return None, None  # type: ignore[return-value]
+    coefs, rest = terms
+    coefs = {v: c for v, c in coefs.items() if c != 0}
+    if not coefs:
+        return index, E.IntImm(index.dtype, 1)
+    lo: E.PrimExpr | None = rest
+    span = 0
+    for var, coef in coefs.items():
+        vmin, vext = ranges[var]
+        ext = E.const_int(vext)
+        if ext is None:
+            return None, None  # type: ignore[return-value]
+        if coef > 0:
+            start = vmin * coef if E.const_int(vmin) != 0 else None
+        else:
+            start = (vmin + (ext - 1)) * coef
+        if start is not None:
+            lo = start if lo is None else lo + start
+        span += abs(coef) * (ext - 1)
+    if lo is None:
+        lo = E.IntImm(index.dtype, 0)
+    return lo, E.IntImm(index.dtype, span + 1)
+
+
+def _union(accesses: list[list[tuple[E.PrimExpr, E.PrimExpr]]], buffer: E.Buffer) -> S.BufferRegion:
+    """One region covering every access; identical or contained accesses collapse, constant
+    bounds merge numerically, anything else widens to the full dimension."""
+    dims: list[E.Range] = []
+    for d in range(len(buffer.shape)):
+        cands = [acc[d] for acc in accesses]
+        first_min, first_ext = cands[0]
+        same = first_min is not None and all(_same(m, first_min) and _same(e, first_ext) for m, e in cands)
+        if same:
+            dims.append(E.Range(first_min, first_ext))
+            continue
+        consts = [(E.const_int(m) if m is not None else None, E.const_int(e) if e is not None else None) for m, e in cands]
+        if all(m is not None and e is not None for m, e in consts):
+            lo = min(m for m, _ in consts)
+            hi = max(m + e for m, e in consts)
+            dims.append(E.Range(E.IntImm(first_ext.dtype, lo), E.IntImm(first_ext.dtype, hi - lo)))
+            continue
+        zero = E.make_const(0, buffer.shape[d].dtype)
+        dims.append(E.Range(zero, buffer.shape[d]))
+    return S.BufferRegion(buffer, tuple(dims))
+
+
+def _same(a: E.PrimExpr | None, b: E.PrimExpr | None) -> bool:
+    if a is None or b is None:
+        return False
+    if a is b:
+        return True
+    from msdb.hashing import structural_equal_expr
+
+    return structural_equal_expr(a, b)
+
+
+def infer_access_regions(
+    body: S.Stmt,
+    init: S.Stmt | None = None,
+    alloc_buffers: tuple[E.Buffer, ...] = (),
+) -> tuple[tuple[S.BufferRegion, ...], tuple[S.BufferRegion, ...]]:
+    """(reads, writes) of a block with this body, init and allocations."""
+    collector = _AccessCollector(set(alloc_buffers))
+    if init is not None:
+        collector.visit(init)
+    collector.visit(body)
+    writes = tuple(_union(acc, buf) for buf, acc in collector.writes.items())
+    reads = tuple(
+        _union(acc, buf)
+        for buf, acc in collector.reads.items()
+        if init is None or buf not in collector.writes
+    )
+    return reads, writes
