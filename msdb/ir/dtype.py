@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-import numpy as np
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
 
 def is_float(dtype: str) -> bool:
     """True for float16/32/64 and bfloat16 (scalar or vector lanes like "float32x4")."""
@@ -46,8 +49,10 @@ def default_float_dtype() -> str:
     return "float32"
 
 
-def to_numpy(dtype: str) -> np.dtype:
+def to_numpy(dtype: str) -> "np.dtype":
     """The numpy dtype holding values of `dtype` (bfloat16 is held as float32)."""
+    import numpy as np  # deferred: `import msdb.ir` must not pay for numpy
+
     if dtype == "bfloat16":
         return np.dtype("float32")
     return np.dtype(dtype)

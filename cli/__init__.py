@@ -1,0 +1,1 @@
+"""The `msdb` command line (click). Thin: parse options, call the library, print."""

@@ -1,0 +1,516 @@
+"""The canonical token stream of an IR tree: the one definition of what "structurally equal" means.
+
+Both `structural_hash` (blake2b over the stream) and `structural_equal` (stream comparison) read
+this walk, so the two can never disagree: equal streams give equal hashes, and because the
+stream is a prefix-free encoding of the tree (every node writes a fixed code, every sequence its
+length, every user string its length), equal streams mean equal trees up to renaming.
+
+What the stream leaves out, and why:
+
+- Names of variables, buffers, loops, blocks and (in a single-function module) the function:
+  variables and buffers are numbered in the order the walk defines them (parameters, then their
+  buffers in parameter order, loop vars at their `For`, block iter vars at their block, let vars
+  at their `LetStmt`, allocated and matched buffers at their block). A variable or buffer used
+  before any definition (a free one) is numbered at its first use, so two trees match when a
+  consistent renaming maps one onto the other.
+- Block `reads`/`writes` regions. This is a deliberate difference from TVM: the regions are
+  derived from the block body (`msdb.ir.regions.infer_access_regions`), and different producers
+  (TVM's printer, the TVMScript parser, the TE builder, schedule primitives) write them with
+  different but equivalent bounds. Hashing them would split one workload into several.
+- Function attributes that carry no meaning for the computation: `global_symbol` (the function's
+  name again), `tir.noalias`/`tirx.noalias` (treated as always set, which every TVM flow does)
+  and `s_tir` (TVM 0.27 marks every function with it).
+- Dictionary order of annotations and attributes (TVM's maps are unordered): keys are sorted.
+
+Stability: tokens are plain strings built from type codes, decimal integers, the exact IEEE-754
+bits of floats and length-prefixed strings, so the stream (and the blake2b digest of it) is the
+same in every process, on every machine and under every PYTHONHASHSEED. Changing anything here
+changes stored hashes: that is a schema migration that rehashes stored workloads.
+
+Constant tensors (numpy arrays inside annotations or attributes) are written with their bytes,
+or with only their dtype and shape in ignore-tensor mode.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping
+from typing import Any, Callable
+
+from msdb.ir import expr as E
+from msdb.ir import stmt as S
+from msdb.ir.function import IRModule, PrimFunc
+
+# Function attributes that never count (see the module docstring for why).
+IGNORED_FUNC_ATTRS = frozenset({"global_symbol", "tir.noalias", "tirx.noalias", "s_tir"})
+
+_pack_double = struct.Struct("<d").pack
+
+_STR_TOKENS: dict[str, str] = {}
+_STR_CACHE_LIMIT = 8192
+
+
+def _s(text: str) -> str:
+    """A length-prefixed string token: decodable whatever characters the string holds."""
+    token = _STR_TOKENS.get(text)
+    if token is None:
+        token = f"s{len(text)}:{text}"
+        if len(_STR_TOKENS) < _STR_CACHE_LIMIT:
+            _STR_TOKENS[text] = token
+    return token
+
+
+def _float_bits(value: float) -> str:
+    """The exact bits of a float (so -0.0 != 0.0 and every NaN payload is kept apart)."""
+    return _pack_double(float(value)).hex()
+
+
+class TokenWriter:
+    """Accumulates the token stream of one tree; holds the variable and buffer numbering."""
+
+    __slots__ = ("out", "vars", "bufs", "ignore_tensor")
+
+    def __init__(self, ignore_tensor: bool = False) -> None:
+        self.out: list[str] = []
+        self.vars: dict[E.Var, int] = {}
+        self.bufs: dict[E.Buffer, int] = {}
+        self.ignore_tensor = ignore_tensor
+
+    def new_scope(self) -> None:
+        """Restart numbering (each function of a module is numbered on its own)."""
+        self.vars = {}
+        self.bufs = {}
+
+    def expr(self, node: E.PrimExpr) -> None:
+        _EXPR[type(node)](self, node)
+
+    def stmt(self, node: S.Stmt) -> None:
+        _STMT[type(node)](self, node)
+
+
+class _Dispatch(dict):
+    """Per-class handler table; a subclass not registered uses its nearest registered base."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__()
+        self.kind = kind
+
+    def __missing__(self, cls: type) -> Callable[[TokenWriter, Any], None]:
+        for klass in cls.__mro__[1:]:
+            handler = dict.get(self, klass)
+            if handler is not None:
+                self[cls] = handler
+                return handler
+        raise TypeError(f"structural hashing cannot handle {self.kind} node {cls.__name__}")
+
+
+_EXPR = _Dispatch("expression")
+_STMT = _Dispatch("statement")
+
+
+# ---------------------------------------------------------------------------------------------
+# Variables and buffers
+# ---------------------------------------------------------------------------------------------
+
+
+def write_var(w: TokenWriter, var: E.Var) -> None:
+    """`V<n> dtype` the first time a variable is met (definition or free use), `v<n>` after."""
+    table = w.vars
+    n = table.get(var)
+    if n is None:
+        n = len(table)
+        table[var] = n
+        w.out.append("V%d" % n)
+        w.out.append(_s(var.dtype))
+    else:
+        w.out.append("v%d" % n)
+
+
+def write_buffer(w: TokenWriter, buf: E.Buffer) -> None:
+    """The full declaration the first time a buffer is met, `b<n>` after."""
+    table = w.bufs
+    n = table.get(buf)
+    if n is not None:
+        w.out.append("b%d" % n)
+        return
+    n = len(table)
+    table[buf] = n
+    out = w.out
+    out.append("B%d" % n)
+    out.append(_s(buf.dtype))
+    out.append(_s(buf.scope))
+    out.append("%d" % len(buf.shape))
+    for dim in buf.shape:
+        _EXPR[type(dim)](w, dim)
+    out.append("%d" % len(buf.strides))
+    for stride in buf.strides:
+        _EXPR[type(stride)](w, stride)
+    if buf.elem_offset is None:
+        out.append("-")
+    else:
+        _EXPR[type(buf.elem_offset)](w, buf.elem_offset)
+    out.append("%d" % buf.data_alignment)
+    out.append("%d" % buf.offset_factor)
+    out.append("%d" % len(buf.axis_separators))
+    for sep in buf.axis_separators:
+        out.append("%d" % sep)
+
+
+# ---------------------------------------------------------------------------------------------
+# Expressions
+# ---------------------------------------------------------------------------------------------
+
+
+def _int_imm(w: TokenWriter, node: E.IntImm) -> None:
+    out = w.out
+    out.append("I%d" % node.value)  # %d also turns a stray bool into 0/1
+    out.append(_s(node.dtype))
+
+
+def _float_imm(w: TokenWriter, node: E.FloatImm) -> None:
+    out = w.out
+    out.append("F" + _float_bits(node.value))
+    out.append(_s(node.dtype))
+
+
+def _string_imm(w: TokenWriter, node: E.StringImm) -> None:
+    out = w.out
+    out.append("S")
+    out.append(_s(node.dtype))
+    out.append(_s(node.value))
+
+
+def _binary_handler(code: str) -> Callable[[TokenWriter, E.BinaryOp], None]:
+    def handler(w: TokenWriter, node: E.BinaryOp) -> None:
+        out = w.out
+        out.append(code)
+        out.append(_s(node.dtype))
+        a, b = node.a, node.b
+        _EXPR[type(a)](w, a)
+        _EXPR[type(b)](w, b)
+
+    return handler
+
+
+def _binary_generic(w: TokenWriter, node: E.BinaryOp) -> None:
+    # A BinaryOp subclass this module does not know: its class name is its code.
+    _binary_handler(type(node).__name__)(w, node)
+
+
+def _not(w: TokenWriter, node: E.Not) -> None:
+    w.out.append("Not")
+    _EXPR[type(node.a)](w, node.a)
+
+
+def _select(w: TokenWriter, node: E.Select) -> None:
+    out = w.out
+    out.append("Select")
+    out.append(_s(node.dtype))
+    _EXPR[type(node.condition)](w, node.condition)
+    _EXPR[type(node.true_value)](w, node.true_value)
+    _EXPR[type(node.false_value)](w, node.false_value)
+
+
+def _cast(w: TokenWriter, node: E.Cast) -> None:
+    out = w.out
+    out.append("Cast")
+    out.append(_s(node.dtype))
+    _EXPR[type(node.value)](w, node.value)
+
+
+def _call(w: TokenWriter, node: E.Call) -> None:
+    out = w.out
+    out.append("Call")
+    out.append(_s(node.dtype))
+    out.append(_s(node.op))
+    args = node.args
+    out.append("%d" % len(args))
+    for arg in args:
+        _EXPR[type(arg)](w, arg)
+
+
+def _buffer_load(w: TokenWriter, node: E.BufferLoad) -> None:
+    out = w.out
+    out.append("Load")
+    out.append(_s(node.dtype))
+    write_buffer(w, node.buffer)
+    indices = node.indices
+    out.append("%d" % len(indices))
+    for index in indices:
+        _EXPR[type(index)](w, index)
+
+
+def _prim_expr_unknown(w: TokenWriter, node: E.PrimExpr) -> None:
+    raise TypeError(f"structural hashing cannot handle expression node {type(node).__name__}")
+
+
+_EXPR.update(
+    {
+        E.Var: write_var,
+        E.IntImm: _int_imm,
+        E.FloatImm: _float_imm,
+        E.StringImm: _string_imm,
+        E.BinaryOp: _binary_generic,
+        E.Not: _not,
+        E.Select: _select,
+        E.Cast: _cast,
+        E.Call: _call,
+        E.BufferLoad: _buffer_load,
+        E.PrimExpr: _prim_expr_unknown,
+    }
+)
+for _cls in (E.Add, E.Sub, E.Mul, E.Div, E.Mod, E.FloorDiv, E.FloorMod, E.Min, E.Max,
+             E.EQ, E.NE, E.LT, E.LE, E.GT, E.GE, E.And, E.Or):
+    _EXPR[_cls] = _binary_handler(_cls.__name__)
+
+
+# ---------------------------------------------------------------------------------------------
+# Annotation and attribute values
+# ---------------------------------------------------------------------------------------------
+
+
+def write_value(w: TokenWriter, value: Any) -> None:
+    """An annotation/attribute value: scalars, strings, expressions, sequences, maps, arrays."""
+    out = w.out
+    if value is None:
+        out.append("N")
+    elif isinstance(value, bool):
+        out.append("b1" if value else "b0")
+    elif isinstance(value, int):
+        out.append("i%d" % value)
+    elif isinstance(value, float):
+        out.append("f" + _float_bits(value))
+    elif isinstance(value, str):
+        out.append(_s(value))
+    elif isinstance(value, E.PrimExpr):
+        out.append("E")
+        _EXPR[type(value)](w, value)
+    elif isinstance(value, (list, tuple)):
+        out.append("L%d" % len(value))
+        for item in value:
+            write_value(w, item)
+    elif isinstance(value, Mapping):
+        write_map(w, value, "D")
+    elif isinstance(value, E.Buffer):
+        write_buffer(w, value)
+    else:
+        _write_foreign(w, value)
+
+
+def _write_foreign(w: TokenWriter, value: Any) -> None:
+    import numpy as np  # already loaded by msdb.ir.dtype; imported here to keep the hot path short
+
+    out = w.out
+    if isinstance(value, np.ndarray):
+        out.append("T")
+        out.append(_s(value.dtype.str))
+        out.append("%d" % value.ndim)
+        out.extend("%d" % d for d in value.shape)
+        if w.ignore_tensor:
+            out.append("-")
+        else:
+            out.append(np.ascontiguousarray(value).tobytes().hex())
+    elif isinstance(value, np.generic):
+        write_value(w, value.item())
+    else:
+        raise TypeError(
+            f"structural hashing cannot handle an annotation value of type {type(value).__name__}: "
+            "use int, float, str, bool, a PrimExpr, a list/tuple/dict of them or a numpy array"
+        )
+
+
+def write_map(w: TokenWriter, mapping: Mapping[Any, Any], code: str = "A") -> None:
+    """A map with its keys sorted (annotations and attrs are unordered in TVM)."""
+    out = w.out
+    out.append("%s%d" % (code, len(mapping)))
+    if not mapping:
+        return
+    for key in sorted(mapping, key=_key_order):
+        write_value(w, key)
+        write_value(w, mapping[key])
+
+
+def _key_order(key: Any) -> tuple[str, str]:
+    return (type(key).__name__, str(key))
+
+
+# ---------------------------------------------------------------------------------------------
+# Statements
+# ---------------------------------------------------------------------------------------------
+
+
+def _buffer_store(w: TokenWriter, node: S.BufferStore) -> None:
+    out = w.out
+    out.append("Store")
+    write_buffer(w, node.buffer)
+    _EXPR[type(node.value)](w, node.value)
+    indices = node.indices
+    out.append("%d" % len(indices))
+    for index in indices:
+        _EXPR[type(index)](w, index)
+
+
+def _evaluate(w: TokenWriter, node: S.Evaluate) -> None:
+    w.out.append("Eval")
+    _EXPR[type(node.value)](w, node.value)
+
+
+def _seq(w: TokenWriter, node: S.SeqStmt) -> None:
+    w.out.append("Seq%d" % len(node.seq))
+    for stmt in node.seq:
+        _STMT[type(stmt)](w, stmt)
+
+
+def _if(w: TokenWriter, node: S.IfThenElse) -> None:
+    w.out.append("If")
+    _EXPR[type(node.condition)](w, node.condition)
+    _STMT[type(node.then_case)](w, node.then_case)
+    if node.else_case is None:
+        w.out.append("-")
+    else:
+        _STMT[type(node.else_case)](w, node.else_case)
+
+
+def _let(w: TokenWriter, node: S.LetStmt) -> None:
+    w.out.append("Let")
+    _EXPR[type(node.value)](w, node.value)
+    write_var(w, node.var)
+    _STMT[type(node.body)](w, node.body)
+
+
+def write_loop_header(w: TokenWriter, node: S.For) -> None:
+    """Everything about a loop except its body (shared by the anchor-block walk)."""
+    out = w.out
+    out.append("For%d" % node.kind)
+    _EXPR[type(node.min)](w, node.min)
+    _EXPR[type(node.extent)](w, node.extent)
+    write_var(w, node.loop_var)
+    # The binding's own var and dom repeat the loop's; only the thread axis it names counts.
+    binding = node.thread_binding
+    out.append("-" if binding is None else _s(binding.thread_tag))
+    write_map(w, node.annotations)
+
+
+def _for(w: TokenWriter, node: S.For) -> None:
+    write_loop_header(w, node)
+    _STMT[type(node.body)](w, node.body)
+
+
+def _block(w: TokenWriter, node: S.Block) -> None:
+    out = w.out
+    iter_vars = node.iter_vars
+    out.append("Block%d" % len(iter_vars))
+    for iv in iter_vars:
+        dom = iv.dom
+        _EXPR[type(dom.min)](w, dom.min)
+        _EXPR[type(dom.extent)](w, dom.extent)
+        write_var(w, iv.var)
+        out.append("%d" % iv.iter_type)
+        out.append(_s(iv.thread_tag))
+    # reads/writes deliberately skipped: derived from the body (module docstring).
+    out.append("%d" % len(node.alloc_buffers))
+    for buf in node.alloc_buffers:
+        write_buffer(w, buf)
+    out.append("%d" % len(node.match_buffers))
+    for match in node.match_buffers:
+        write_buffer(w, match.buffer)
+        _buffer_region(w, match.source)
+    write_map(w, node.annotations)
+    if node.init is None:
+        out.append("-")
+    else:
+        out.append("Init")
+        _STMT[type(node.init)](w, node.init)
+    _STMT[type(node.body)](w, node.body)
+
+
+def _buffer_region(w: TokenWriter, region: S.BufferRegion) -> None:
+    write_buffer(w, region.buffer)
+    w.out.append("%d" % len(region.region))
+    for rng in region.region:
+        _EXPR[type(rng.min)](w, rng.min)
+        _EXPR[type(rng.extent)](w, rng.extent)
+
+
+def write_block_realize(w: TokenWriter, node: S.BlockRealize) -> None:
+    out = w.out
+    values = node.iter_values
+    out.append("Realize%d" % len(values))
+    for value in values:
+        _EXPR[type(value)](w, value)
+    _EXPR[type(node.predicate)](w, node.predicate)
+    _block(w, node.block)
+
+
+def _stmt_unknown(w: TokenWriter, node: S.Stmt) -> None:
+    raise TypeError(f"structural hashing cannot handle statement node {type(node).__name__}")
+
+
+_STMT.update(
+    {
+        S.BufferStore: _buffer_store,
+        S.Evaluate: _evaluate,
+        S.SeqStmt: _seq,
+        S.IfThenElse: _if,
+        S.LetStmt: _let,
+        S.For: _for,
+        S.Block: _block,
+        S.BlockRealize: write_block_realize,
+        S.Stmt: _stmt_unknown,
+    }
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# Functions and modules
+# ---------------------------------------------------------------------------------------------
+
+
+def normalized_functions(mod: IRModule | PrimFunc) -> list[tuple[str | None, PrimFunc]]:
+    """(name, function) pairs in canonical order; the name is None for a single function, whose
+    key never counts (a lone PrimFunc is the module {"main": f})."""
+    if isinstance(mod, PrimFunc):
+        return [(None, mod)]
+    if not isinstance(mod, IRModule):
+        raise TypeError(f"expected an IRModule or a PrimFunc, got {type(mod).__name__}")
+    functions = mod.functions
+    if len(functions) == 1:
+        return [(None, next(iter(functions.values())))]
+    return [(name, functions[name]) for name in sorted(functions)]
+
+
+def write_function(w: TokenWriter, func: PrimFunc) -> None:
+    w.new_scope()
+    out = w.out
+    out.append("Func")
+    attrs = func.attrs
+    if any(key in IGNORED_FUNC_ATTRS for key in attrs):
+        attrs = {k: v for k, v in attrs.items() if k not in IGNORED_FUNC_ATTRS}
+    write_map(w, attrs)
+    params = func.params
+    out.append("%d" % len(params))
+    for param in params:
+        write_var(w, param)
+    buffer_map = func.buffer_map
+    for param in params:
+        buf = buffer_map.get(param)
+        if buf is None:
+            out.append("-")
+        else:
+            write_buffer(w, buf)
+    _STMT[type(func.body)](w, func.body)
+
+
+def module_tokens(mod: IRModule | PrimFunc, ignore_tensor: bool = False) -> list[str]:
+    """The token stream of a whole module (structural or ignore-tensor mode)."""
+    w = TokenWriter(ignore_tensor)
+    functions = normalized_functions(mod)
+    out = w.out
+    out.append("Module%d" % len(functions))
+    mod_attrs = mod.attrs if isinstance(mod, IRModule) else {}
+    write_map(w, mod_attrs)
+    for name, func in functions:
+        if name is not None:
+            out.append(_s(name))
+        write_function(w, func)
+    return out

@@ -1,0 +1,206 @@
+"""The schedule's view of the module being transformed: where every block and loop is.
+
+IR nodes are immutable, so a primitive builds a new subtree and `ScheduleState.replace` rebuilds
+the chain of ancestors up to the function. Random variables survive replacement because they
+name *stable identities*, not nodes: a block is identified by its name (unique within a
+function, as TVM requires and as every primitive keeps), a loop by its loop `Var` (a rebuilt
+`For` keeps its var; a loop that a primitive creates gets a fresh one). The index of blocks and
+loops is rebuilt lazily after each replacement, one walk of the function.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from msdb.errors import ScheduleError
+from msdb.ir import expr as E
+from msdb.ir import stmt as S
+from msdb.ir.function import IRModule, PrimFunc
+
+
+@dataclass
+class FuncIndex:
+    """Where each block and loop of one function sits. `parent` maps a statement to the
+    statement that directly contains it (a BlockRealize's parent is a For, SeqStmt, Block, ...;
+    a Block's parent is its BlockRealize)."""
+
+    blocks: dict[str, S.Block] = field(default_factory=dict)
+    realizes: dict[str, S.BlockRealize] = field(default_factory=dict)
+    loops: dict[E.Var, S.For] = field(default_factory=dict)
+    parent: dict[object, object] = field(default_factory=dict)
+
+
+def _build_index(func: PrimFunc) -> FuncIndex:
+    index = FuncIndex()
+    stack: list[tuple[object, object | None]] = [(func.body, None)]
+    while stack:
+        node, parent = stack.pop()
+        if node is None:
+            continue
+        if parent is not None:
+            index.parent[node] = parent
+        if isinstance(node, S.BlockRealize):
+            name = node.block.name_hint
+            if name in index.blocks:
+                raise ScheduleError(f"block name {name!r} is not unique in the function; schedules need unique block names")
+            index.blocks[name] = node.block
+            index.realizes[name] = node
+            stack.append((node.block, node))
+        elif isinstance(node, S.Block):
+            stack.append((node.body, node))
+            if node.init is not None:
+                stack.append((node.init, node))
+        elif isinstance(node, S.For):
+            index.loops[node.loop_var] = node
+            stack.append((node.body, node))
+        elif isinstance(node, S.SeqStmt):
+            for child in reversed(node.seq):
+                stack.append((child, node))
+        elif isinstance(node, S.IfThenElse):
+            stack.append((node.then_case, node))
+            if node.else_case is not None:
+                stack.append((node.else_case, node))
+        elif isinstance(node, S.LetStmt):
+            stack.append((node.body, node))
+    return index
+
+
+def replace_child(parent: object, old: S.Stmt, new: S.Stmt | None) -> object:
+    """`parent` with its direct child `old` replaced by `new` (None removes it from a
+    SeqStmt). Raises ScheduleError when `old` is not a direct child."""
+    if isinstance(parent, S.For):
+        if parent.body is old and new is not None:
+            return S.For(parent.loop_var, parent.min, parent.extent, parent.kind, new, parent.thread_binding, parent.annotations)
+    elif isinstance(parent, S.SeqStmt):
+        items = list(parent.seq)
+        for i, item in enumerate(items):
+            if item is old:
+                if new is None:
+                    del items[i]
+                    return S.seq(*items)
+                items[i] = new
+                return S.seq(*items)
+    elif isinstance(parent, S.Block):
+        if parent.body is old and new is not None:
+            return S.Block(parent.iter_vars, parent.reads, parent.writes, parent.name_hint, new, parent.init,
+                           parent.alloc_buffers, parent.match_buffers, parent.annotations)
+        if parent.init is old:
+            return S.Block(parent.iter_vars, parent.reads, parent.writes, parent.name_hint, parent.body, new,
+                           parent.alloc_buffers, parent.match_buffers, parent.annotations)
+    elif isinstance(parent, S.BlockRealize):
+        if parent.block is old and isinstance(new, S.Block):
+            return S.BlockRealize(parent.iter_values, parent.predicate, new)
+    elif isinstance(parent, S.IfThenElse):
+        if parent.then_case is old and new is not None:
+            return S.IfThenElse(parent.condition, new, parent.else_case)
+        if parent.else_case is old:
+            return S.IfThenElse(parent.condition, parent.then_case, new)
+    elif isinstance(parent, S.LetStmt):
+        if parent.body is old and new is not None:
+            return S.LetStmt(parent.var, parent.value, new)
+    raise ScheduleError(f"internal: cannot replace {type(old).__name__} under {type(parent).__name__}")
+
+
+class ScheduleState:
+    """The module under transformation plus a lazily rebuilt index per function."""
+
+    def __init__(self, mod: IRModule) -> None:
+        self.mod = mod
+        self._indexes: dict[str, FuncIndex] = {}
+
+    def copy(self) -> ScheduleState:
+        # Nodes are immutable, so sharing them is safe; indexes are rebuilt on demand.
+        clone = ScheduleState(self.mod)
+        clone._indexes = dict(self._indexes)
+        return clone
+
+    # ---- lookup ----
+    def func(self, func_name: str) -> PrimFunc:
+        try:
+            return self.mod.functions[func_name]
+        except KeyError:
+            raise ScheduleError(f"the module has no function {func_name!r}; it has {sorted(self.mod.functions)}") from None
+
+    def index(self, func_name: str) -> FuncIndex:
+        cached = self._indexes.get(func_name)
+        if cached is None:
+            cached = _build_index(self.func(func_name))
+            self._indexes[func_name] = cached
+        return cached
+
+    def block(self, func_name: str, name: str) -> S.Block:
+        """The block named `name`; ScheduleError when absent."""
+        index = self.index(func_name)
+        try:
+            return index.blocks[name]
+        except KeyError:
+            known = sorted(n for n in index.blocks if n != "root")
+            raise ScheduleError(f"no block named {name!r} in function {func_name!r}; its blocks are {known}") from None
+
+    def realize(self, func_name: str, name: str) -> S.BlockRealize:
+        self.block(func_name, name)
+        return self.index(func_name).realizes[name]
+
+    def loop(self, func_name: str, loop_var: E.Var) -> S.For:
+        """The loop whose variable is `loop_var`; ScheduleError when it no longer exists."""
+        try:
+            return self.index(func_name).loops[loop_var]
+        except KeyError:
+            raise ScheduleError(f"loop {loop_var.name!r} no longer exists in function {func_name!r} (it was transformed away)") from None
+
+    def parent(self, func_name: str, node: object) -> object | None:
+        return self.index(func_name).parent.get(node)
+
+    def ancestors(self, func_name: str, node: object) -> list[object]:
+        """Ancestors of `node`, innermost first, up to the root BlockRealize."""
+        parents = self.index(func_name).parent
+        chain = []
+        current = parents.get(node)
+        while current is not None:
+            chain.append(current)
+            current = parents.get(current)
+        return chain
+
+    def loops_of(self, func_name: str, block_name: str) -> list[S.For]:
+        """The loops around a block, outermost first, up to its enclosing (scope) block."""
+        loops: list[S.For] = []
+        for node in self.ancestors(func_name, self.realize(func_name, block_name)):
+            if isinstance(node, S.Block):
+                break
+            if isinstance(node, S.For):
+                loops.append(node)
+        loops.reverse()
+        return loops
+
+    def scope_block(self, func_name: str, node: object) -> S.Block:
+        """The nearest Block strictly enclosing `node` (for a block: its parent scope)."""
+        start = node
+        if isinstance(node, S.Block):
+            start = self.parent(func_name, node)  # its BlockRealize
+        for ancestor in self.ancestors(func_name, start):
+            if isinstance(ancestor, S.Block):
+                return ancestor
+        raise ScheduleError("internal: statement has no enclosing block")
+
+    # ---- mutation ----
+    def replace(self, func_name: str, old: S.Stmt, new: S.Stmt | None) -> None:
+        """Put `new` where `old` is (None deletes `old` from its SeqStmt), rebuilding every
+        ancestor up to the function body."""
+        func = self.func(func_name)
+        if old is func.body:
+            if new is None:
+                raise ScheduleError("internal: cannot delete a function body")
+            self._set_body(func_name, new)
+            return
+        child: object = old
+        replacement: object | None = new
+        for ancestor in self.ancestors(func_name, old):
+            replacement = replace_child(ancestor, child, replacement)  # type: ignore[arg-type]
+            child = ancestor
+        if child is not func.body:
+            raise ScheduleError("internal: statement is not part of the function")
+        self._set_body(func_name, replacement)  # type: ignore[arg-type]
+
+    def _set_body(self, func_name: str, body: S.Stmt) -> None:
+        self.mod = self.mod.with_function(func_name, self.func(func_name).with_body(body))
+        self._indexes.pop(func_name, None)

@@ -1,0 +1,71 @@
+"""The package's shape: namespaced install, a cheap `import msdb`, the layering of DESIGN.md,
+and the console script."""
+
+from __future__ import annotations
+
+import ast
+import json
+import pathlib
+import subprocess
+import sys
+
+from click.testing import CliRunner
+
+import msdb
+from msdb.cli.main import cli
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+HEAVY_MODULES = ("llvmlite", "xgboost", "pycuda", "datasette", "sqlalchemy", "alembic", "numpy.linalg")
+
+
+def _imports_of(path: pathlib.Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return found
+
+
+def test_namespaced_packages_are_importable() -> None:
+    import msdb.cli
+    import msdb.ir
+    import msdb.tuner
+
+    assert pathlib.Path(msdb.tuner.__file__).parent.name == "tuner"
+    assert pathlib.Path(msdb.cli.__file__).parent.name == "cli"
+
+
+def test_import_msdb_loads_no_heavy_dependency() -> None:
+    code = "import sys, json, msdb, msdb.ir; print(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    loaded = set(json.loads(out))
+    assert not [m for m in HEAVY_MODULES if m in loaded]
+
+
+def test_library_never_imports_the_tuner_or_the_cli() -> None:
+    offenders = []
+    for path in (ROOT / "msdb").rglob("*.py"):
+        for name in _imports_of(path):
+            if name.startswith(("msdb.tuner", "msdb.cli", "tuner", "cli")):
+                offenders.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert offenders == []
+
+
+def test_no_top_level_cli_or_schema_package_is_installed() -> None:
+    for name in ("cli", "schema", "tuner"):
+        code = f"import importlib.util, sys; sys.exit(0 if importlib.util.find_spec({name!r}) is None else 1)"
+        result = subprocess.run([sys.executable, "-c", code], cwd="/", capture_output=True)
+        assert result.returncode == 0, f"a top-level package {name!r} is importable"
+
+
+def test_console_script_version_and_help() -> None:
+    runner = CliRunner()
+    result = runner.invoke(cli, ["--version"])
+    assert result.exit_code == 0
+    assert result.output == f"msdb, version {msdb.__version__}\n"
+    result = runner.invoke(cli, ["--help"])
+    assert result.exit_code == 0
+    assert "tuning database" in result.output
