@@ -1,0 +1,1 @@
+"""Interoperability with other tuning systems' files (TVM MetaSchedule today)."""
