@@ -45,6 +45,7 @@ import keyword
 import logging
 import math
 import re
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -67,6 +68,7 @@ Interval = tuple[int, int]
 _MAX_NEST = 14
 _MAX_EXPR_DEPTH = 48
 _CACHE_SIZE = 64
+_RECURSION_LIMIT = 20000
 
 
 class InterpreterError(MsdbError):
@@ -94,7 +96,16 @@ def compile_func(mod_or_func: IRModule | PrimFunc) -> CompiledFunc:
     hit = _cache.get(key)
     if hit is not None and hit[0] is func:
         return hit[1]
-    compiled = _Codegen(func).build()
+    limit = sys.getrecursionlimit()
+    # The translator recurses once per IR nesting level; deep (machine-made) expressions need
+    # more than Python's default 1000 frames, which CPython 3.11+ provides without C stack.
+    sys.setrecursionlimit(max(limit, _RECURSION_LIMIT))
+    try:
+        compiled = _Codegen(func).build()
+    except RecursionError:
+        raise InterpreterError("the function is nested too deeply to interpret") from None
+    finally:
+        sys.setrecursionlimit(limit)
     if len(_cache) >= _CACHE_SIZE:
         _cache.pop(next(iter(_cache)))
     _cache[key] = (func, compiled)

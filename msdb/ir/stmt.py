@@ -55,9 +55,10 @@ def frozen_map(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
 
 @dataclass(frozen=True, eq=False, slots=True)
 class IterVar:
-    """A block iteration variable (`dom` is its range) or a loop's thread binding (`thread_tag`)."""
+    """A block iteration variable (`dom` is its range) or a loop's thread binding (`thread_tag`;
+    its `dom` may be None, as TVM leaves it when the loop gives the extent)."""
 
-    dom: Range
+    dom: Range | None
     var: Var
     iter_type: IterType = IterType.DATA_PAR
     thread_tag: str = ""

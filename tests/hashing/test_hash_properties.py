@@ -72,7 +72,7 @@ def test_every_mutation_kind_has_sites_in_some_sample(kind: str) -> None:
 
 @pytest.mark.parametrize("kind", MUTATION_KINDS)
 def test_every_site_of_a_kind_is_seen_by_the_hash(kind: str) -> None:
-    # Exhaustive over the matmul+bias+relu sample (small, and has every site kind except consts).
+    # Exhaustive over the conv sample (two blocks, pad and reduction: every site kind occurs).
     mod = sample("conv2d_nhwc")
     base = structural_hash(mod)
     hashes = {base}

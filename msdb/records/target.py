@@ -1,0 +1,332 @@
+"""Compilation targets: TVM's target config dict in one canonical form, and the match policy
+that makes msdb's queries target-aware (DESIGN.md section 4).
+
+TVM keeps no target in its lookups, so a union of a CPU and a GPU database can answer a CPU
+query with a GPU schedule (apache/tvm#15549). msdb stores every record's target and filters
+queries with this policy:
+
+Match policy (query target `q` against a record's target `r`)
+-------------------------------------------------------------
+- `q is None` (no target given) matches every record, with or without a target: TVM's "any".
+- A record without a target never matches a query that names one.
+- The `kind` must be equal (`llvm` never answers a `cuda` query).
+- Device identity: the architecture (`mcpu` for CPUs and ROCm, `arch` for CUDA, or `mcpu` for
+  NVPTX), the instruction set of the target triple (`x86_64` of `x86_64-pc-linux-gnu`) and the
+  `device` attribute (`arm_cpu`, ...). Each of them must be equal when *both* sides state it; a
+  side that leaves it out accepts any value (a record tuned for plain `llvm` runs on every
+  llvm CPU; a query for plain `llvm` has not said which CPU it wants).
+- Ignored: `tag`, `keys`, the vendor/OS/environment parts of `mtriple` (`-conda-linux-gnu` vs
+  `-unknown-linux-gnu`), `host`, and every tuning knob such as `num-cores`,
+  `max_num_threads` or `libs`.
+- `Target(..., strict=True)` as the query asks for the exact configuration: every attribute except
+  `tag`, `keys` and the triple's vendor/OS/environment must be equal, including `num-cores`, and
+  an attribute stated on one side only is a mismatch.
+
+`num-cores` is ignored by default because a CPU schedule's parallel loops are split for the
+thread pool at run time; a record tuned on 8 cores is a good start on 16. Use `strict=True`
+when the schedule must come from the same thread count.
+
+Canonical form
+--------------
+`Target.config` is a plain dict with sorted keys, as TVM writes it in its logs: values are ints,
+bools, strings, lists or nested dicts (`host`), `keys` defaults to the kind's TVM keys and `tag`
+to "", and a CUDA target gets TVM's defaults `max_num_threads=1024`, `thread_warp_size=32`. Old
+CLI strings (`"llvm -mcpu=skylake-avx512 -num-cores=4"`, `"cuda -arch=sm_80"`) parse to the
+same dict as TVM's dict form.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import shlex
+from typing import Any, Mapping, NamedTuple
+
+from msdb.errors import MsdbError
+
+__all__ = ["Target", "TargetError", "MatchKey"]
+
+
+class TargetError(MsdbError, ValueError):
+    """A target string or config msdb cannot understand."""
+
+
+#: TVM's registered target kinds (tvm/src/target/target_kind.cc), with the `keys` TVM gives them.
+KIND_KEYS: dict[str, tuple[str, ...]] = {
+    "llvm": ("cpu",),
+    "c": ("cpu",),
+    "cuda": ("cuda", "gpu"),
+    "nvptx": ("cuda", "gpu"),
+    "rocm": ("rocm", "gpu"),
+    "opencl": ("opencl", "gpu"),
+    "metal": ("metal", "gpu"),
+    "vulkan": ("vulkan", "gpu"),
+    "webgpu": ("webgpu", "gpu"),
+    "hexagon": ("hexagon",),
+    "ext_dev": ("ext_dev",),
+    "hybrid": ("hybrid",),
+    "composite": (),
+    "stackvm": (),
+    "example_target_hook": (),
+}
+
+#: Defaults TVM fills in for a kind when the attribute is absent.
+KIND_DEFAULTS: dict[str, dict[str, Any]] = {
+    "cuda": {"max_num_threads": 1024, "thread_warp_size": 32},
+}
+
+#: Attributes that hold arrays; their CLI form is comma separated (`-mattr=+avx2,+fma`).
+LIST_ATTRS = frozenset({"keys", "mattr", "libs", "cl-opt", "mllvm"})
+
+#: Attributes never compared, not even with strict=True.
+NEVER_COMPARED = frozenset({"tag", "keys"})
+
+_KIND_RE = re.compile(r"^[a-z][a-z0-9_]*$")
+_OPTION_RE = re.compile(r"^--?([A-Za-z_][A-Za-z0-9_\-.]*)(?:=(.*))?$", re.S)
+_INT_RE = re.compile(r"^[+-]?\d+$")
+
+
+class MatchKey(NamedTuple):
+    """The device identity a target is matched on ("" = not stated)."""
+
+    kind: str
+    arch: str
+    isa: str
+    device: str
+
+
+def _parse_cli_value(key: str, text: str) -> Any:
+    if key in LIST_ATTRS:
+        return [part for part in text.split(",") if part]
+    if _INT_RE.match(text):
+        return int(text)
+    if text in ("true", "True"):
+        return True
+    if text in ("false", "False"):
+        return False
+    return text
+
+
+def _canonical_value(value: Any, source: str) -> Any:
+    """A JSON-able canonical copy of one attribute value."""
+    if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
+        return value
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else value
+    if isinstance(value, (list, tuple)):
+        return [_canonical_value(v, source) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _canonical_value(v, source) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(value, Target):
+        return value.config
+    raise TargetError(f"target {source}: attribute value {value!r} of type {type(value).__name__} is not a JSON value")
+
+
+def _parse_string(text: str) -> dict[str, Any]:
+    """TVM's CLI form: `kind -key=value -key=v1,v2 -flag`, or a JSON object."""
+    stripped = text.strip()
+    if not stripped:
+        raise TargetError("empty target string; give a kind such as 'llvm' or 'cuda -arch=sm_80'")
+    if stripped.startswith("{"):
+        try:
+            parsed = json.loads(stripped)
+        except json.JSONDecodeError as exc:
+            raise TargetError(f"target string {text!r} looks like JSON but does not parse: {exc.msg} at column {exc.colno}") from None
+        if not isinstance(parsed, dict):
+            raise TargetError(f"target string {text!r} must be a JSON object")
+        return parsed
+    try:
+        words = shlex.split(stripped)
+    except ValueError as exc:
+        raise TargetError(f"target string {text!r}: {exc}") from None
+    kind, options = words[0], words[1:]
+    if "/" in kind:
+        raise TargetError(f"target string {text!r}: target tags such as {kind!r} are not supported; "
+                          "give the kind and attributes instead (e.g. 'cuda -arch=sm_80')")
+    config: dict[str, Any] = {"kind": kind}
+    for word in options:
+        match = _OPTION_RE.match(word)
+        if match is None:
+            raise TargetError(f"target string {text!r}: option {word!r} is not of the form -key=value")
+        key, value = match.group(1), match.group(2)
+        config[key] = True if value is None else _parse_cli_value(key, value)
+    return config
+
+
+def _canonical(config: Mapping[str, Any], source: str) -> dict[str, Any]:
+    kind = config.get("kind")
+    if not isinstance(kind, str) or not kind:
+        raise TargetError(f"target {source} has no 'kind' (expected e.g. {{'kind': 'llvm'}})")
+    if not _KIND_RE.match(kind) or kind not in KIND_KEYS:
+        known = ", ".join(sorted(KIND_KEYS))
+        raise TargetError(f"target {source}: unknown target kind {kind!r}; known kinds: {known}")
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        if not isinstance(key, str):
+            raise TargetError(f"target {source}: attribute name {key!r} is not a string")
+        if key == "host" and value is not None and not isinstance(value, Target):
+            value = Target(value).config
+        elif key in LIST_ATTRS and isinstance(value, str):
+            value = [part for part in value.split(",") if part]
+        out[key] = _canonical_value(value, source)
+    out.setdefault("keys", list(KIND_KEYS[kind]))
+    out.setdefault("tag", "")
+    for key, value in KIND_DEFAULTS.get(kind, {}).items():
+        out.setdefault(key, value)
+    return dict(sorted(out.items()))
+
+
+def _triple_isa(triple: Any) -> str:
+    """`x86_64` of `x86_64-pc-linux-gnu`: the part of the triple that decides the code."""
+    if not isinstance(triple, str) or not triple:
+        return ""
+    return triple.split("-", 1)[0]
+
+
+
+class Target:
+    """A compilation target in TVM's config form.
+
+    `Target("llvm -mcpu=skylake-avx512 -num-cores=4")`, `Target({"kind": "cuda", "arch":
+    "sm_80"})` and `Target(other_target)` all work; `config` is the canonical dict (sorted keys)
+    stored in databases and written to TVM logs. See the module docstring for the match policy.
+    """
+
+    __slots__ = ("_config", "_json", "_strict", "_key")
+
+    def __init__(self, target: str | Mapping[str, Any] | Target, *, strict: bool = False) -> None:
+        if isinstance(target, Target):
+            config = target._config
+            self._json: str = target._json
+        else:
+            if isinstance(target, str):
+                source = repr(target)
+                raw = _parse_string(target)
+            elif isinstance(target, Mapping):
+                source = repr(dict(target))
+                raw = dict(target)
+            else:
+                raise TargetError(f"a target is a string or a config dict, got {type(target).__name__}: {target!r}")
+            config = _canonical(raw, source)
+            self._json = json.dumps(config, sort_keys=True, separators=(",", ":"))
+        self._config: dict[str, Any] = config
+        self._strict = bool(strict)
+        self._key: MatchKey | None = None
+
+    # ---- construction helpers ----
+    @staticmethod
+    def coerce(target: str | Mapping[str, Any] | Target | None) -> Target | None:
+        """`None` stays `None`; anything else becomes a `Target`."""
+        if target is None or isinstance(target, Target):
+            return target
+        return Target(target)
+
+    @staticmethod
+    @functools.lru_cache(maxsize=1)
+    def host() -> Target:
+        """This machine as an llvm target: LLVM's process triple and host CPU name (from
+        llvmlite, imported only here) and `num-cores` = `os.cpu_count()`."""
+        import llvmlite.binding as llvm
+
+        return Target({
+            "kind": "llvm",
+            "mtriple": llvm.get_process_triple(),
+            "mcpu": llvm.get_host_cpu_name(),
+            "num-cores": os.cpu_count() or 1,
+        })
+
+    def with_strict(self, strict: bool = True) -> Target:
+        """The same target, matching records exactly (`strict=True`) or by the default policy."""
+        return Target(self, strict=strict)
+
+    # ---- accessors ----
+    @property
+    def config(self) -> dict[str, Any]:
+        """The canonical config dict (a copy; keys sorted)."""
+        return json.loads(self._json)
+
+    @property
+    def kind(self) -> str:
+        return self._config["kind"]
+
+    @property
+    def strict(self) -> bool:
+        return self._strict
+
+    def get(self, attr: str, default: Any = None) -> Any:
+        return self._config.get(attr, default)
+
+    def as_json(self) -> dict[str, Any]:
+        """The config dict TVM writes in a record line."""
+        return self.config
+
+    def canonical_json(self) -> str:
+        """The canonical config as compact JSON with sorted keys (the database's target key)."""
+        return self._json
+
+    @property
+    def match_key(self) -> MatchKey:
+        """Kind and device identity; "" where the target does not say."""
+        if self._key is None:
+            config = self._config
+            kind = config["kind"]
+            if kind in ("cuda",):
+                arch = str(config.get("arch", ""))
+            elif kind == "nvptx":
+                arch = str(config.get("mcpu", config.get("arch", "")))
+            else:
+                arch = str(config.get("mcpu", config.get("arch", "")))
+            self._key = MatchKey(kind, arch, _triple_isa(config.get("mtriple")), str(config.get("device", "")))
+        return self._key
+
+    # ---- matching ----
+    def matches(self, record_target: Target | None) -> bool:
+        """Whether a record tuned for `record_target` answers a query for this target (the policy
+        in the module docstring; this target is the query)."""
+        if record_target is None:
+            return False
+        if self._strict:
+            return self._strict_view() == record_target._strict_view()
+        mine, theirs = self.match_key, record_target.match_key
+        if mine.kind != theirs.kind:
+            return False
+        for a, b in zip(mine[1:], theirs[1:]):
+            if a and b and a != b:
+                return False
+        return True
+
+    def _strict_view(self) -> dict[str, Any]:
+        view = {k: v for k, v in self._config.items() if k not in NEVER_COMPARED}
+        if "mtriple" in view:
+            view["mtriple"] = _triple_isa(view["mtriple"])
+        if isinstance(view.get("host"), dict):
+            view["host"] = Target(view["host"])._strict_view()
+        return view
+
+    # ---- value semantics ----
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Target):
+            return NotImplemented
+        return self._json == other._json
+
+    def __hash__(self) -> int:
+        return hash(self._json)
+
+    def __str__(self) -> str:
+        """TVM's CLI-like form, e.g. `llvm -keys=cpu -mcpu=skylake-avx512 -num-cores=4`."""
+        parts = [self.kind]
+        for key, value in self._config.items():
+            if key in ("kind", "host") or value == "" or value == []:
+                continue
+            if isinstance(value, list):
+                value = ",".join(str(v) for v in value)
+            elif isinstance(value, bool):
+                value = "true" if value else "false"
+            parts.append(f"-{key}={value}")
+        return " ".join(parts)
+
+    def __repr__(self) -> str:
+        strict = ", strict=True" if self._strict else ""
+        return f"Target({self._json}{strict})"

@@ -1,0 +1,254 @@
+"""`Workload`: a tensor program as a database stores it, with its three structural hashes.
+
+A database keys workloads by `msdb.hashing.structural_hash` under its view's module equality;
+every workload knows all three hashes ("structural", "ignore-tensor", "anchor-block"), so one
+stored workload answers a view of any mode (DESIGN.md section 2). Hashes are computed lazily
+and at most once per workload, and a small cache keyed by module identity lets repeated queries
+with the same `IRModule` object skip re-hashing (compile flows query one module many times).
+
+The module itself can be lazy too: a database row becomes a `Workload` whose IR is decoded only
+when `mod` is first read, so a query that only needs hashes never parses TVMScript.
+
+Payloads: TVM's workload line is `[shash, base64]`, the base64 holding an 8-byte little-endian
+length and a JSON document. `encode_workload_payload` keeps a TVM payload that came with the
+workload byte for byte, else encodes msdb IR with TVM's graph encoder
+(`msdb.interop.tvm.encode`), else falls back to msdb's own document
+`{"msdb_workload": 1, "format": "tvmscript", "script": ...}` (readable by msdb only).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+import struct
+from collections import OrderedDict
+from typing import Any, Callable
+
+from msdb.errors import MsdbError
+from msdb.ir.function import IRModule, PrimFunc
+
+__all__ = ["Workload", "WorkloadPayloadError", "encode_workload_payload", "decode_workload_payload", "HASH_MODES"]
+
+logger = logging.getLogger(__name__)
+
+#: The hash modes every workload carries, in the order databases store them.
+HASH_MODES: tuple[str, ...] = ("structural", "ignore-tensor", "anchor-block")
+
+_MODE_ALIASES = {"ignore-ndarray": "ignore-tensor"}
+
+#: Recently hashed modules: id(mod) -> (mod, {mode: hash}). Holding the module keeps its id from
+#: being reused while the entry lives.
+_HASH_CACHE: OrderedDict[int, tuple[IRModule, dict[str, str]]] = OrderedDict()
+_HASH_CACHE_SIZE = 512
+
+
+class WorkloadPayloadError(MsdbError):
+    """A workload payload (base64 in a TVM log) that msdb cannot decode."""
+
+
+def canonical_mode(mode: str) -> str:
+    """"ignore-ndarray" -> "ignore-tensor"; ValueError naming the valid modes if unknown."""
+    mode = _MODE_ALIASES.get(mode, mode)
+    if mode not in HASH_MODES:
+        valid = ", ".join(repr(m) for m in HASH_MODES + tuple(_MODE_ALIASES))
+        raise ValueError(f"unknown module equality {mode!r}; valid: {valid}")
+    return mode
+
+
+def _as_module(mod: IRModule | PrimFunc) -> IRModule:
+    if isinstance(mod, PrimFunc):
+        return IRModule.from_func(mod)
+    if not isinstance(mod, IRModule):
+        raise TypeError(f"a workload is an IRModule or PrimFunc, got {type(mod).__name__}")
+    return mod
+
+
+def _cached_hashes(mod: IRModule) -> dict[str, str]:
+    entry = _HASH_CACHE.get(id(mod))
+    if entry is not None and entry[0] is mod:
+        _HASH_CACHE.move_to_end(id(mod))
+        return entry[1]
+    hashes: dict[str, str] = {}
+    _HASH_CACHE[id(mod)] = (mod, hashes)
+    if len(_HASH_CACHE) > _HASH_CACHE_SIZE:
+        _HASH_CACHE.popitem(last=False)
+    return hashes
+
+
+class Workload:
+    """A workload: an `IRModule` (a lone PrimFunc becomes `{"main": f}`) and its hashes.
+
+    `Workload(mod)` hashes on demand. Databases build stored workloads with `hashes=` (all three,
+    as stored) and `loader=` (decodes the IR when `mod` is first read). `name` is a human label
+    (task or zoo name); `tvm_payload` / `tvm_shash` keep what an imported TVM log said.
+    """
+
+    __slots__ = ("_mod", "_loader", "_hashes", "name", "tvm_payload", "tvm_shash", "_db_ids", "__weakref__")
+
+    def __init__(self, mod: IRModule | PrimFunc | None = None, *, hashes: dict[str, str] | None = None,
+                 loader: Callable[[], IRModule] | None = None, name: str | None = None,
+                 tvm_payload: str | None = None, tvm_shash: str | None = None) -> None:
+        if mod is None and loader is None:
+            raise TypeError("Workload needs a module or a loader")
+        self._mod: IRModule | None = _as_module(mod) if mod is not None else None
+        self._loader = loader
+        if hashes is not None:
+            self._hashes = {canonical_mode(m): h for m, h in hashes.items()}
+        elif self._mod is not None:
+            self._hashes = _cached_hashes(self._mod)
+        else:
+            self._hashes = {}
+        self.name = name
+        self.tvm_payload = tvm_payload
+        self.tvm_shash = tvm_shash
+        # database key -> row id, so a token handed out by a database resolves without a lookup
+        self._db_ids: dict[Any, int] = {}
+
+    @staticmethod
+    def coerce(mod: IRModule | PrimFunc | Workload) -> Workload:
+        """A `Workload` for `mod` (returned as is when it already is one)."""
+        return mod if isinstance(mod, Workload) else Workload(mod)
+
+    @property
+    def mod(self) -> IRModule:
+        """The module (decoded on first use for stored workloads)."""
+        if self._mod is None:
+            assert self._loader is not None
+            self._mod = _as_module(self._loader())
+            self._loader = None
+        return self._mod
+
+    @property
+    def is_loaded(self) -> bool:
+        return self._mod is not None
+
+    def hash(self, mode: str = "structural") -> str:
+        """The 16-hex structural hash under `mode` ("structural", "ignore-tensor"/"ignore-ndarray",
+        "anchor-block")."""
+        mode = canonical_mode(mode)
+        value = self._hashes.get(mode)
+        if value is None:
+            from msdb.hashing import structural_hash
+
+            value = structural_hash(self.mod, mode)
+            self._hashes[mode] = value
+        return value
+
+    @property
+    def shash(self) -> str:
+        """The structural hash (the default key)."""
+        return self.hash("structural")
+
+    @property
+    def hashes(self) -> dict[str, str]:
+        """All three hashes, computing those not known yet."""
+        return {mode: self.hash(mode) for mode in HASH_MODES}
+
+    def equal(self, other: Workload, mode: str = "structural") -> bool:
+        """Same workload under `mode`: equal hashes, then a full structural comparison (TVM's
+        dedup rule) unless both are the same object."""
+        if self is other or (self._mod is not None and self._mod is other._mod):
+            return True
+        if self.hash(mode) != other.hash(mode):
+            return False
+        from msdb.hashing import structural_equal
+
+        return structural_equal(self.mod, other.mod, canonical_mode(mode))
+
+    # ---- TVM's JSON form ----
+    def as_json(self, mode: str = "structural") -> list[str]:
+        """TVM's workload line `[shash as a decimal uint64 string, base64 payload]`. The hash is
+        advisory for TVM (it rehashes on load): an imported workload keeps TVM's own value."""
+        shash = self.tvm_shash if self.tvm_shash is not None else str(int(self.hash(mode), 16))
+        return [shash, encode_workload_payload(self)]
+
+    @staticmethod
+    def from_json(obj: Any) -> Workload:
+        """Parse TVM's workload line `[shash, base64]` (the shash is kept as `tvm_shash`)."""
+        if not (isinstance(obj, list) and len(obj) == 2 and isinstance(obj[0], (str, int)) and isinstance(obj[1], str)):
+            raise WorkloadPayloadError(f"a workload line is [shash, base64 payload], got {_preview(obj)}")
+        mod, is_tvm = decode_workload_payload(obj[1])
+        return Workload(mod, tvm_payload=obj[1] if is_tvm else None, tvm_shash=str(obj[0]))
+
+    def __repr__(self) -> str:
+        known = self._hashes.get("structural", "?")
+        name = f" {self.name!r}" if self.name else ""
+        return f"<Workload{name} shash={known}>"
+
+
+def _preview(obj: Any, limit: int = 80) -> str:
+    text = json.dumps(obj) if not isinstance(obj, str) else obj
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _frame(document: bytes) -> str:
+    return base64.b64encode(struct.pack("<Q", len(document)) + document).decode("ascii")
+
+
+def _unframe(b64: str) -> bytes:
+    try:
+        raw = base64.b64decode(b64, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise WorkloadPayloadError(f"workload payload is not valid base64 ({exc})") from None
+    if len(raw) < 8:
+        raise WorkloadPayloadError(f"workload payload has {len(raw)} bytes, fewer than its 8-byte length prefix")
+    (length,) = struct.unpack("<Q", raw[:8])
+    if length != len(raw) - 8:
+        raise WorkloadPayloadError(f"workload payload's length prefix says {length} bytes but {len(raw) - 8} follow")
+    return raw[8:]
+
+
+def msdb_payload(mod: IRModule) -> str:
+    """msdb's own payload document: the TVMScript text, framed like TVM's (msdb reads it; TVM
+    does not)."""
+    from msdb.ir import to_script
+
+    document = {"format": "tvmscript", "msdb_workload": 1, "script": to_script(mod)}
+    return _frame(json.dumps(document, sort_keys=True, separators=(",", ":")).encode("utf-8"))
+
+
+def encode_workload_payload(workload: Workload | IRModule | PrimFunc) -> str:
+    """The base64 payload of a workload line: the original TVM payload when the workload came
+    from a TVM log, else TVM's graph encoding of the IR, else msdb's own document (see the
+    module docstring)."""
+    workload = Workload.coerce(workload)
+    if workload.tvm_payload is not None:
+        return workload.tvm_payload
+    try:
+        from msdb.interop.tvm.encode import encode_workload
+    except ImportError:
+        return msdb_payload(workload.mod)
+    try:
+        return encode_workload(workload.mod)
+    except MsdbError as exc:
+        logger.warning("TVM's graph encoder cannot encode workload %s (%s); writing msdb's own payload, "
+                       "which TVM cannot load", workload.shash, exc)
+        return msdb_payload(workload.mod)
+
+
+def decode_workload_payload(b64: str) -> tuple[IRModule, bool]:
+    """Decode a workload payload: `(module, came_from_tvm)`. msdb's own documents are parsed
+    from their TVMScript; TVM graphs go to `msdb.interop.tvm.payload.decode_workload`."""
+    document = _unframe(b64)
+    stripped = document.lstrip()
+    if stripped.startswith(b"{") and b'"msdb_workload"' in document[:200]:
+        try:
+            parsed = json.loads(document)
+        except ValueError as exc:
+            raise WorkloadPayloadError(f"msdb workload payload is not valid JSON ({exc})") from None
+        if parsed.get("format") != "tvmscript" or not isinstance(parsed.get("script"), str):
+            raise WorkloadPayloadError(f"msdb workload payload of unknown format {parsed.get('format')!r}")
+        from msdb.ir import from_script
+
+        return from_script(parsed["script"]), False
+    try:
+        from msdb.interop.tvm.payload import decode_workload
+    except ImportError:
+        raise WorkloadPayloadError("this workload payload is a TVM object graph; decoding it needs "
+                                   "msdb.interop.tvm, which is not available") from None
+    try:
+        return decode_workload(b64), True
+    except MsdbError as exc:
+        raise WorkloadPayloadError(f"cannot decode TVM workload payload: {exc}") from exc

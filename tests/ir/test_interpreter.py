@@ -1,0 +1,672 @@
+"""The reference interpreter runs TensorIR exactly: each construct and semantic corner on
+hand-built IR, a differential check of integer arithmetic against a plain Python evaluator, and
+every zoo workload against an independent numpy implementation."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from msdb.errors import MsdbError
+from msdb.ir import expr as E
+from msdb.ir import stmt as S
+from msdb.ir.function import IRModule, PrimFunc
+from msdb.ir.interpreter import InterpreterError, compile_func, interpret
+
+# ---------------------------------------------------------------------------------------------
+# Builders for hand-written IR
+# ---------------------------------------------------------------------------------------------
+
+TRUE = E.IntImm("bool", 1)
+
+
+def c(value: int, dtype: str = "int32") -> E.IntImm:
+    return E.IntImm(dtype, value)
+
+
+def f32(value: float) -> E.FloatImm:
+    return E.FloatImm("float32", value)
+
+
+def buf(name: str, shape: tuple, dtype: str = "float32", scope: str = "global") -> E.Buffer:
+    return E.Buffer(name, tuple(c(s) if isinstance(s, int) else s for s in shape), dtype, scope)
+
+
+def loop(var: E.Var, extent: int, body: S.Stmt, kind: S.ForKind = S.ForKind.SERIAL, start: int = 0) -> S.For:
+    binding = None
+    if kind == S.ForKind.THREAD_BINDING:
+        binding = S.IterVar(E.Range(c(0), c(extent)), E.Var("threadIdx.x"), S.IterType.THREAD_INDEX, "threadIdx.x")
+    return S.For(var, c(start), c(extent), kind, body, binding)
+
+
+def nest(loops: list[tuple[E.Var, int]], body: S.Stmt) -> S.Stmt:
+    for var, extent in reversed(loops):
+        body = loop(var, extent, body)
+    return body
+
+
+def iv(var: E.Var, extent: int, kind: str = "S", start: int = 0) -> S.IterVar:
+    types = {"S": S.IterType.DATA_PAR, "R": S.IterType.COMM_REDUCE, "O": S.IterType.OPAQUE}
+    return S.IterVar(E.Range(c(start), c(extent)), var, types[kind])
+
+
+def realize(name: str, iters: list[S.IterVar], values: list, body: S.Stmt, *, init: S.Stmt | None = None,
+            predicate: E.PrimExpr = TRUE, allocs: tuple = (), matches: tuple = ()) -> S.BlockRealize:
+    block = S.Block(tuple(iters), (), (), name, body, init, allocs, matches)
+    return S.BlockRealize(tuple(E.convert(v) for v in values), predicate, block)
+
+
+def func(params: list[E.Buffer], body: S.Stmt, allocs: tuple = (), scalars: tuple = ()) -> PrimFunc:
+    handles = [E.Var(b.name, "handle") for b in params]
+    root = S.BlockRealize((), TRUE, S.Block((), (), (), "root", body, None, allocs))
+    return PrimFunc(tuple(handles) + tuple(scalars), dict(zip(handles, params)), root)
+
+
+def store(buffer: E.Buffer, value, *indices) -> S.BufferStore:
+    return S.BufferStore(buffer, E.convert(value, buffer.dtype), tuple(E.convert(i) for i in indices))
+
+
+def elementwise(out_dtype: str, n: int, value_fn, in_dtypes: tuple[str, ...] = (), start: int = 0) -> PrimFunc:
+    """out[i] = value_fn(v, *inputs) for i in [0, n); `v` is the block var bound to i + start."""
+    ins = [buf(f"X{k}", (n,), dt) for k, dt in enumerate(in_dtypes)]
+    out = buf("Y", (n,), out_dtype)
+    i, v = E.Var("i"), E.Var("v")
+    body = realize("Y", [iv(v, n, start=start)], [i + start], store(out, value_fn(v, *ins), v - start))
+    return func(ins + [out], loop(i, n, body))
+
+
+def matmul_func(n: int, m: int, k: int, dtype: str = "float32") -> PrimFunc:
+    A, B, C = buf("A", (n, k), dtype), buf("B", (k, m), dtype), buf("C", (n, m), dtype)
+    i, j, r = E.Var("i"), E.Var("j"), E.Var("k")
+    vi, vj, vk = E.Var("vi"), E.Var("vj"), E.Var("vk")
+    body = realize(
+        "C", [iv(vi, n), iv(vj, m), iv(vk, k, "R")], [i, j, r],
+        store(C, C[vi, vj] + A[vi, vk] * B[vk, vj], vi, vj),
+        init=store(C, E.make_const(0, dtype), vi, vj),
+    )
+    return func([A, B, C], nest([(i, n), (j, m), (r, k)], body))
+
+
+RNG_SEED = 20240611
+
+
+def rand(shape: tuple, dtype: str = "float32", seed: int = RNG_SEED) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    if dtype.startswith("float"):
+        return rng.standard_normal(shape).astype(dtype)
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max, size=shape, endpoint=True, dtype=dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# Statements and blocks
+# ---------------------------------------------------------------------------------------------
+
+
+def test_matmul_matches_numpy_and_accumulates_in_float32():
+    a, b = rand((8, 6)), rand((6, 5), seed=2)
+    out = np.full((8, 5), 123.0, np.float32)  # garbage the init must overwrite
+    interpret(matmul_func(8, 5, 6), a, b, out)
+    # Sequential float32 accumulation, exactly what the loop nest computes.
+    expected = np.zeros((8, 5), np.float32)
+    for kk in range(6):
+        expected = expected + a[:, kk : kk + 1] * b[kk : kk + 1, :]
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_module_and_function_are_both_accepted_and_return_none():
+    f = matmul_func(2, 2, 2)
+    a, b = np.eye(2, dtype=np.float32), rand((2, 2))
+    out = np.zeros((2, 2), np.float32)
+    assert interpret(IRModule.from_func(f), a, b, out) is None
+    np.testing.assert_array_equal(out, b)
+
+
+def test_init_runs_when_every_split_reduction_var_is_at_its_minimum():
+    # k (extent 12) split into k0 * 4 + k1 and placed outermost: the init must fire exactly once
+    # per output, at k0 == 0 and k1 == 0, even though the spatial loop sits in between.
+    A, C = buf("A", (3, 12)), buf("C", (3,))
+    i, k0, k1, vi, vk = E.Var("i"), E.Var("k0"), E.Var("k1"), E.Var("vi"), E.Var("vk")
+    body = realize("C", [iv(vi, 3), iv(vk, 12, "R")], [i, k0 * 4 + k1],
+                   store(C, C[vi] + A[vi, vk], vi), init=store(C, f32(0.0), vi))
+    f = func([A, C], nest([(k0, 3), (i, 3), (k1, 4)], body))
+    a = rand((3, 12))
+    out = np.full(3, 7.0, np.float32)
+    interpret(f, a, out)
+    expected = np.zeros(3, np.float32)
+    for kk in range(12):
+        expected = expected + a[:, kk]
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_init_uses_the_domain_minimum_of_each_reduction_var():
+    # Two reduction vars; the second has domain [2, 5): init fires when vr == 0 and vs == 2.
+    A, C = buf("A", (4, 5)), buf("C", (1,))
+    r, s, vr, vs, vo = E.Var("r"), E.Var("s"), E.Var("vr"), E.Var("vs"), E.Var("vo")
+    body = realize("C", [iv(vo, 1), iv(vr, 4, "R"), iv(vs, 3, "R", start=2)], [c(0), r, s + 2],
+                   store(C, C[vo] + A[vr, vs], vo), init=store(C, f32(100.0), vo))
+    f = func([A, C], nest([(r, 4), (s, 3)], body))
+    a = np.arange(20, dtype=np.float32).reshape(4, 5)
+    out = np.zeros(1, np.float32)
+    interpret(f, a, out)
+    assert out[0] == 100.0 + a[:, 2:].sum()
+
+
+def test_init_without_reduction_vars_runs_every_time():
+    C = buf("C", (4,))
+    i, vi = E.Var("i"), E.Var("vi")
+    body = realize("C", [iv(vi, 4)], [i], store(C, C[vi] + f32(1.0), vi), init=store(C, f32(10.0), vi))
+    out = np.zeros(4, np.float32)
+    interpret(func([C], loop(i, 4, body)), out)
+    np.testing.assert_array_equal(out, np.full(4, 11.0, np.float32))
+
+
+def test_false_predicate_skips_the_block():
+    # 10 elements through a 3 x 4 split: the predicate drops the last two iterations, whose
+    # indices would be out of bounds.
+    A, B = buf("A", (10,)), buf("B", (10,))
+    i0, i1, v = E.Var("i0"), E.Var("i1"), E.Var("v")
+    body = realize("B", [iv(v, 10)], [i0 * 4 + i1], store(B, A[v] * f32(2.0), v), predicate=(i0 * 4 + i1) < 10)
+    a = rand((10,))
+    out = np.zeros(10, np.float32)
+    interpret(func([A, B], nest([(i0, 3), (i1, 4)], body)), a, out)
+    np.testing.assert_array_equal(out, a * np.float32(2.0))
+
+
+@pytest.mark.parametrize("kind", list(S.ForKind))
+def test_every_loop_kind_iterates_over_its_extent(kind):
+    B = buf("B", (6,), "int32")
+    i, v = E.Var("i"), E.Var("v")
+    body = realize("B", [iv(v, 6)], [i], store(B, B[v] + v * 10 + 1, v))
+    out = np.zeros(6, np.int32)
+    interpret(func([B], loop(i, 6, body, kind)), out)
+    np.testing.assert_array_equal(out, np.arange(6, dtype=np.int32) * 10 + 1)
+
+
+def test_loop_with_nonzero_minimum():
+    B = buf("B", (8,), "int32")
+    i = E.Var("i")
+    body = realize("B", [], [], store(B, i * 3, i))
+    out = np.full(8, -1, np.int32)
+    interpret(func([B], loop(i, 5, body, start=2)), out)
+    np.testing.assert_array_equal(out, [-1, -1, 6, 9, 12, 15, 18, -1])
+
+
+def test_alloc_buffer_is_fresh_and_zeroed_on_every_block_execution():
+    # Each execution of "outer" accumulates into its local scratch; if the scratch survived
+    # between executions the sums would grow.
+    A, B = buf("A", (4, 3)), buf("B", (4,))
+    scratch = buf("acc", (1,), scope="local")
+    i, k, vi, vk = E.Var("i"), E.Var("k"), E.Var("vi"), E.Var("vk")
+    inner = realize("acc", [iv(vk, 3, "R")], [k], store(scratch, scratch[0] + A[vi, vk], 0))
+    body = S.SeqStmt((loop(k, 3, inner), store(B, scratch[0], vi)))
+    outer = realize("outer", [iv(vi, 4)], [i], body, allocs=(scratch,))
+    a = rand((4, 3))
+    out = np.zeros(4, np.float32)
+    interpret(func([A, B], loop(i, 4, outer)), a, out)
+    np.testing.assert_allclose(out, a.sum(axis=1), rtol=1e-6)
+
+
+def test_root_alloc_buffers_with_shared_and_local_scopes_behave_as_arrays():
+    A, B = buf("A", (8,)), buf("B", (8,))
+    shared, local = buf("A_shared", (8,), scope="shared"), buf("B_local", (8,), scope="local")
+    i, v = E.Var("i"), E.Var("v")
+    body = S.SeqStmt((
+        loop(i, 8, realize("copy_in", [iv(v, 8)], [i], store(shared, A[v], v))),
+        loop(i, 8, realize("compute", [iv(v, 8)], [i], store(local, shared[v] + f32(1.0), v))),
+        loop(i, 8, realize("copy_out", [iv(v, 8)], [i], store(B, local[v], v))),
+    ))
+    a = rand((8,))
+    out = np.zeros(8, np.float32)
+    interpret(func([A, B], body, allocs=(shared, local)), a, out)
+    np.testing.assert_array_equal(out, a + np.float32(1.0))
+
+
+def test_match_buffer_is_a_view_that_writes_through():
+    # Block "tile" matches a 2x2 sub-region of C (starting at (2*vi, 1)) and writes into it.
+    C = buf("C", (4, 4))
+    tile = buf("tile", (2, 2))
+    i, x, y, vi = E.Var("i"), E.Var("x"), E.Var("y"), E.Var("vi")
+    region = S.BufferRegion(C, (E.Range(vi * 2, c(2)), E.Range(c(1), c(2))))
+    inner = realize("fill", [], [], store(tile, E.Cast("float32", vi * 10 + x * 2 + y), x, y))
+    body = realize("tile", [iv(vi, 2)], [i], nest([(x, 2), (y, 2)], inner),
+                   matches=(S.MatchBufferRegion(tile, region),))
+    out = np.zeros((4, 4), np.float32)
+    interpret(func([C], loop(i, 2, body)), out)
+    expected = np.zeros((4, 4), np.float32)
+    for vi_ in range(2):
+        for x_ in range(2):
+            for y_ in range(2):
+                expected[2 * vi_ + x_, 1 + y_] = vi_ * 10 + x_ * 2 + y_
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_match_buffer_with_symbolic_shape_binds_the_extent():
+    C = buf("C", (3, 5), "int32")
+    n = E.Var("n")
+    row = E.Buffer("row", (n,), "int32")
+    i, j, vi = E.Var("i"), E.Var("j"), E.Var("vi")
+    region = S.BufferRegion(C, (E.Range(vi, c(1)), E.Range(c(0), c(5))))
+    inner = realize("fill", [], [], store(row, j + n * 100, j))
+    body = realize("row", [iv(vi, 3)], [i], S.For(j, c(0), n, S.ForKind.SERIAL, inner),
+                   matches=(S.MatchBufferRegion(row, region),))
+    out = np.zeros((3, 5), np.int32)
+    interpret(func([C], loop(i, 3, body)), out)
+    np.testing.assert_array_equal(out, np.tile(np.arange(5, dtype=np.int32) + 500, (3, 1)))
+
+
+def test_if_then_else_let_evaluate_and_seq_statements():
+    B = buf("B", (6,), "int32")
+    i, t = E.Var("i"), E.Var("t")
+    then = store(B, t, i)
+    other = S.SeqStmt((S.Evaluate(c(0)), store(B, -t, i)))
+    body = S.LetStmt(t, i * i, S.IfThenElse(E.FloorMod(i, c(2)).equal(0), then, other))
+    out = np.zeros(6, np.int32)
+    interpret(func([B], loop(i, 6, realize("B", [], [], body))), out)
+    np.testing.assert_array_equal(out, [0, -1, 4, -9, 16, -25])
+
+
+def test_if_without_else_leaves_values():
+    B = buf("B", (4,), "int32")
+    i = E.Var("i")
+    body = S.IfThenElse(i < 2, store(B, c(5), i))
+    out = np.full(4, 9, np.int32)
+    interpret(func([B], loop(i, 4, realize("B", [], [], body))), out)
+    np.testing.assert_array_equal(out, [5, 5, 9, 9])
+
+
+def test_symbolic_buffer_shapes_bind_from_the_arguments():
+    n = E.Var("n")
+    A, B = E.Buffer("A", (n,), "float32"), E.Buffer("B", (n,), "float32")
+    i, v = E.Var("i"), E.Var("v")
+    body = realize("B", [S.IterVar(E.Range(c(0), n), v, S.IterType.DATA_PAR)], [i], store(B, A[v] + f32(1.0), v))
+    f = func([A, B], S.For(i, c(0), n, S.ForKind.SERIAL, body))
+    for size in (1, 5, 9):
+        a = rand((size,))
+        out = np.zeros(size, np.float32)
+        interpret(f, a, out)
+        np.testing.assert_array_equal(out, a + np.float32(1.0))
+    with pytest.raises(InterpreterError, match=r"'B'.*shape \(4,\).*expected \(5,\)"):
+        interpret(f, rand((5,)), np.zeros(4, np.float32))
+
+
+def test_scalar_parameter():
+    B = buf("B", (3,), "int32")
+    alpha = E.Var("alpha", "int32")
+    i = E.Var("i")
+    f = func([B], loop(i, 3, realize("B", [], [], store(B, i * alpha, i))), scalars=(alpha,))
+    out = np.zeros(3, np.int32)
+    interpret(f, out, 7)
+    np.testing.assert_array_equal(out, [0, 7, 14])
+    with pytest.raises(InterpreterError, match="alpha"):
+        interpret(f, out, "seven")
+
+
+def test_deep_loop_nests_and_deep_expressions_compile():
+    # 30 nested loops exceed CPython's 20 nested blocks; a 400-term sum exceeds its parser depth.
+    B = buf("B", (1,), "int32")
+    loops = [(E.Var(f"l{d}"), 1 if d % 3 else 2) for d in range(30)]
+    total = c(0)
+    for d, (var, _) in enumerate(loops):
+        total = total + var * (d + 1)
+    deep = c(0)
+    for d in range(400):
+        deep = deep + c(d % 7)
+    body = realize("B", [], [], store(B, B[0] + total + deep, 0))
+    out = np.zeros(1, np.int32)
+    interpret(func([B], nest(loops, body)), out)
+    # Every loop with extent 2 contributes its (d + 1) once per combination of the others.
+    twos = [d for d in range(30) if d % 3 == 0]
+    runs = 2 ** len(twos)
+    per_run_avg = sum((d + 1) for d in twos) / 2
+    expected = runs * per_run_avg + runs * sum(d % 7 for d in range(400))
+    assert out[0] == expected
+
+
+def test_compiled_function_is_reusable_and_exposes_source():
+    compiled = compile_func(matmul_func(3, 3, 3))
+    assert "def _kernel" in compiled.source
+    for seed in (1, 2):
+        a, b = rand((3, 3), seed=seed), rand((3, 3), seed=seed + 10)
+        out = np.zeros((3, 3), np.float32)
+        compiled(a, b, out)
+        np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors
+# ---------------------------------------------------------------------------------------------
+
+
+def test_out_of_bounds_load_names_buffer_indices_and_block():
+    A, B = buf("A", (4,)), buf("B", (4,))
+    i, v = E.Var("i"), E.Var("v")
+    f = func([A, B], loop(i, 4, realize("shift", [iv(v, 4)], [i], store(B, A[v + 1], v))))
+    with pytest.raises(InterpreterError, match=r"load of buffer 'A' at index \(4,\).*shape \(4,\).*block 'shift'"):
+        interpret(f, rand((4,)), np.zeros(4, np.float32))
+
+
+def test_negative_index_is_out_of_bounds_not_wrapped():
+    A, B = buf("A", (4,)), buf("B", (4,))
+    i, v = E.Var("i"), E.Var("v")
+    f = func([A, B], loop(i, 4, realize("prev", [iv(v, 4)], [i], store(B, A[v - 1], v))))
+    with pytest.raises(InterpreterError, match=r"buffer 'A' at index \(-1,\).*block 'prev'"):
+        interpret(f, rand((4,)), np.zeros(4, np.float32))
+
+
+def test_out_of_bounds_store_is_reported():
+    B = buf("B", (2, 3))
+    i, j, vi, vj = E.Var("i"), E.Var("j"), E.Var("vi"), E.Var("vj")
+    body = realize("bad", [iv(vi, 2), iv(vj, 4)], [i, j], store(B, f32(1.0), vi, vj))
+    f = func([B], nest([(i, 2), (j, 4)], body))
+    with pytest.raises(InterpreterError, match=r"store of buffer 'B' at index \(0, 3\).*block 'bad'"):
+        interpret(f, np.zeros((2, 3), np.float32))
+
+
+def test_if_then_else_is_lazy_but_select_evaluates_both_arms():
+    A, B = buf("A", (4,)), buf("B", (4,))
+    i, v = E.Var("i"), E.Var("v")
+
+    def build(make):
+        return func([A, B], loop(i, 4, realize("B", [iv(v, 4)], [i], store(B, make(v >= 1, A[v - 1], f32(0.0)), v))))
+
+    a = rand((4,))
+    out = np.zeros(4, np.float32)
+    interpret(build(lambda cnd, t, e: E.Call("float32", "if_then_else", (cnd, t, e))), a, out)
+    np.testing.assert_array_equal(out, np.concatenate([[0.0], a[:3]]).astype(np.float32))
+    with pytest.raises(InterpreterError, match="index \\(-1,\\)"):
+        interpret(build(E.Select), a, out)
+
+
+def test_argument_count_mismatch():
+    with pytest.raises(InterpreterError, match=r"expected 3 arguments \(A, B, C\), got 2"):
+        interpret(matmul_func(2, 2, 2), np.zeros((2, 2), np.float32), np.zeros((2, 2), np.float32))
+
+
+@pytest.mark.parametrize(
+    "args, pattern",
+    [
+        ((np.zeros((2, 3), np.float64), np.zeros((3, 2), np.float32), np.zeros((2, 2), np.float32)),
+         r"argument 0 \('A'\).*dtype float64, expected float32"),
+        ((np.zeros((2, 3), np.float32), np.zeros((2, 3), np.float32), np.zeros((2, 2), np.float32)),
+         r"argument 1 \('B'\).*shape \(2, 3\), expected \(3, 2\)"),
+        ((np.zeros((2, 3), np.float32), np.zeros((3, 2), np.float32), np.zeros(4, np.float32)),
+         r"argument 2 \('C'\).*shape \(4,\), expected 2 dimensions"),
+        (([[0.0] * 3] * 2, np.zeros((3, 2), np.float32), np.zeros((2, 2), np.float32)),
+         r"argument 0 \('A'\).*must be a numpy array, got list"),
+    ],
+)
+def test_argument_mismatch_names_the_parameter(args, pattern):
+    with pytest.raises(InterpreterError, match=pattern):
+        interpret(matmul_func(2, 2, 3), *args)
+
+
+def test_read_only_output_is_rejected_but_read_only_input_is_fine():
+    a, b = rand((2, 2)), rand((2, 2))
+    a.flags.writeable = False
+    out = np.zeros((2, 2), np.float32)
+    interpret(matmul_func(2, 2, 2), a, b, out)
+    out.flags.writeable = False
+    with pytest.raises(InterpreterError, match=r"argument 2 \('C'\).*read-only"):
+        interpret(matmul_func(2, 2, 2), a, b, out)
+
+
+def test_interpreter_error_is_an_msdb_error_and_bad_target_type_is_rejected():
+    assert issubclass(InterpreterError, MsdbError)
+    with pytest.raises(InterpreterError, match="IRModule or PrimFunc"):
+        interpret("not a function")
+
+
+def test_unknown_op_is_named():
+    f = elementwise("float32", 2, lambda v, x: E.Call("float32", "frobnicate", (x[v],)), ("float32",))
+    with pytest.raises(InterpreterError, match="'frobnicate'"):
+        interpret(f, rand((2,)), np.zeros(2, np.float32))
+
+
+def test_unbound_variable_and_undeclared_buffer_are_reported():
+    ghost = E.Var("ghost")
+    f = elementwise("int32", 2, lambda v: v + ghost)
+    with pytest.raises(InterpreterError, match="'ghost'"):
+        interpret(f, np.zeros(2, np.int32))
+    hidden = buf("hidden", (2,))
+    f = elementwise("float32", 2, lambda v: hidden[v])
+    with pytest.raises(InterpreterError, match="'hidden'"):
+        interpret(f, np.zeros(2, np.float32))
+
+
+def test_integer_division_by_zero_raises():
+    f = elementwise("int32", 3, lambda v, x: E.FloorDiv(c(10), x[v]), ("int32",))
+    with pytest.raises(InterpreterError, match="division by zero"):
+        interpret(f, np.array([1, 0, 2], np.int32), np.zeros(3, np.int32))
+
+
+# ---------------------------------------------------------------------------------------------
+# Expression semantics
+# ---------------------------------------------------------------------------------------------
+
+
+def test_int8_arithmetic_wraps():
+    f = elementwise("int8", 4, lambda v, x, y: x[v] + y[v] * c(3, "int8"), ("int8", "int8"))
+    x = np.array([100, -128, 127, 5], np.int8)
+    y = np.array([10, -1, 1, -50], np.int8)
+    out = np.zeros(4, np.int8)
+    interpret(f, x, y, out)
+    expected = [((int(a) + int(b) * 3 + 128) % 256) - 128 for a, b in zip(x, y)]
+    np.testing.assert_array_equal(out, np.array(expected, np.int8))
+
+
+def test_int32_overflow_wraps_and_uint8_wraps_modulo():
+    f = elementwise("int32", 2, lambda v, x: x[v] * c(65536) + c(2**31 - 1), ("int32",))
+    out = np.zeros(2, np.int32)
+    interpret(f, np.array([1, 32768], np.int32), out)
+    # 65536 + (2**31 - 1) wraps; 32768 * 65536 = 2**31 wraps to -2**31, plus 2**31 - 1 gives -1.
+    np.testing.assert_array_equal(out, [-2147418113, -1])
+    g = elementwise("uint8", 2, lambda v, x: x[v] - c(3, "uint8"), ("uint8",))
+    out8 = np.zeros(2, np.uint8)
+    interpret(g, np.array([1, 200], np.uint8), out8)
+    np.testing.assert_array_equal(out8, [254, 197])
+
+
+def test_integer_division_family_on_negatives():
+    # v runs over [-7, 7]; divisors 3 and -3.
+    results = {}
+    for name, node in [("floordiv", E.FloorDiv), ("floormod", E.FloorMod), ("div", E.Div), ("mod", E.Mod)]:
+        for d in (3, -3):
+            f = elementwise("int32", 15, lambda v, node=node, d=d: node(v, c(d)), start=-7)
+            out = np.zeros(15, np.int32)
+            interpret(f, out)
+            results[(name, d)] = out.tolist()
+    values = range(-7, 8)
+    for d in (3, -3):
+        assert results[("floordiv", d)] == [a // d for a in values]
+        assert results[("floormod", d)] == [a % d for a in values]
+        assert results[("div", d)] == [int(a / d) for a in values]
+        assert results[("mod", d)] == [int(math.fmod(a, d)) for a in values]
+
+
+def test_min_max_comparisons_and_logic():
+    def value(v, x, y):
+        both = (x[v] < y[v]) & (v > 0)
+        either = (x[v].equal(y[v])) | E.Not(v.not_equal(3))
+        return E.Cast("int32", both) * 1000 + E.Cast("int32", either) * 100 + E.Max(x[v], y[v]) * 10 + E.Min(x[v], y[v])
+
+    f = elementwise("int32", 5, value, ("int32", "int32"))
+    x = np.array([1, 2, 5, 4, 0], np.int32)
+    y = np.array([3, 2, 1, 9, 0], np.int32)
+    out = np.zeros(5, np.int32)
+    interpret(f, x, y, out)
+    expected = [
+        int(a < b and v > 0) * 1000 + int(a == b or v == 3) * 100 + max(a, b) * 10 + min(a, b)
+        for v, (a, b) in enumerate(zip(x.tolist(), y.tolist()))
+    ]
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_casts_truncate_and_round_trip_through_float16():
+    f = elementwise("int32", 4, lambda v, x: E.Cast("int32", x[v]), ("float32",))
+    out = np.zeros(4, np.int32)
+    interpret(f, np.array([2.7, -2.7, 0.5, -0.5], np.float32), out)
+    np.testing.assert_array_equal(out, [2, -2, 0, 0])
+
+    g = elementwise("float16", 3, lambda v, x: E.Cast("float16", x[v] * f32(3.0)), ("float32",))
+    out16 = np.zeros(3, np.float16)
+    x = np.array([0.1, 1000.3, -7.77], np.float32)
+    interpret(g, x, out16)
+    np.testing.assert_array_equal(out16, (x * np.float32(3)).astype(np.float16))
+
+    h = elementwise("float32", 3, lambda v, x: E.Cast("float32", x[v]) / f32(2.0), ("int8",))
+    outf = np.zeros(3, np.float32)
+    interpret(h, np.array([-128, 3, 127], np.int8), outf)
+    np.testing.assert_array_equal(outf, [-64.0, 1.5, 63.5])
+
+    k = elementwise("int8", 2, lambda v, x: E.Cast("int8", x[v]), ("int32",))
+    out8 = np.zeros(2, np.int8)
+    interpret(k, np.array([300, -129], np.int32), out8)
+    np.testing.assert_array_equal(out8, [44, 127])
+
+
+def test_float16_arithmetic_is_stored_as_float16():
+    f = elementwise("float16", 3, lambda v, x, y: x[v] * y[v] + x[v], ("float16", "float16"))
+    x = np.array([1.001, 3.3, -0.2], np.float16)
+    y = np.array([1000.0, 0.1, 7.0], np.float16)
+    out = np.zeros(3, np.float16)
+    interpret(f, x, y, out)
+    np.testing.assert_array_equal(out, x * y + x)
+
+
+UNARY_CASES = [
+    ("exp", np.exp), ("exp2", np.exp2), ("log", np.log), ("log2", np.log2), ("log10", np.log10),
+    ("sqrt", np.sqrt), ("rsqrt", lambda a: np.float32(1) / np.sqrt(a)), ("sin", np.sin), ("cos", np.cos),
+    ("tanh", np.tanh), ("sigmoid", lambda a: np.float32(1) / (np.float32(1) + np.exp(-a))),
+    ("fabs", np.abs), ("floor", np.floor), ("ceil", np.ceil), ("round", np.rint), ("trunc", np.trunc),
+    ("erf", lambda a: np.array([math.erf(float(t)) for t in a], np.float32)),
+]
+
+
+@pytest.mark.parametrize("op, reference", UNARY_CASES, ids=[name for name, _ in UNARY_CASES])
+def test_unary_math_calls_are_computed_in_float32(op, reference):
+    x = np.array([0.25, 1.5, 2.5, 3.75, 10.0], np.float32)  # 2.5 checks round-half-to-even
+    f = elementwise("float32", 5, lambda v, a: E.Call("float32", op, (a[v],)), ("float32",))
+    out = np.zeros(5, np.float32)
+    interpret(f, x, out)
+    np.testing.assert_allclose(out, reference(x).astype(np.float32), rtol=1e-6)
+
+
+def test_binary_math_calls_and_extreme_values():
+    x = np.array([2.0, -7.5, 9.0], np.float32)
+    y = np.array([3.0, 2.0, 0.5], np.float32)
+    for op, reference in [("pow", np.power), ("fmod", np.fmod)]:
+        f = elementwise("float32", 3, lambda v, a, b, op=op: E.Call("float32", op, (a[v], b[v])), ("float32", "float32"))
+        out = np.zeros(3, np.float32)
+        interpret(f, x, y, out)
+        np.testing.assert_allclose(out, reference(x, y), rtol=1e-6)
+    for dtype in ("float32", "int8", "float16"):
+        for op, expected in [("max_value", "max"), ("min_value", "min")]:
+            f = elementwise(dtype, 1, lambda v, op=op, dtype=dtype: E.Call(dtype, op, ()))
+            out = np.zeros(1, dtype)
+            interpret(f, out)
+            info = np.finfo(dtype) if dtype.startswith("float") else np.iinfo(dtype)
+            assert out[0] == getattr(info, expected)
+
+
+def test_isnan_and_float_floordiv():
+    f = elementwise("int32", 3, lambda v, x: E.Cast("int32", E.Call("bool", "isnan", (x[v],))), ("float32",))
+    out = np.zeros(3, np.int32)
+    interpret(f, np.array([np.nan, 1.0, np.inf], np.float32), out)
+    np.testing.assert_array_equal(out, [1, 0, 0])
+    g = elementwise("float32", 2, lambda v, x: E.FloorDiv(x[v], f32(2.0)) + E.FloorMod(x[v], f32(2.0)) * f32(100.0), ("float32",))
+    outf = np.zeros(2, np.float32)
+    interpret(g, np.array([-3.0, 5.0], np.float32), outf)
+    np.testing.assert_array_equal(outf, [-2.0 + 100.0, 2.0 + 100.0])
+
+
+def test_float32_sum_rounds_like_float32_not_float64():
+    # 2**24 + 1 is not representable in float32: a float64 accumulator would give a different sum.
+    f = elementwise("float32", 1, lambda v, x: x[v] + f32(1.0) + f32(1.0), ("float32",))
+    out = np.zeros(1, np.float32)
+    interpret(f, np.array([2.0**24], np.float32), out)
+    assert out[0] == np.float32(2.0**24)
+
+
+# ---------------------------------------------------------------------------------------------
+# Differential check: integer expressions against a plain Python evaluator
+# ---------------------------------------------------------------------------------------------
+
+
+def _wrap(value: int, dtype: str) -> int:
+    width = int(dtype[3:])
+    return ((value + (1 << (width - 1))) % (1 << width)) - (1 << (width - 1))
+
+
+def _reference(e: E.PrimExpr, env: dict) -> int:
+    if isinstance(e, E.IntImm):
+        return e.value
+    if isinstance(e, E.Var):
+        return env[e]
+    if isinstance(e, E.Cast):
+        return _wrap(_reference(e.value, env), e.dtype)
+    if isinstance(e, (E.Min, E.Max)):
+        a, b = _reference(e.a, env), _reference(e.b, env)
+        return min(a, b) if isinstance(e, E.Min) else max(a, b)
+    a, b = _reference(e.a, env), _reference(e.b, env)
+    if isinstance(e, E.Add):
+        r = a + b
+    elif isinstance(e, E.Sub):
+        r = a - b
+    elif isinstance(e, E.Mul):
+        r = a * b
+    elif isinstance(e, E.FloorDiv):
+        r = a // b
+    elif isinstance(e, E.FloorMod):
+        r = a % b
+    elif isinstance(e, E.Div):
+        r = (abs(a) // abs(b)) * (1 if (a < 0) == (b < 0) else -1)
+    elif isinstance(e, E.Mod):
+        q = (abs(a) // abs(b)) * (1 if (a < 0) == (b < 0) else -1)
+        r = a - b * q
+    else:  # pragma: no cover
+        raise AssertionError(type(e))
+    return _wrap(r, e.dtype)
+
+
+@st.composite
+def int_exprs(draw, leaves, dtype, depth=0):
+    if depth >= 4 or draw(st.integers(0, 3)) == 0:
+        if draw(st.booleans()):
+            return draw(st.sampled_from(leaves))
+        bound = 2 ** (int(dtype[3:]) - 1)
+        return c(draw(st.integers(-bound, bound - 1)), dtype)
+    kind = draw(st.sampled_from(["Add", "Sub", "Mul", "FloorDiv", "FloorMod", "Div", "Mod", "Min", "Max", "Cast"]))
+    if kind == "Cast":
+        other = "int8" if dtype == "int32" else "int32"
+        inner = draw(int_exprs([E.Cast(other, x) for x in leaves], other, depth + 1))
+        return E.Cast(dtype, inner)
+    a = draw(int_exprs(leaves, dtype, depth + 1))
+    b = draw(int_exprs(leaves, dtype, depth + 1))
+    if kind in ("FloorDiv", "FloorMod", "Div", "Mod"):
+        # Keep the divisor away from zero: wrap it into [1, 7] or [-7, -1].
+        sign = draw(st.sampled_from([1, -1]))
+        b = E.FloorMod(b, c(7, dtype)) + c(1, dtype)
+        if sign < 0:
+            b = c(0, dtype) - b
+    return getattr(E, kind)(a, b)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(data=st.data(), dtype=st.sampled_from(["int8", "int32"]))
+def test_integer_expressions_match_python_reference(data, dtype):
+    i, j = E.Var("i", dtype), E.Var("j", dtype)
+    expr = data.draw(int_exprs([i, j, i * c(3, dtype) - j], dtype))
+    ni, nj = 5, 4
+    out = buf("out", (ni, nj), dtype)
+    body = realize("out", [], [], S.BufferStore(out, expr, (E.Cast("int32", i), E.Cast("int32", j))))
+    f = func([out], S.For(i, c(0, dtype), c(ni, dtype), S.ForKind.SERIAL,
+                          S.For(j, c(0, dtype), c(nj, dtype), S.ForKind.SERIAL, body)))
+    result = np.zeros((ni, nj), dtype)
+    interpret(f, result)
+    expected = [[_reference(expr, {i: a, j: b}) for b in range(nj)] for a in range(ni)]
+    np.testing.assert_array_equal(result, np.array(expected, dtype))
