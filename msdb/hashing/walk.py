@@ -11,8 +11,10 @@ What the stream leaves out, and why:
   variables and buffers are numbered in the order the walk defines them (parameters, then their
   buffers in parameter order, loop vars at their `For`, block iter vars at their block, let vars
   at their `LetStmt`, allocated and matched buffers at their block). A variable or buffer used
-  before any definition (a free one) is numbered at its first use, so two trees match when a
-  consistent renaming maps one onto the other.
+  outside any definition (a free one) is numbered at its first use, so two trees match when a
+  consistent renaming maps one onto the other. A variable definition is scoped (its number is
+  dropped when its loop, block or let ends) and always takes a fresh number, so one `Var`
+  object reused by two sibling loops hashes like two variables, as alpha-equivalence wants.
 - Block `reads`/`writes` regions. This is a deliberate difference from TVM: the regions are
   derived from the block body (`msdb.ir.regions.infer_access_regions`), and different producers
   (TVM's printer, the TVMScript parser, the TE builder, schedule primitives) write them with
@@ -68,17 +70,19 @@ def _float_bits(value: float) -> str:
 class TokenWriter:
     """Accumulates the token stream of one tree; holds the variable and buffer numbering."""
 
-    __slots__ = ("out", "vars", "bufs", "ignore_tensor")
+    __slots__ = ("out", "vars", "nvars", "bufs", "ignore_tensor")
 
     def __init__(self, ignore_tensor: bool = False) -> None:
         self.out: list[str] = []
-        self.vars: dict[E.Var, int] = {}
+        self.vars: dict[E.Var, int] = {}  # variables in scope (and free ones) -> number
+        self.nvars = 0
         self.bufs: dict[E.Buffer, int] = {}
         self.ignore_tensor = ignore_tensor
 
     def new_scope(self) -> None:
         """Restart numbering (each function of a module is numbered on its own)."""
         self.vars = {}
+        self.nvars = 0
         self.bufs = {}
 
     def expr(self, node: E.PrimExpr) -> None:
@@ -114,16 +118,39 @@ _STMT = _Dispatch("statement")
 
 
 def write_var(w: TokenWriter, var: E.Var) -> None:
-    """`V<n> dtype` the first time a variable is met (definition or free use), `v<n>` after."""
-    table = w.vars
-    n = table.get(var)
+    """A use: `v<n>` for a bound variable; a free one (used outside any definition) is numbered
+    here, at its first use, and written `V<n> dtype` like a definition."""
+    n = w.vars.get(var)
     if n is None:
-        n = len(table)
-        table[var] = n
+        n = w.nvars
+        w.nvars = n + 1
+        w.vars[var] = n
         w.out.append("V%d" % n)
         w.out.append(_s(var.dtype))
     else:
         w.out.append("v%d" % n)
+
+
+def define_var(w: TokenWriter, var: E.Var) -> int:
+    """A definition (loop var, iter var, let var, parameter): always the next number, so a Var
+    object reused by two sibling loops hashes like two distinct variables. Returns the number the
+    variable had before (-1 if none), for `end_scope`."""
+    table = w.vars
+    previous = table.get(var, -1)
+    n = w.nvars
+    w.nvars = n + 1
+    table[var] = n
+    w.out.append("V%d" % n)
+    w.out.append(_s(var.dtype))
+    return previous
+
+
+def end_scope(w: TokenWriter, var: E.Var, previous: int) -> None:
+    """Leave a definition's scope: a later use of the variable refers to what it meant before."""
+    if previous < 0:
+        del w.vars[var]
+    else:
+        w.vars[var] = previous
 
 
 def write_buffer(w: TokenWriter, buf: E.Buffer) -> None:
@@ -374,37 +401,42 @@ def _if(w: TokenWriter, node: S.IfThenElse) -> None:
 def _let(w: TokenWriter, node: S.LetStmt) -> None:
     w.out.append("Let")
     _EXPR[type(node.value)](w, node.value)
-    write_var(w, node.var)
+    previous = define_var(w, node.var)
     _STMT[type(node.body)](w, node.body)
+    end_scope(w, node.var, previous)
 
 
-def write_loop_header(w: TokenWriter, node: S.For) -> None:
-    """Everything about a loop except its body (shared by the anchor-block walk)."""
+def write_loop_header(w: TokenWriter, node: S.For) -> int:
+    """Everything about a loop except its body (shared by the anchor-block walk); defines the
+    loop var and returns its previous number for `end_scope`."""
     out = w.out
     out.append("For%d" % node.kind)
     _EXPR[type(node.min)](w, node.min)
     _EXPR[type(node.extent)](w, node.extent)
-    write_var(w, node.loop_var)
+    previous = define_var(w, node.loop_var)
     # The binding's own var and dom repeat the loop's; only the thread axis it names counts.
     binding = node.thread_binding
     out.append("-" if binding is None else _s(binding.thread_tag))
     write_map(w, node.annotations)
+    return previous
 
 
 def _for(w: TokenWriter, node: S.For) -> None:
-    write_loop_header(w, node)
+    previous = write_loop_header(w, node)
     _STMT[type(node.body)](w, node.body)
+    end_scope(w, node.loop_var, previous)
 
 
 def _block(w: TokenWriter, node: S.Block) -> None:
     out = w.out
     iter_vars = node.iter_vars
     out.append("Block%d" % len(iter_vars))
+    previous: list[int] = []
     for iv in iter_vars:
         dom = iv.dom
         _EXPR[type(dom.min)](w, dom.min)
         _EXPR[type(dom.extent)](w, dom.extent)
-        write_var(w, iv.var)
+        previous.append(define_var(w, iv.var))
         out.append("%d" % iv.iter_type)
         out.append(_s(iv.thread_tag))
     # reads/writes deliberately skipped: derived from the body (module docstring).
@@ -422,6 +454,8 @@ def _block(w: TokenWriter, node: S.Block) -> None:
         out.append("Init")
         _STMT[type(node.init)](w, node.init)
     _STMT[type(node.body)](w, node.body)
+    for iv, prev in zip(reversed(iter_vars), reversed(previous)):
+        end_scope(w, iv.var, prev)
 
 
 def _buffer_region(w: TokenWriter, region: S.BufferRegion) -> None:
@@ -490,7 +524,7 @@ def write_function(w: TokenWriter, func: PrimFunc) -> None:
     params = func.params
     out.append("%d" % len(params))
     for param in params:
-        write_var(w, param)
+        define_var(w, param)
     buffer_map = func.buffer_map
     for param in params:
         buf = buffer_map.get(param)

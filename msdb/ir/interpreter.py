@@ -789,7 +789,7 @@ class _Codegen:
         mask = (1 << bits(dtype)) - 1
         if is_uint(dtype):
             return f"(({code}) & {mask})", (lo, hi)
-        return f"((({code}) + {-lo}) & {mask}) - {-lo}", (lo, hi)
+        return f"(((({code}) + {-lo}) & {mask}) - {-lo})", (lo, hi)
 
     def arith_float(self, code: str, e: E.BinaryOp) -> str:
         if e.dtype == "bfloat16":

@@ -318,3 +318,29 @@ def test_token_stream_is_what_is_compared() -> None:
     assert token_stream(a) == token_stream(ir_samples.matmul())
     assert token_stream(a) != token_stream(b)
     assert all(isinstance(t, str) for t in token_stream(a))
+
+
+def test_a_loop_var_reused_by_sibling_loops_hashes_like_two_variables() -> None:
+    a = buffer("A", (4,))
+    zero, four = E.IntImm("int32", 0), E.IntImm("int32", 4)
+
+    def nest(var: E.Var) -> S.Stmt:
+        return S.For(var, zero, four, S.ForKind.SERIAL, S.BufferStore(a, f32(1), (var,)))
+
+    i, j = E.Var("i"), E.Var("j")
+    shared = IRModule.from_func(func([a], [nest(i), nest(i)]))
+    distinct = IRModule.from_func(func([a], [nest(i), nest(j)]))
+    assert structural_hash(shared) == structural_hash(distinct)
+    assert structural_equal(shared, distinct)
+
+
+def test_a_use_after_the_loop_is_a_free_variable() -> None:
+    a = buffer("A", (4,))
+    zero, four = E.IntImm("int32", 0), E.IntImm("int32", 4)
+    i, k = E.Var("i"), E.Var("k")
+    loop = S.For(i, zero, four, S.ForKind.SERIAL, S.BufferStore(a, f32(1), (i,)))
+    after_same = IRModule.from_func(func([a], [loop, S.BufferStore(a, f32(2), (i,))]))
+    after_other = IRModule.from_func(func([a], [loop, S.BufferStore(a, f32(2), (k,))]))
+    inside = S.For(i, zero, four, S.ForKind.SERIAL, S.seq(S.BufferStore(a, f32(1), (i,)), S.BufferStore(a, f32(2), (i,))))
+    assert structural_hash(after_same) == structural_hash(after_other)
+    assert structural_hash(after_same) != structural_hash(IRModule.from_func(func([a], [inside])))

@@ -1,0 +1,229 @@
+"""The abstract `Database`: TVM MetaSchedule's database interface, target-aware.
+
+Semantics follow TVM (reference/tvm-metaschedule.md section 2): `commit_workload` looks a
+module up under the view's `module_equality` and returns the stored workload (the token to use
+later); `commit_tuning_record` appends, and its workload must have been committed first;
+`get_top_k` gives at most k *valid* records of an equal workload by ascending mean run time,
+ties in commit order; queries replay the best trace on the *stored* workload.
+
+Beyond TVM (DESIGN.md section 4): `get_top_k`, the queries and `dump_pruned` take a target and
+filter by `Target.matches` (never a record of another kind or arch); `target=None` means any
+target, as in TVM. `dump_pruned` keeps the best records per workload *and* target.
+"""
+
+from __future__ import annotations
+
+import abc
+import threading
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal
+
+from msdb.database.errors import UnknownDatabaseKind
+from msdb.records import Target, TuningRecord, Workload
+from msdb.records.workload import canonical_mode
+
+if TYPE_CHECKING:
+    from msdb.ir.function import IRModule, PrimFunc
+    from msdb.schedule import Schedule
+
+__all__ = ["Database", "ModuleLike", "TargetLike", "QueryKind", "create"]
+
+ModuleLike = "IRModule | PrimFunc | Workload"
+TargetLike = "Target | str | dict[str, Any] | None"
+QueryKind = Literal["schedule", "record", "ir_module"]
+
+_STACK = threading.local()
+
+DATABASE_KINDS = ("json", "memory", "union", "ordered_union", "sqlite")
+
+
+class Database(abc.ABC):
+    """A tuning database view. `module_equality` ("structural", "ignore-tensor" (alias
+    "ignore-ndarray") or "anchor-block") decides which workloads count as the same."""
+
+    def __init__(self, module_equality: str = "structural") -> None:
+        self.module_equality = canonical_mode(module_equality)
+
+    # ---- TVM's interface (implemented by each view) ----
+    @abc.abstractmethod
+    def has_workload(self, mod: IRModule | PrimFunc | Workload) -> bool:
+        """Whether an equal workload (under `module_equality`) is stored."""
+
+    @abc.abstractmethod
+    def commit_workload(self, mod: IRModule | PrimFunc | Workload) -> Workload:
+        """Look up an equal workload or store this one; returns the stored workload."""
+
+    @abc.abstractmethod
+    def commit_tuning_record(self, record: TuningRecord) -> None:
+        """Append a record; its workload must have been committed to this database."""
+
+    @abc.abstractmethod
+    def get_top_k(self, workload: IRModule | PrimFunc | Workload, k: int,
+                  target: Target | str | dict[str, Any] | None = None) -> list[TuningRecord]:
+        """At most `k` valid records of an equal workload whose target matches `target` (any
+        when None), by ascending mean run time, ties in commit order. `k < 0` is an error."""
+
+    @abc.abstractmethod
+    def get_all_tuning_records(self) -> list[TuningRecord]:
+        """Every record, invalid ones included, in commit order."""
+
+    @abc.abstractmethod
+    def __len__(self) -> int:
+        """The number of records."""
+
+    # ---- shared behaviour ----
+    def commit_tuning_records(self, records: Iterable[TuningRecord]) -> int:
+        """Commit many records (views override this with one transaction); returns the count."""
+        count = 0
+        for record in records:
+            self.commit_tuning_record(record)
+            count += 1
+        return count
+
+    def query_tuning_record(self, mod: IRModule | PrimFunc | Workload, target: Target | str | dict[str, Any] | None,
+                            workload_name: str = "main") -> TuningRecord | None:
+        """The best valid record for `mod` on `target`, or None. `workload_name` is TVM's task
+        name; hash-keyed views ignore it, as TVM does."""
+        top = self.get_top_k(mod, 1, target)
+        return top[0] if top else None
+
+    def query_schedule(self, mod: IRModule | PrimFunc | Workload, target: Target | str | dict[str, Any] | None,
+                       workload_name: str = "main") -> Schedule | None:
+        """The best record's trace replayed on the *stored* workload (whose block names the
+        trace uses), or None."""
+        record = self.query_tuning_record(mod, target, workload_name)
+        if record is None:
+            return None
+        return replay(record)
+
+    def query_ir_module(self, mod: IRModule | PrimFunc | Workload, target: Target | str | dict[str, Any] | None,
+                        workload_name: str = "main") -> IRModule | None:
+        """The scheduled module of `query_schedule`, or None."""
+        sch = self.query_schedule(mod, target, workload_name)
+        return sch.mod if sch is not None else None
+
+    def query(self, mod: IRModule | PrimFunc | Workload, target: Target | str | dict[str, Any] | None, *,
+              workload_name: str = "main", kind: QueryKind = "schedule") -> Any:
+        """Dispatch to `query_schedule` / `query_tuning_record` / `query_ir_module` by `kind`."""
+        if kind == "schedule":
+            return self.query_schedule(mod, target, workload_name)
+        if kind == "record":
+            return self.query_tuning_record(mod, target, workload_name)
+        if kind == "ir_module":
+            return self.query_ir_module(mod, target, workload_name)
+        raise UnknownDatabaseKind(f"unknown query kind {kind!r}; expected 'schedule', 'record' or 'ir_module'")
+
+    def dump_pruned(self, destination: Database, top_k: int = 1) -> int:
+        """Copy the best `top_k` valid records of every workload *and target* into
+        `destination` (TVM keeps one per workload, ignoring targets). Returns the number of
+        records written."""
+        if top_k < 1:
+            raise ValueError(f"top_k must be >= 1, got {top_k}")
+        groups: dict[tuple[str, str | None], list[tuple[float, int, TuningRecord]]] = defaultdict(list)
+        for order, record in enumerate(self.get_all_tuning_records()):
+            if not record.is_valid:
+                continue
+            key = (record.workload.hash(self.module_equality),
+                   record.target.canonical_json() if record.target is not None else None)
+            groups[key].append((record.mean_run_secs, order, record))
+        chosen: list[TuningRecord] = []
+        for entries in groups.values():
+            entries.sort(key=lambda e: (e[0], e[1]))
+            chosen.extend(e[2] for e in entries[:top_k])
+        tokens: dict[int, Workload] = {}
+        out: list[TuningRecord] = []
+        for record in chosen:
+            stored = tokens.get(id(record.workload))
+            if stored is None:
+                stored = tokens[id(record.workload)] = destination.commit_workload(record.workload)
+            out.append(record.with_workload(stored))
+        return destination.commit_tuning_records(out)
+
+    def close(self) -> None:
+        """Release files and connections (views holding none do nothing)."""
+
+    # ---- context stack (TVM's `with db:` / `Database.current()`) ----
+    def __enter__(self) -> Database:
+        stack = _context_stack()
+        stack.append(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        stack = _context_stack()
+        if not stack or stack[-1] is not self:
+            raise RuntimeError("database context stack is out of order")
+        stack.pop()
+
+    @staticmethod
+    def current() -> Database | None:
+        """The innermost database entered with `with db:` in this thread, or None."""
+        stack = _context_stack()
+        return stack[-1] if stack else None
+
+    # ---- factory ----
+    @staticmethod
+    def create(kind: str | Callable[..., bool] = "json", *args: Any, **kwargs: Any) -> Database:
+        """`"json"`, `"memory"`, `"union"`, `"ordered_union"`, `"sqlite"`, or a schedule function
+        (-> `ScheduleFnDatabase`); `args`/`kwargs` go to the view's constructor."""
+        if callable(kind):
+            from msdb.database.schedule_fn import ScheduleFnDatabase
+
+            return ScheduleFnDatabase(kind, *args, **kwargs)
+        if kind == "json":
+            from msdb.database.json_database import JSONDatabase
+
+            return JSONDatabase(*args, **kwargs)
+        if kind == "memory":
+            from msdb.database.memory import MemoryDatabase
+
+            return MemoryDatabase(*args, **kwargs)
+        if kind == "union":
+            from msdb.database.union import UnionDatabase
+
+            return UnionDatabase(*args, **kwargs)
+        if kind == "ordered_union":
+            from msdb.database.union import OrderedUnionDatabase
+
+            return OrderedUnionDatabase(*args, **kwargs)
+        if kind == "sqlite":
+            from msdb.database.sqlite import SQLiteDatabase
+
+            return SQLiteDatabase(*args, **kwargs)
+        kinds = ", ".join(repr(k) for k in DATABASE_KINDS)
+        raise UnknownDatabaseKind(f"unknown database kind {kind!r}; expected one of {kinds} or a schedule function")
+
+
+create = Database.create
+
+
+def _context_stack() -> list[Database]:
+    stack = getattr(_STACK, "stack", None)
+    if stack is None:
+        stack = _STACK.stack = []
+    return stack
+
+
+def check_k(k: int) -> None:
+    """TVM: k < 0 is an error, k == 0 gives no records."""
+    if not isinstance(k, int) or isinstance(k, bool):
+        raise TypeError(f"k must be an int, got {type(k).__name__}")
+    if k < 0:
+        raise ValueError(f"get_top_k: k must be >= 0, got {k}")
+
+
+def replay(record: TuningRecord) -> Schedule:
+    """A schedule of the record's stored workload with the record's trace applied (TVM's
+    query_schedule: postprocessing instructions kept)."""
+    from msdb.schedule import Schedule
+
+    sch = Schedule(record.workload.mod)
+    record.trace.apply_to_schedule(sch, remove_postproc=False)
+    return sch
+
+
+def rank(records: Iterable[tuple[int, TuningRecord]], k: int, target: Target | None) -> list[TuningRecord]:
+    """The top k valid records among `(commit_order, record)` pairs matching `target`."""
+    candidates = [(r.mean_run_secs, order, r) for order, r in records
+                  if r.is_valid and (target is None or target.matches(r.target))]
+    candidates.sort(key=lambda c: (c[0], c[1]))
+    return [c[2] for c in candidates[:k]]

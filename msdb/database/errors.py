@@ -1,0 +1,44 @@
+"""Errors of the database layer; all are `MsdbError`s so the CLI prints them as one line."""
+
+from __future__ import annotations
+
+from msdb.errors import MsdbError
+
+__all__ = [
+    "DatabaseError", "DatabaseOpenError", "SchemaVersionError", "WorkloadNotCommitted",
+    "UnsupportedOperation", "UnknownDatabaseKind", "BadRecordLine",
+]
+
+
+class DatabaseError(MsdbError):
+    """A database operation msdb refuses; the base of the database errors."""
+
+
+class DatabaseOpenError(DatabaseError):
+    """A file or URL msdb cannot open as an msdb database; nothing in it was changed."""
+
+
+class SchemaVersionError(DatabaseOpenError):
+    """The database's schema revision is unknown to this msdb (written by a newer msdb?)."""
+
+
+class WorkloadNotCommitted(DatabaseError):
+    """A tuning record whose workload was never committed to this database."""
+
+
+class UnsupportedOperation(DatabaseError):
+    """This kind of database view does not do that (e.g. committing to a ScheduleFnDatabase)."""
+
+
+class UnknownDatabaseKind(DatabaseError, ValueError):
+    """`Database.create` got a kind it does not know."""
+
+
+class BadRecordLine(DatabaseError):
+    """A line of a TVM JSON database file that cannot be read; the message names file:line."""
+
+    def __init__(self, path: str, line: int, reason: str) -> None:
+        self.path = path
+        self.line = line
+        self.reason = reason
+        super().__init__(f"{path}:{line}: {reason}")
