@@ -18,7 +18,7 @@ import threading
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal
 
-from msdb.database.errors import UnknownDatabaseKind
+from msdb.database.errors import InvalidQuery, UnknownDatabaseKind
 from msdb.records import Target, TuningRecord, Workload
 from msdb.records.workload import canonical_mode
 
@@ -26,10 +26,8 @@ if TYPE_CHECKING:
     from msdb.ir.function import IRModule, PrimFunc
     from msdb.schedule import Schedule
 
-__all__ = ["Database", "ModuleLike", "TargetLike", "QueryKind", "create"]
+__all__ = ["Database", "QueryKind", "create"]
 
-ModuleLike = "IRModule | PrimFunc | Workload"
-TargetLike = "Target | str | dict[str, Any] | None"
 QueryKind = Literal["schedule", "record", "ir_module"]
 
 _STACK = threading.local()
@@ -111,14 +109,14 @@ class Database(abc.ABC):
             return self.query_tuning_record(mod, target, workload_name)
         if kind == "ir_module":
             return self.query_ir_module(mod, target, workload_name)
-        raise UnknownDatabaseKind(f"unknown query kind {kind!r}; expected 'schedule', 'record' or 'ir_module'")
+        raise InvalidQuery(f"unknown query kind {kind!r}; expected 'schedule', 'record' or 'ir_module'")
 
     def dump_pruned(self, destination: Database, top_k: int = 1) -> int:
         """Copy the best `top_k` valid records of every workload *and target* into
         `destination` (TVM keeps one per workload, ignoring targets). Returns the number of
         records written."""
         if top_k < 1:
-            raise ValueError(f"top_k must be >= 1, got {top_k}")
+            raise InvalidQuery(f"dump_pruned: top_k must be >= 1, got {top_k}")
         groups: dict[tuple[str, str | None], list[tuple[float, int, TuningRecord]]] = defaultdict(list)
         for order, record in enumerate(self.get_all_tuning_records()):
             if not record.is_valid:
@@ -208,7 +206,7 @@ def check_k(k: int) -> None:
     if not isinstance(k, int) or isinstance(k, bool):
         raise TypeError(f"k must be an int, got {type(k).__name__}")
     if k < 0:
-        raise ValueError(f"get_top_k: k must be >= 0, got {k}")
+        raise InvalidQuery(f"get_top_k: k must be >= 0, got {k}")
 
 
 def replay(record: TuningRecord) -> Schedule:

@@ -6,7 +6,7 @@ from msdb.errors import MsdbError
 
 __all__ = [
     "DatabaseError", "DatabaseOpenError", "SchemaVersionError", "WorkloadNotCommitted",
-    "UnsupportedOperation", "UnknownDatabaseKind", "BadRecordLine",
+    "UnsupportedOperation", "UnknownDatabaseKind", "InvalidQuery", "BadRecordLine",
 ]
 
 
@@ -32,6 +32,10 @@ class UnsupportedOperation(DatabaseError):
 
 class UnknownDatabaseKind(DatabaseError, ValueError):
     """`Database.create` got a kind it does not know."""
+
+
+class InvalidQuery(DatabaseError, ValueError):
+    """A query argument out of range (k < 0, an unknown query kind, ...)."""
 
 
 class BadRecordLine(DatabaseError):

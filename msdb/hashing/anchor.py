@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from msdb.ir import expr as E
 from msdb.ir import stmt as S
+from msdb.ir.flops import estimate_flops
 from msdb.ir.function import IRModule, PrimFunc
 from msdb.hashing.walk import TokenWriter, write_block_realize, write_loop_header
 
@@ -131,56 +131,6 @@ def anchor_tokens(mod: IRModule | PrimFunc) -> list[str] | None:
     return w.out
 
 
-# ---------------------------------------------------------------------------------------------
-# FLOPs of a top-level loop nest
-# ---------------------------------------------------------------------------------------------
-
-
 def nest_flops(top: S.Stmt) -> int:
-    """Estimated FLOPs of one top-level statement, by `msdb.ir.flops.estimate_flops` on a
-    function holding only that statement (the estimator works on functions)."""
-    try:
-        from msdb.ir.flops import estimate_flops
-    except ImportError:
-        return _fallback_stmt_flops(top)
-    root = S.Block((), (), (), "root", top)
-    func = PrimFunc((), {}, S.BlockRealize((), E.IntImm("bool", 1), root), {})
-    return int(estimate_flops(func))
-
-
-def _fallback_stmt_flops(stmt: S.Stmt | None) -> int:
-    """Arithmetic operations in stored values times the constant extents of the loops around
-    them; used only while `msdb.ir.flops` is unavailable."""
-    if stmt is None:
-        return 0
-    kind = type(stmt)
-    if kind is S.For:
-        extent = E.const_int(stmt.extent)
-        return (extent if extent is not None else 1) * _fallback_stmt_flops(stmt.body)
-    if kind is S.SeqStmt:
-        return sum(_fallback_stmt_flops(s) for s in stmt.seq)
-    if kind is S.BlockRealize:
-        return _fallback_stmt_flops(stmt.block.body)
-    if kind is S.Block:
-        return _fallback_stmt_flops(stmt.body)
-    if kind is S.BufferStore or kind is S.Evaluate:
-        return _fallback_expr_ops(stmt.value)
-    if kind is S.IfThenElse:
-        return _fallback_stmt_flops(stmt.then_case) + _fallback_stmt_flops(stmt.else_case)
-    if kind is S.LetStmt:
-        return _fallback_expr_ops(stmt.value) + _fallback_stmt_flops(stmt.body)
-    return 0
-
-
-def _fallback_expr_ops(expr: E.PrimExpr) -> int:
-    if isinstance(expr, E.BinaryOp):
-        return 1 + _fallback_expr_ops(expr.a) + _fallback_expr_ops(expr.b)
-    if isinstance(expr, E.Not):
-        return 1 + _fallback_expr_ops(expr.a)
-    if isinstance(expr, E.Select):
-        return 1 + sum(_fallback_expr_ops(e) for e in (expr.condition, expr.true_value, expr.false_value))
-    if isinstance(expr, E.Call):
-        return 1 + sum(_fallback_expr_ops(a) for a in expr.args)
-    if isinstance(expr, E.Cast):
-        return _fallback_expr_ops(expr.value)
-    return 0  # leaves and loads: index arithmetic is address computation, not work
+    """Estimated FLOPs of one top-level statement (TVM's counting rules, `msdb.ir.flops`)."""
+    return int(estimate_flops(top))

@@ -21,13 +21,17 @@ def structural_equal_expr(a: E.PrimExpr, b: E.PrimExpr) -> bool:
     """True when `a` and `b` are the same expression tree over the same variables."""
     if a is b:
         return True
-    cls = type(a)
-    if cls is not type(b) or a.dtype != b.dtype:
+    cls_a, cls_b = type(a), type(b)
+    if cls_a is not cls_b:
+        # A subclass (e.g. the TE builder's loads) is the node it extends, as in the hash walk.
+        if _canonical(cls_a) is not _canonical(cls_b):
+            return False
+    if a.dtype != b.dtype:
         return False
     try:
-        compare = _COMPARE[cls]
+        compare = _COMPARE[cls_a]
     except KeyError:
-        compare = _resolve(cls)
+        compare = _resolve(cls_a)
     return compare(a, b)
 
 
@@ -85,6 +89,8 @@ def _load(a: E.BufferLoad, b: E.BufferLoad) -> bool:
 
 
 _COMPARE: dict[type, Callable[[E.PrimExpr, E.PrimExpr], bool]] = {
+    **{cls: _binary for cls in (E.Add, E.Sub, E.Mul, E.Div, E.Mod, E.FloorDiv, E.FloorMod, E.Min, E.Max,
+                                E.EQ, E.NE, E.LT, E.LE, E.GT, E.GE, E.And, E.Or)},
     E.Var: _never,
     E.IntImm: _int_imm,
     E.FloatImm: _float_imm,
@@ -96,6 +102,28 @@ _COMPARE: dict[type, Callable[[E.PrimExpr, E.PrimExpr], bool]] = {
     E.Call: _call,
     E.BufferLoad: _load,
 }
+
+
+_KNOWN = frozenset(_COMPARE)
+_CANONICAL: dict[type, type] = {cls: cls for cls in _KNOWN}
+
+
+def _canonical(cls: type) -> type:
+    """The node class `cls` stands for: itself if known, else its nearest known base (an unknown
+    direct BinaryOp subclass is its own kind, matching the hash walk, which writes its name)."""
+    try:
+        return _CANONICAL[cls]
+    except KeyError:
+        pass
+    result = cls
+    for klass in cls.__mro__[1:]:
+        if klass is E.BinaryOp:
+            break
+        if klass in _KNOWN:
+            result = klass
+            break
+    _CANONICAL[cls] = result
+    return result
 
 
 def _resolve(cls: type) -> Callable[[E.PrimExpr, E.PrimExpr], bool]:

@@ -56,6 +56,7 @@ from msdb.ir import expr as E
 from msdb.ir import stmt as S
 from msdb.ir.dtype import bits, is_float, is_int, is_uint, to_numpy
 from msdb.ir.function import IRModule, PrimFunc
+from msdb.ir.functor import free_vars, post_order_visit
 
 __all__ = ["InterpreterError", "CompiledFunc", "compile_func", "interpret"]
 
@@ -81,18 +82,19 @@ class InterpreterError(MsdbError):
 # =============================================================================================
 
 
-def interpret(mod_or_func: IRModule | PrimFunc, *arrays: Any) -> None:
+def interpret(mod_or_func: IRModule | PrimFunc, *arrays: Any, vectorize: bool = True) -> None:
     """Run the entry function of `mod_or_func` on `arrays` (TVM's calling convention: one numpy
     array per buffer parameter, in order, outputs written in place; scalar parameters take
-    Python numbers). Raises `InterpreterError` on a mismatching argument or a faulty access."""
-    compile_func(mod_or_func)(*arrays)
+    Python numbers). Raises `InterpreterError` on a mismatching argument or a faulty access.
+    `vectorize=False` runs every loop element by element (same results, slower)."""
+    compile_func(mod_or_func, vectorize=vectorize)(*arrays)
 
 
-def compile_func(mod_or_func: IRModule | PrimFunc) -> CompiledFunc:
+def compile_func(mod_or_func: IRModule | PrimFunc, *, vectorize: bool = True) -> CompiledFunc:
     """Translate the entry function once; the result can be called many times. Compiled
     functions are cached per function object (IR nodes are immutable)."""
     func = _entry(mod_or_func)
-    key = id(func)
+    key = (id(func), vectorize)
     hit = _cache.get(key)
     if hit is not None and hit[0] is func:
         return hit[1]
@@ -101,7 +103,7 @@ def compile_func(mod_or_func: IRModule | PrimFunc) -> CompiledFunc:
     # more than Python's default 1000 frames, which CPython 3.11+ provides without C stack.
     sys.setrecursionlimit(max(limit, _RECURSION_LIMIT))
     try:
-        compiled = _Codegen(func).build()
+        compiled = _Codegen(func, vectorize).build()
     except RecursionError:
         raise InterpreterError("the function is nested too deeply to interpret") from None
     finally:
@@ -112,7 +114,7 @@ def compile_func(mod_or_func: IRModule | PrimFunc) -> CompiledFunc:
     return compiled
 
 
-_cache: dict[int, tuple[PrimFunc, CompiledFunc]] = {}
+_cache: dict[tuple[int, bool], tuple[PrimFunc, CompiledFunc]] = {}
 
 
 @dataclass(frozen=True)
@@ -385,9 +387,695 @@ class _Fn:
 _IDENT = re.compile(r"[^0-9a-zA-Z_]")
 
 
-class _Codegen:
-    def __init__(self, func: PrimFunc) -> None:
+# =============================================================================================
+# Vectorized leaf loop nests
+# =============================================================================================
+#
+# A perfect loop nest around a *leaf* block (a block whose body is only stores) runs as numpy
+# array operations: the loops that feed no reduction iter var become lanes (one array element
+# per iteration), the ones that feed reduction iter vars stay Python loops, hoisted outside the
+# lanes in their original order. That reorder is legal exactly when the lanes are independent:
+# every lane writes its own locations (checked at run time, before anything is written, with
+# the store indices over all lanes) and reads a buffer the block writes only at the location it
+# writes itself (checked statically: same index expression). When either check fails the
+# nest runs through the scalar code, so vectorization never changes a result. Per lane, the
+# operations happen in the original order with the same numpy dtypes, so results are
+# bit-identical to the scalar path; only which out-of-bounds access is reported first may
+# differ when a nest holds several.
+
+_MIN_LANES = 48
+_MAX_LANES = 1 << 20
+_MAX_SEQ_LOOPS = 8
+_LANES = "__lanes__"  # env key of the name holding the current lane count
+
+
+class _NoVector(Exception):
+    """Internal: this nest is left to the scalar code."""
+
+
+@dataclass(frozen=True)
+class _VecBind:
+    name: str
+    interval: Interval | None
+    varying: bool  # an array with one element per lane (else one value for all lanes)
+
+
+@dataclass
+class _ChainPlan:
+    loops: list[S.For]
+    realize: S.BlockRealize
+    seq: list[S.For]
+    lanes: list[S.For]
+    n: int
+
+
+def _rt_unique_lanes(n: int, indices: tuple[Any, ...]) -> bool:
+    """True if the index tuples of the `n` lanes are pairwise distinct."""
+    if n <= 1:
+        return True
+    cols = [np.broadcast_to(np.asarray(i, dtype=np.int64), (n,)) for i in indices]
+    key = np.zeros(n, dtype=np.int64)
+    radix = 1
+    for col in reversed(cols):
+        lo = int(col.min())
+        span = int(col.max()) - lo + 1
+        if radix * span > (1 << 62):
+            return False
+        key += (col - lo) * radix
+        radix *= span
+    if radix <= 8 * n + 64:
+        return int(np.bincount(key, minlength=1).max()) <= 1
+    return int(np.unique(key).size) == n
+
+
+def _rt_disjoint(arrays: tuple[np.ndarray, ...], written: int) -> bool:
+    """The first `written` arrays (the buffers a nest writes) overlap no other buffer's memory
+    (arguments may alias; match_buffer views do)."""
+    for i in range(written):
+        for j, other in enumerate(arrays):
+            if i != j and np.may_share_memory(arrays[i], other):
+                return False
+    return True
+
+
+def _rt_vbounds(kind: str, buffer: str, block: str, arr: np.ndarray, indices: tuple[Any, ...]) -> None:
+    shape = np.broadcast_shapes(*(np.shape(i) for i in indices))
+    bad = np.zeros(shape, dtype=bool)
+    for idx, dim in zip(indices, arr.shape):
+        bad |= (np.asarray(idx) < 0) | (np.asarray(idx) >= dim)
+    if bad.any():
+        lane = int(np.flatnonzero(bad)[0])
+        first = tuple(int(np.broadcast_to(i, shape).reshape(-1)[lane]) for i in indices)
+        _rt_oob(kind, buffer, block, first, arr.shape)
+
+
+def _rt_vtdiv(a: Any, b: Any) -> Any:
+    q = np.abs(a) // np.abs(b)
+    return np.where((np.asarray(a) < 0) == (np.asarray(b) < 0), q, -q)
+
+
+def _rt_vtmod(a: Any, b: Any) -> Any:
+    return a - b * _rt_vtdiv(a, b)
+
+
+def _make_vf2i(dtype: str) -> Callable[[Any], np.ndarray]:
+    scalar = _make_f2i(dtype)
+    lo, hi = _dtype_range(dtype)
+    mask = (1 << bits(dtype)) - 1
+
+    def convert(x: Any) -> np.ndarray:
+        x = np.asarray(x, dtype=np.float64)
+        finite = np.isfinite(x)
+        t = np.trunc(np.where(finite, x, 0.0))
+        if (np.abs(t) >= 2.0**62).any():
+            return np.array([scalar(v) for v in x.tolist()], dtype=np.int64)
+        v = t.astype(np.int64)
+        if bits(dtype) < 64:
+            v = ((v - lo) & mask) + lo
+        v[~finite] = lo
+        return v
+
+    return convert
+
+
+def _rt_verf(x: np.ndarray) -> np.ndarray:
+    return np.array([math.erf(t) for t in x.tolist()], dtype=x.dtype)
+
+
+def _rt_vrsqrt(x: np.ndarray) -> np.ndarray:
+    return x.dtype.type(1) / np.sqrt(x)
+
+
+def _rt_vsigmoid(x: np.ndarray) -> np.ndarray:
+    one = x.dtype.type(1)
+    return one / (one + np.exp(-x))
+
+
+def _rt_vexp10(x: np.ndarray) -> np.ndarray:
+    return np.power(x.dtype.type(10), x)
+
+
+_VECTOR_UNARY_OPS: dict[str, Callable[[Any], Any]] = {
+    **_UNARY_FLOAT_OPS, "erf": _rt_verf, "rsqrt": _rt_vrsqrt, "sigmoid": _rt_vsigmoid, "exp10": _rt_vexp10,
+}
+
+
+def _expr_key(e: Any) -> Any:
+    """A structural key of an expression (vars and buffers by identity): equal keys compute
+    equal values."""
+    if isinstance(e, E.Var):
+        return ("Var", id(e))
+    if isinstance(e, (E.IntImm, E.FloatImm, E.StringImm)):
+        return (type(e).__name__, e.dtype, e.value)
+    if isinstance(e, E.BinaryOp):
+        return (type(e).__name__, e.dtype, _expr_key(e.a), _expr_key(e.b))
+    if isinstance(e, E.Not):
+        return ("Not", _expr_key(e.a))
+    if isinstance(e, E.Select):
+        return ("Select", _expr_key(e.condition), _expr_key(e.true_value), _expr_key(e.false_value))
+    if isinstance(e, E.Cast):
+        return ("Cast", e.dtype, _expr_key(e.value))
+    if isinstance(e, E.Call):
+        return ("Call", e.dtype, e.op, tuple(_expr_key(a) for a in e.args))
+    if isinstance(e, E.BufferLoad):
+        return ("Load", id(e.buffer), tuple(_expr_key(i) for i in e.indices))
+    return ("?", id(e))
+
+
+def _loads(node: Any) -> list[E.BufferLoad]:
+    found: list[E.BufferLoad] = []
+
+    def collect(n: Any) -> None:
+        if isinstance(n, E.BufferLoad):
+            found.append(n)
+
+    post_order_visit(node, collect)
+    return found
+
+
+def _leaf_stores(stmt: S.Stmt | None, out: list[S.BufferStore]) -> bool:
+    """Collect the stores of a body made only of stores; False if it holds anything else."""
+    if stmt is None:
+        return True
+    if isinstance(stmt, S.BufferStore):
+        out.append(stmt)
+        return True
+    if isinstance(stmt, S.SeqStmt):
+        return all(_leaf_stores(s, out) for s in stmt.seq)
+    if isinstance(stmt, S.Evaluate):
+        return isinstance(stmt.value, (E.IntImm, E.FloatImm))
+    return False
+
+
+class _VectorCodegen:
+    """The vector half of `_Codegen` (mixed in; uses its naming and scalar helpers)."""
+
+    fns: list[_Fn]
+    vectorize: bool
+    _novec: set[int]
+
+    # ---- planning -----------------------------------------------------------------------
+    def plan_chain(self, stmt: S.For) -> _ChainPlan | None:
+        loops: list[S.For] = []
+        node: S.Stmt = stmt
+        while isinstance(node, S.For):
+            loops.append(node)
+            node = node.body
+        if not isinstance(node, S.BlockRealize) or id(node) in self._novec:
+            return None
+        plan = self._static_plan(loops, node)
+        if plan is None:
+            self._novec.add(id(node))
+            return None
+        if plan.n > _MAX_LANES:
+            return None  # an inner part of the nest may still fit
+        return plan
+
+    def _static_plan(self, loops: list[S.For], realize: S.BlockRealize) -> _ChainPlan | None:
+        blk = realize.block
+        if blk.alloc_buffers or blk.match_buffers or len(realize.iter_values) != len(blk.iter_vars):
+            return None
+        for loop in loops:
+            if E.const_int(loop.min) is None or E.const_int(loop.extent) is None or E.const_int(loop.extent) <= 0:
+                return None
+        stores: list[S.BufferStore] = []
+        if not (_leaf_stores(blk.init, stores) and _leaf_stores(blk.body, stores)) or not stores:
+            return None
+        reduce_vars: set[E.Var] = set()
+        reduce_loop_vars: set[E.Var] = set()
+        for iv, value in zip(blk.iter_vars, realize.iter_values):
+            if iv.iter_type == S.IterType.COMM_REDUCE:
+                reduce_vars.add(iv.var)
+                reduce_loop_vars |= free_vars(value)
+            elif iv.iter_type != S.IterType.DATA_PAR:
+                return None
+        seq = [loop for loop in loops if loop.loop_var in reduce_loop_vars]
+        lanes = [loop for loop in loops if loop.loop_var not in reduce_loop_vars]
+        if len(seq) > _MAX_SEQ_LOOPS or not lanes:
+            return None
+        seq_vars = {loop.loop_var for loop in seq}
+        for iv, value in zip(blk.iter_vars, realize.iter_values):
+            if iv.iter_type == S.IterType.DATA_PAR and (free_vars(value) & seq_vars or _loads(value)):
+                return None  # spatial bindings are computed once, outside the reduction loops
+        # Each written buffer is written at one index expression, which depends on neither the
+        # reduction loops nor any loaded value, and read (if at all) only there.
+        write_key: dict[E.Buffer, Any] = {}
+        for st in stores:
+            key = tuple(_expr_key(i) for i in st.indices)
+            if write_key.setdefault(st.buffer, key) != key:
+                return None
+            for index in st.indices:
+                if _loads(index) or free_vars(index) & (seq_vars | reduce_vars):
+                    return None
+        everything: list[Any] = list(realize.iter_values) + [realize.predicate] + stores
+        for load in (ld for node in everything for ld in _loads(node)):
+            if load.buffer in write_key and tuple(_expr_key(i) for i in load.indices) != write_key[load.buffer]:
+                return None
+        n = math.prod(E.const_int(loop.extent) for loop in lanes)  # type: ignore[misc]
+        if n < _MIN_LANES:
+            return None
+        return _ChainPlan(loops, realize, seq, lanes, n)
+
+    # ---- emission -----------------------------------------------------------------------
+    def emit_chain(self, plan: _ChainPlan, env: Env, fn: _Fn, block: str) -> bool:
+        """Emit `if not _vec(...): <scalar nest>`; False if the nest cannot be vectorized."""
+        args = self.scope_names(env)  # type: ignore[attr-defined]
+        vf = _Fn(self.fresh("_vec"), args)  # type: ignore[attr-defined]
+        try:
+            self._emit_vector(plan, env, vf)
+        except _NoVector:
+            self._novec.add(id(plan.realize))
+            return False
+        self.fns.append(vf)
+        fn.emit(f"if not {vf.name}({', '.join(args)}):")
+        return True
+
+    def _emit_vector(self, plan: _ChainPlan, env: Env, vf: _Fn) -> None:
+        blk = plan.realize.block
+        name = blk.name_hint
+        venv: Env = dict(env)
+        extents = [E.const_int(loop.extent) for loop in plan.lanes]
+        grid = self.tmp()  # type: ignore[attr-defined]
+        vf.emit(f"{grid} = np.indices({tuple(extents)!r}, dtype=np.int64).reshape({len(extents)}, -1)")
+        for k, loop in enumerate(plan.lanes):
+            lo = E.const_int(loop.min)
+            lname = self.fresh(loop.loop_var.name)  # type: ignore[attr-defined]
+            vf.emit(f"{lname} = {grid}[{k}]" + (f" + {lo}" if lo else ""))
+            venv[loop.loop_var] = _VecBind(lname, (lo, lo + E.const_int(loop.extent) - 1), True)  # type: ignore[operator]
+        venv[_LANES] = str(plan.n)
+        # Buffers written and read: refuse aliasing memory at run time.
+        stores: list[S.BufferStore] = []
+        _leaf_stores(blk.init, stores)
+        _leaf_stores(blk.body, stores)
+        written = list(dict.fromkeys(st.buffer for st in stores))
+        accessed = list(written)
+        for node in list(plan.realize.iter_values) + [plan.realize.predicate] + stores:
+            for load in _loads(node):
+                if load.buffer not in accessed:
+                    accessed.append(load.buffer)
+        binds = [self.buffer(b, env, name) for b in accessed]  # type: ignore[attr-defined]
+        vf.emit(f"if not _disjoint(({''.join(b.name + ', ' for b in binds)}), {len(written)}):")
+        vf.emit("    return False")
+        # Spatial bindings, once for all reduction steps.
+        for iv, value in zip(blk.iter_vars, plan.realize.iter_values):
+            if iv.iter_type == S.IterType.DATA_PAR:
+                code, interval, varying = self.vexpr(value, venv, vf, name)
+                venv[iv.var] = _VecBind(code, interval, varying)
+        # Lanes must write distinct locations (checked before anything is written).
+        for buf in written:
+            st = next(s for s in stores if s.buffer is buf)
+            codes = [self.vexpr(i, venv, vf, name)[0] for i in st.indices]
+            vf.emit(f"if not _unique_lanes({plan.n}, ({''.join(c + ', ' for c in codes)})):")
+            vf.emit("    return False")
+        for loop in plan.seq:
+            lo, ext = E.const_int(loop.min), E.const_int(loop.extent)
+            sname = self.fresh(loop.loop_var.name)  # type: ignore[attr-defined]
+            vf.emit(f"for {sname} in range({lo}, {lo + ext}):")  # type: ignore[operator]
+            vf.indent += 1
+            venv[loop.loop_var] = _VecBind(sname, (lo, lo + ext - 1), False)  # type: ignore[operator]
+        for iv, value in zip(blk.iter_vars, plan.realize.iter_values):
+            if iv.iter_type == S.IterType.COMM_REDUCE:
+                code, interval, varying = self.vexpr(value, venv, vf, name)
+                if varying:
+                    raise _NoVector
+                venv[iv.var] = _VecBind(code, interval, False)
+        pred = plan.realize.predicate
+        if not (isinstance(pred, E.IntImm) and pred.value):
+            code, _, varying = self.vexpr(pred, venv, vf, name)
+            if varying:
+                sel = self.tmp()  # type: ignore[attr-defined]
+                vf.emit(f"{sel} = np.flatnonzero({code})")
+                vf.emit(f"if {sel}.size:")
+                vf.indent += 1
+                venv = self.vrestrict(venv, sel, vf, None)
+            else:
+                vf.emit(f"if {code}:")
+                vf.indent += 1
+        if blk.init is not None:
+            conds = []
+            for iv in blk.iter_vars:
+                if iv.iter_type == S.IterType.COMM_REDUCE:
+                    mcode, _, _ = self.vexpr(iv.dom.min, venv, vf, name)
+                    conds.append(f"{venv[iv.var].name} == {mcode}")
+            if conds:
+                vf.emit(f"if {' and '.join(conds)}:")
+                vf.indent += 1
+                self.vstores(blk.init, venv, vf, name)
+                vf.indent -= 1
+            else:
+                self.vstores(blk.init, venv, vf, name)
+        self.vstores(blk.body, venv, vf, name)
+        vf.indent = 1
+        vf.emit("return True")
+
+    def vrestrict(self, env: Env, sel: str, fn: _Fn, used: set[E.Var] | None) -> Env:
+        """The environment of the lanes listed in `sel` (a subset of the current lanes)."""
+        out = dict(env)
+        for key, bind in env.items():
+            if isinstance(bind, _VecBind) and bind.varying and (used is None or key in used):
+                name = self.tmp()  # type: ignore[attr-defined]
+                fn.emit(f"{name} = {bind.name}[{sel}]")
+                out[key] = _VecBind(name, bind.interval, True)
+        count = self.tmp()  # type: ignore[attr-defined]
+        fn.emit(f"{count} = {sel}.size")
+        out[_LANES] = count
+        return out
+
+    def vstores(self, stmt: S.Stmt, env: Env, fn: _Fn, block: str) -> None:
+        stores: list[S.BufferStore] = []
+        _leaf_stores(stmt, stores)
+        for st in stores:
+            bind = self.buffer(st.buffer, env, block)  # type: ignore[attr-defined]
+            # Indices (and their bounds) before the value, as the scalar code does.
+            idx, _ = self.vindices(st.indices, bind, env, fn, block, "store")
+            value, _, _ = self.vexpr(st.value, env, fn, block)
+            if st.value.dtype != st.buffer.dtype:
+                value = self.vcast(value, None, st.value.dtype, st.buffer.dtype, True, fn)[0]
+            fn.emit(f"{bind.name}[{_index_tuple(idx)}] = {value}")
+
+    def vindices(self, indices: tuple[E.PrimExpr, ...], bind: _BufBind, env: Env, fn: _Fn, block: str,
+                 kind: str) -> tuple[list[str], bool]:
+        """Index codes (bounds-checked over the current lanes) and whether any varies."""
+        if len(indices) != len(bind.dims):
+            raise _NoVector
+        codes, check, any_varying = [], False, False
+        for index, (_, div) in zip(indices, bind.dims):
+            if index.dtype == "bool" or not _is_intlike(index.dtype):
+                raise _NoVector
+            code, iv, varying = self.vexpr(index, env, fn, block)
+            codes.append(code)
+            any_varying = any_varying or varying
+            if iv is None or div is None or iv[0] < 0 or iv[1] >= div[0]:
+                check = True
+        if check:
+            fn.emit(f"_vbounds({kind!r}, {bind.buffer.name!r}, {block!r}, {bind.name}, "
+                    f"({''.join(c + ', ' for c in codes)}))")
+        return codes, any_varying
+
+    # ---- expressions (three-address code: every result lands in a local) ------------------
+    def vemit(self, fn: _Fn, code: str) -> str:
+        name = self.tmp()  # type: ignore[attr-defined]
+        fn.emit(f"{name} = {code}")
+        return name
+
+    def vexpr(self, e: E.PrimExpr, env: Env, fn: _Fn, block: str) -> tuple[str, Interval | None, bool]:
+        if isinstance(e, (E.IntImm, E.FloatImm, E.StringImm)):
+            code, iv = self.expr(e, {}, fn, block=block)  # type: ignore[attr-defined]
+            return code, iv, False
+        if isinstance(e, E.Var):
+            bind = env.get(e)
+            if isinstance(bind, _VecBind):
+                return bind.name, bind.interval, bind.varying
+            if isinstance(bind, _VarBind):
+                return bind.name, bind.interval, False
+            raise _NoVector
+        method = getattr(self, f"v_{type(e).__name__}", None)
+        if method is None:
+            if isinstance(e, E.CmpOp):
+                method = self.v_CmpOp
+            else:
+                raise _NoVector
+        return method(e, env, fn, block)
+
+    def vwrap(self, code: str, iv: Interval | None, dtype: str, varying: bool, fn: _Fn) -> tuple[str, Interval | None, bool]:
+        lo, hi = _dtype_range(dtype)
+        if iv is not None and lo <= iv[0] and iv[1] <= hi:
+            return self.vemit(fn, code), iv, varying
+        if varying and bits(dtype) == 64:
+            if is_uint(dtype):
+                raise _NoVector
+            return self.vemit(fn, code), (lo, hi), varying  # int64 arrays wrap natively
+        wrapped, interval = self.wrap(code, iv, dtype)  # type: ignore[attr-defined]
+        return self.vemit(fn, wrapped), interval, varying
+
+    def vfloat(self, code: str, e: E.PrimExpr, operand_dtypes: tuple[str, ...], varying: bool, fn: _Fn) -> tuple[str, None, bool]:
+        if e.dtype == "bfloat16":
+            raise _NoVector
+        if any(d != e.dtype for d in operand_dtypes):
+            code = self.vfcast(code, e.dtype, varying)
+        return self.vemit(fn, code), None, varying
+
+    def vfcast(self, code: str, dtype: str, varying: bool) -> str:
+        if dtype == "bfloat16":
+            raise _NoVector
+        if varying:
+            return f"np.asarray({code}).astype({self.global_obj('dt', to_numpy(dtype))})"  # type: ignore[attr-defined]
+        return f"{self.float_ctor(dtype)}({code})"  # type: ignore[attr-defined]
+
+    def v_operands(self, e: E.BinaryOp, env: Env, fn: _Fn, block: str):
+        a, ai, av = self.vexpr(e.a, env, fn, block)
+        b, bi, bv = self.vexpr(e.b, env, fn, block)
+        return a, ai, b, bi, av or bv
+
+    def _v_arith(self, e: E.BinaryOp, env: Env, fn: _Fn, block: str, op: str, ivf: Callable) -> tuple[str, Interval | None, bool]:
+        a, ai, b, bi, varying = self.v_operands(e, env, fn, block)
+        if _is_intlike(e.dtype):
+            return self.vwrap(f"({a} {op} {b})", ivf(ai, bi), e.dtype, varying, fn)
+        return self.vfloat(f"({a} {op} {b})", e, (e.a.dtype, e.b.dtype), varying, fn)
+
+    def v_Add(self, e, env, fn, block):
+        return self._v_arith(e, env, fn, block, "+", _iv_add)
+
+    def v_Sub(self, e, env, fn, block):
+        return self._v_arith(e, env, fn, block, "-", _iv_sub)
+
+    def v_Mul(self, e, env, fn, block):
+        return self._v_arith(e, env, fn, block, "*", _iv_mul)
+
+    def _v_nonzero(self, bi: Interval | None) -> None:
+        if bi is None or bi[0] <= 0 <= bi[1]:
+            raise _NoVector  # a zero divisor must raise exactly where the scalar code would
+
+    def v_Div(self, e, env, fn, block):
+        a, ai, b, bi, varying = self.v_operands(e, env, fn, block)
+        if _is_intlike(e.dtype):
+            self._v_nonzero(bi)
+            iv = _div_interval(ai, bi, trunc=True)
+            if ai and bi and ai[0] >= 0 and bi[0] > 0:
+                return self.vwrap(f"({a} // {b})", iv, e.dtype, varying, fn)
+            return self.vwrap(f"_vtdiv({a}, {b})" if varying else f"_tdiv({a}, {b})", iv, e.dtype, varying, fn)
+        return self.vfloat(f"({a} / {b})", e, (e.a.dtype, e.b.dtype), varying, fn)
+
+    def v_Mod(self, e, env, fn, block):
+        a, ai, b, bi, varying = self.v_operands(e, env, fn, block)
+        if _is_intlike(e.dtype):
+            self._v_nonzero(bi)
+            iv = _iv_trunc_mod(ai, bi)
+            if ai and bi and ai[0] >= 0 and bi[0] > 0:
+                return self.vwrap(f"({a} % {b})", iv, e.dtype, varying, fn)
+            return self.vwrap(f"_vtmod({a}, {b})" if varying else f"_tmod({a}, {b})", iv, e.dtype, varying, fn)
+        return self.vfloat(f"np.fmod({a}, {b})", e, (e.a.dtype, e.b.dtype), varying, fn)
+
+    def v_FloorDiv(self, e, env, fn, block):
+        a, ai, b, bi, varying = self.v_operands(e, env, fn, block)
+        if _is_intlike(e.dtype):
+            self._v_nonzero(bi)
+            return self.vwrap(f"({a} // {b})", _div_interval(ai, bi, trunc=False), e.dtype, varying, fn)
+        return self.vfloat(f"np.floor({a} / {b})", e, (e.a.dtype, e.b.dtype), varying, fn)
+
+    def v_FloorMod(self, e, env, fn, block):
+        a, ai, b, bi, varying = self.v_operands(e, env, fn, block)
+        if _is_intlike(e.dtype):
+            self._v_nonzero(bi)
+            return self.vwrap(f"({a} % {b})", _iv_floor_mod(ai, bi), e.dtype, varying, fn)
+        return self.vfloat(f"({a} - np.floor({a} / {b}) * {b})", e, (e.a.dtype, e.b.dtype), varying, fn)
+
+    def _v_minmax(self, e, env, fn, block, op: str, ivf: Callable):
+        a, ai, b, bi, varying = self.v_operands(e, env, fn, block)
+        code = f"np.where({a} {op} {b}, {a}, {b})" if varying else f"({a} if {a} {op} {b} else {b})"
+        if _is_intlike(e.dtype):
+            return self.vwrap(code, ivf(ai, bi), e.dtype, varying, fn)
+        return self.vfloat(code, e, (e.a.dtype, e.b.dtype), varying, fn)
+
+    def v_Min(self, e, env, fn, block):
+        return self._v_minmax(e, env, fn, block, "<", _iv_min)
+
+    def v_Max(self, e, env, fn, block):
+        return self._v_minmax(e, env, fn, block, ">", _iv_max)
+
+    def v_CmpOp(self, e, env, fn, block):
+        kind = type(e).__name__
+        if kind == "And":
+            return self.vlazy(e.a, e.b, None, "bool", env, fn, block, false_const="False")
+        if kind == "Or":
+            return self.vlazy(e.a, None, e.b, "bool", env, fn, block, true_const="True")
+        op = _Codegen._CMP.get(kind)
+        if op is None:
+            raise _NoVector
+        a, _, b, _, varying = self.v_operands(e, env, fn, block)
+        return self.vemit(fn, f"({a} {op} {b})"), (0, 1), varying
+
+    def v_Not(self, e, env, fn, block):
+        a, _, varying = self.vexpr(e.a, env, fn, block)
+        return self.vemit(fn, f"np.logical_not({a})" if varying else f"(not {a})"), (0, 1), varying
+
+    def v_Select(self, e, env, fn, block):
+        c, _, cv = self.vexpr(e.condition, env, fn, block)
+        t, ti, tv = self.vexpr(e.true_value, env, fn, block)
+        f, fi, fv = self.vexpr(e.false_value, env, fn, block)
+        if cv or tv or fv:
+            return self.vemit(fn, f"np.where({c}, {t}, {f})"), _union(ti, fi), True
+        return self.vemit(fn, f"({t} if {c} else {f})"), _union(ti, fi), False
+
+    def v_Cast(self, e, env, fn, block):
+        code, iv, varying = self.vexpr(e.value, env, fn, block)
+        return self.vcast(code, iv, e.value.dtype, e.dtype, varying, fn)
+
+    def vcast(self, code: str, iv: Interval | None, src: str, dst: str, varying: bool, fn: _Fn) -> tuple[str, Interval | None, bool]:
+        if not varying:
+            out, interval = self.cast(code, iv, src, dst)  # type: ignore[attr-defined]
+            return self.vemit(fn, out), interval, False
+        if src == dst:
+            return code, iv, True
+        if dst == "bool":
+            return self.vemit(fn, f"(np.asarray({code}) != 0)"), (0, 1), True
+        if _is_intlike(dst):
+            if src == "bool":
+                code = self.vemit(fn, f"np.asarray({code}).astype(np.int64)")
+                iv = (0, 1)
+            elif is_float(src):
+                if is_uint(dst) and bits(dst) == 64:
+                    raise _NoVector
+                conv = self.global_obj("vf2i", _make_vf2i(dst))  # type: ignore[attr-defined]
+                return self.vemit(fn, f"{conv}({code})"), _dtype_range(dst), True
+            elif not _is_intlike(src):
+                raise _NoVector
+            return self.vwrap(code, iv, dst, True, fn)
+        if is_float(dst):
+            return self.vemit(fn, self.vfcast(code, dst, True)), None, True
+        raise _NoVector
+
+    def v_BufferLoad(self, e, env, fn, block):
+        bind = self.buffer(e.buffer, env, block)  # type: ignore[attr-defined]
+        idx, varying = self.vindices(e.indices, bind, env, fn, block, "load")
+        code = f"{bind.name}[{_index_tuple(idx)}]"
+        if e.dtype == "bool":
+            return self.vemit(fn, code if varying else f"bool({code})"), (0, 1), varying
+        if _is_intlike(e.dtype):
+            if is_uint(e.dtype) and bits(e.dtype) == 64:
+                raise _NoVector
+            return self.vemit(fn, f"{code}.astype(np.int64)" if varying else f"int({code})"), _dtype_range(e.dtype), varying
+        if e.dtype == "bfloat16":
+            raise _NoVector
+        return self.vemit(fn, code), None, varying
+
+    def v_Call(self, e, env, fn, block):
+        op = e.op[4:] if e.op.startswith("tir.") else e.op
+        args = e.args
+        if op == "if_then_else" and len(args) == 3:
+            return self.vlazy(args[0], args[1], args[2], e.dtype, env, fn, block)
+        if op in ("max_value", "min_value", "infinity", "inf") or (op in ("isnan", "isinf", "isfinite") and len(args) == 1 and not is_float(args[0].dtype)):
+            code, iv = self.expr(e, {}, fn, block=block)  # type: ignore[attr-defined]
+            return code, iv, False
+        if op == "likely" and len(args) == 1:
+            return self.vexpr(args[0], env, fn, block)
+        if len(args) == 1:
+            a, ai, varying = self.vexpr(args[0], env, fn, block)
+            if not varying:
+                return self._v_scalar_call(e, [a], [ai], fn, block)
+            if op in ("isnan", "isinf", "isfinite"):
+                return self.vemit(fn, f"np.{op}({a})"), (0, 1), True
+            if op in ("fabs", "abs"):
+                if _is_intlike(e.dtype):
+                    return self.vwrap(f"np.abs({a})", _iv_abs(ai), e.dtype, True, fn)
+                return self.vfloat(f"np.abs({a})", e, (args[0].dtype,), True, fn)
+            if op in _VECTOR_UNARY_OPS:
+                if op in _ROUNDING_OPS and _is_intlike(args[0].dtype):
+                    return self.vcast(a, ai, args[0].dtype, e.dtype, True, fn)
+                if not is_float(e.dtype):
+                    raise _NoVector
+                if not is_float(args[0].dtype):
+                    a = self.vemit(fn, self.vfcast(a, e.dtype, True))
+                ufunc = self.global_obj(f"v{op}", _VECTOR_UNARY_OPS[op])  # type: ignore[attr-defined]
+                src = args[0].dtype if is_float(args[0].dtype) else e.dtype
+                return self.vfloat(f"{ufunc}({a})", e, (src,), True, fn)
+            raise _NoVector
+        if len(args) == 2 and op in _BINARY_FLOAT_OPS:
+            a, ai, av = self.vexpr(args[0], env, fn, block)
+            b, bi, bv = self.vexpr(args[1], env, fn, block)
+            if not (av or bv):
+                return self._v_scalar_call(e, [a, b], [ai, bi], fn, block)
+            if not is_float(e.dtype):
+                raise _NoVector
+            if not is_float(args[0].dtype):
+                a = self.vemit(fn, self.vfcast(a, e.dtype, av))
+            ufunc = self.global_obj(op, _BINARY_FLOAT_OPS[op])  # type: ignore[attr-defined]
+            src = args[0].dtype if is_float(args[0].dtype) else e.dtype
+            return self.vfloat(f"{ufunc}({a}, {b})", e, (src,), True, fn)
+        if len(args) == 2 and op in _BITWISE_OPS:
+            a, _, av = self.vexpr(args[0], env, fn, block)
+            b, _, bv = self.vexpr(args[1], env, fn, block)
+            if not _is_intlike(e.dtype):
+                raise _NoVector
+            return self.vwrap(f"({a} {_BITWISE_OPS[op]} {b})", None, e.dtype, av or bv, fn)
+        raise _NoVector
+
+    def _v_scalar_call(self, e: E.Call, codes: list[str], ivs: list[Interval | None], fn: _Fn, block: str):
+        """A call whose arguments are the same for all lanes: the scalar translation, applied
+        to the already computed arguments."""
+        params = [E.Var(f"arg{k}", a.dtype) for k, a in enumerate(e.args)]
+        env = {p: _VarBind(c, iv) for p, c, iv in zip(params, codes, ivs)}
+        code, iv = self.expr(E.Call(e.dtype, e.op, tuple(params)), env, fn, block=block)  # type: ignore[attr-defined]
+        return self.vemit(fn, code), iv, False
+
+    def vlazy(self, cond: E.PrimExpr, then: E.PrimExpr | None, other: E.PrimExpr | None, dtype: str,
+              env: Env, fn: _Fn, block: str, true_const: str = "True", false_const: str = "False"):
+        """`then if cond else other` evaluating each arm only on the lanes that take it (None
+        arms are the constants: And is `b if a else False`, Or is `True if a else b`)."""
+        c, _, cv = self.vexpr(cond, env, fn, block)
+        dt = self.global_obj("dt", np.dtype(bool) if dtype == "bool" else np.dtype(np.int64) if _is_intlike(dtype) else to_numpy(dtype))  # type: ignore[attr-defined]
+        lanes = env[_LANES]
+        out = self.tmp()  # type: ignore[attr-defined]
+        if not cv:
+            # One condition for all lanes: a plain if/else, each arm computed on every lane.
+            results = []
+            fn.emit(f"if {c}:")
+            for k, (arm, const) in enumerate(((then, true_const), (other, false_const))):
+                fn.indent += 1
+                if arm is None:
+                    code, iv, varying = const, ((1, 1) if const == "True" else (0, 0)), False
+                else:
+                    code, iv, varying = self.vexpr(arm, env, fn, block)
+                results.append((code, iv, varying))
+                fn.emit(f"{out} = {code}")
+                fn.indent -= 1
+                if k == 0:
+                    fn.emit("else:")
+            if results[0][2] != results[1][2]:
+                # One arm varies: broadcast both so later code sees an array either way.
+                fn.emit(f"{out} = np.broadcast_to(np.asarray({out}, dtype={dt}), ({lanes},)).copy()")
+            return out, _union(results[0][1], results[1][1]), results[0][2] or results[1][2]
+        parts = []
+        for arm, const, mask in ((then, true_const, c), (other, false_const, f"np.logical_not({c})")):
+            if arm is None:
+                parts.append((const, (1, 1) if const == "True" else (0, 0)))
+            elif not _loads(arm):
+                code, iv, _ = self.vexpr(arm, env, fn, block)
+                parts.append((code, iv))
+            else:
+                # Evaluate only on the lanes taking this arm, and not at all when none does
+                # (numpy checks a uniform index even when the lane arrays are empty).
+                sel = self.vemit(fn, f"np.flatnonzero({mask})")
+                full = self.vemit(fn, f"np.zeros({lanes}, {dt})")
+                fn.emit(f"if {sel}.size:")
+                fn.indent += 1
+                renv = self.vrestrict(env, sel, fn, free_vars(arm))
+                code, iv, _ = self.vexpr(arm, renv, fn, block)
+                fn.emit(f"{full}[{sel}] = {code}")
+                fn.indent -= 1
+                parts.append((full, iv))
+        fn.emit(f"{out} = np.where({c}, {parts[0][0]}, {parts[1][0]})")
+        iv = _union(parts[0][1], parts[1][1]) if _is_intlike(dtype) else None
+        if not _is_intlike(dtype) and dtype != "bool":
+            fn.emit(f"{out} = {out}.astype({dt}, copy=False)")
+        return out, iv, True
+
+
+class _Codegen(_VectorCodegen):
+    def __init__(self, func: PrimFunc, vectorize: bool = True) -> None:
         self.func = func
+        self.vectorize = vectorize
+        self._novec: set[int] = set()
         self.fns: list[_Fn] = []
         self.ns: dict[str, Any] = {
             "np": np,
@@ -401,6 +1089,11 @@ class _Codegen:
             "_elem_offset": _rt_elem_offset,
             "_bf16": _bf16,
             "_isfinite": math.isfinite,
+            "_unique_lanes": _rt_unique_lanes,
+            "_disjoint": _rt_disjoint,
+            "_vbounds": _rt_vbounds,
+            "_vtdiv": _rt_vtdiv,
+            "_vtmod": _rt_vtmod,
         }
         self._const_names: dict[tuple[str, str], str] = {}
         self._counter = 0
@@ -508,10 +1201,10 @@ class _Codegen:
     def scope_names(self, env: Env) -> list[str]:
         names: dict[str, None] = {}
         for bind in env.values():
-            if isinstance(bind, _VarBind):
+            if isinstance(bind, (_VarBind, _VecBind)):
                 if _is_name(bind.name):
                     names[bind.name] = None
-            else:
+            elif isinstance(bind, _BufBind):
                 for n in bind.names:
                     names[n] = None
         return list(names)
@@ -566,7 +1259,16 @@ class _Codegen:
             fn.emit("else:")
             self.body(stmt.else_case, env, fn, block)
 
-    def stmt_For(self, stmt: S.For, env: Env, fn: _Fn, block: str) -> None:
+    def stmt_For(self, stmt: S.For, env: Env, fn: _Fn, block: str, try_vector: bool = True) -> None:
+        if try_vector and self.vectorize:
+            plan = self.plan_chain(stmt)
+            if plan is not None and self.emit_chain(plan, env, fn, block):
+                # The scalar nest runs when the lanes turn out to depend on each other.
+                self._novec.add(id(plan.realize))
+                fn.indent += 1
+                self.stmt_For(stmt, env, fn, block, try_vector=False)
+                fn.indent -= 1
+                return
         lo_code, lo_iv = self.expr(stmt.min, env, fn, block=block)
         ext_code, ext_iv = self.expr(stmt.extent, env, fn, block=block)
         name = self.fresh(stmt.loop_var.name)
@@ -806,25 +1508,19 @@ class _Codegen:
     def expr_Add(self, e: E.Add, env: Env, fn: _Fn, depth: int, block: str) -> tuple[str, Interval | None]:
         a, ai, b, bi = self.operands(e, env, fn, depth, block)
         if _is_intlike(e.dtype):
-            iv = (ai[0] + bi[0], ai[1] + bi[1]) if ai and bi else None
-            return self.wrap(f"({a} + {b})", iv, e.dtype)
+            return self.wrap(f"({a} + {b})", _iv_add(ai, bi), e.dtype)
         return self.arith_float(f"({a} + {b})", e), None
 
     def expr_Sub(self, e: E.Sub, env: Env, fn: _Fn, depth: int, block: str) -> tuple[str, Interval | None]:
         a, ai, b, bi = self.operands(e, env, fn, depth, block)
         if _is_intlike(e.dtype):
-            iv = (ai[0] - bi[1], ai[1] - bi[0]) if ai and bi else None
-            return self.wrap(f"({a} - {b})", iv, e.dtype)
+            return self.wrap(f"({a} - {b})", _iv_sub(ai, bi), e.dtype)
         return self.arith_float(f"({a} - {b})", e), None
 
     def expr_Mul(self, e: E.Mul, env: Env, fn: _Fn, depth: int, block: str) -> tuple[str, Interval | None]:
         a, ai, b, bi = self.operands(e, env, fn, depth, block)
         if _is_intlike(e.dtype):
-            iv = None
-            if ai and bi:
-                corners = [x * y for x in ai for y in bi]
-                iv = (min(corners), max(corners))
-            return self.wrap(f"({a} * {b})", iv, e.dtype)
+            return self.wrap(f"({a} * {b})", _iv_mul(ai, bi), e.dtype)
         return self.arith_float(f"({a} * {b})", e), None
 
     def expr_Div(self, e: E.Div, env: Env, fn: _Fn, depth: int, block: str) -> tuple[str, Interval | None]:
@@ -839,12 +1535,7 @@ class _Codegen:
     def expr_Mod(self, e: E.Mod, env: Env, fn: _Fn, depth: int, block: str) -> tuple[str, Interval | None]:
         a, ai, b, bi = self.operands(e, env, fn, depth, block)
         if _is_intlike(e.dtype):
-            iv = None
-            if ai and bi:
-                mag = max(abs(bi[0]), abs(bi[1]))
-                lo = 0 if ai[0] >= 0 else max(ai[0], -(mag - 1))
-                hi = 0 if ai[1] <= 0 else min(ai[1], mag - 1)
-                iv = (min(lo, 0), max(hi, 0))
+            iv = _iv_trunc_mod(ai, bi)
             if ai and bi and ai[0] >= 0 and bi[0] > 0:
                 return self.wrap(f"({a} % {b})", iv, e.dtype)
             return self.wrap(f"_tmod({a}, {b})", iv, e.dtype)
@@ -859,15 +1550,7 @@ class _Codegen:
     def expr_FloorMod(self, e: E.FloorMod, env: Env, fn: _Fn, depth: int, block: str) -> tuple[str, Interval | None]:
         a, ai, b, bi = self.operands(e, env, fn, depth, block)
         if _is_intlike(e.dtype):
-            iv = None
-            if ai and bi:
-                if bi[0] > 0:
-                    iv = (ai[0], ai[1]) if ai[0] >= 0 and ai[1] < bi[0] else (0, bi[1] - 1)
-                elif bi[1] < 0:
-                    iv = (bi[0] + 1, 0)
-                else:
-                    iv = (min(bi[0] + 1, 0), max(bi[1] - 1, 0))
-            return self.wrap(f"({a} % {b})", iv, e.dtype)
+            return self.wrap(f"({a} % {b})", _iv_floor_mod(ai, bi), e.dtype)
         t1, t2 = self.tmp(), self.tmp()
         return self.arith_float(f"(({t1} := {a}) - np.floor({t1} / ({t2} := {b})) * {t2})", e), None
 
@@ -876,8 +1559,7 @@ class _Codegen:
         ta, tb = self.tmp(), self.tmp()
         code = f"({ta} if ({ta} := {a}) < ({tb} := {b}) else {tb})"
         if _is_intlike(e.dtype):
-            iv = (min(ai[0], bi[0]), min(ai[1], bi[1])) if ai and bi else None
-            return self.wrap(code, iv, e.dtype)
+            return self.wrap(code, _iv_min(ai, bi), e.dtype)
         return self.arith_float(code, e), None
 
     def expr_Max(self, e: E.Max, env: Env, fn: _Fn, depth: int, block: str) -> tuple[str, Interval | None]:
@@ -885,8 +1567,7 @@ class _Codegen:
         ta, tb = self.tmp(), self.tmp()
         code = f"({ta} if ({ta} := {a}) > ({tb} := {b}) else {tb})"
         if _is_intlike(e.dtype):
-            iv = (max(ai[0], bi[0]), max(ai[1], bi[1])) if ai and bi else None
-            return self.wrap(code, iv, e.dtype)
+            return self.wrap(code, _iv_max(ai, bi), e.dtype)
         return self.arith_float(code, e), None
 
     _CMP = {"EQ": "==", "NE": "!=", "LT": "<", "LE": "<=", "GT": ">", "GE": ">="}
@@ -990,12 +1671,7 @@ class _Codegen:
             _expect_args(e, op, 1, block)
             a, ai = self.expr(args[0], env, fn, depth, block)
             if _is_intlike(e.dtype):
-                iv = None
-                if ai:
-                    hi = max(abs(ai[0]), abs(ai[1]))
-                    lo = 0 if ai[0] <= 0 <= ai[1] else min(abs(ai[0]), abs(ai[1]))
-                    iv = (lo, hi)
-                return self.wrap(f"abs({a})", iv, e.dtype)
+                return self.wrap(f"abs({a})", _iv_abs(ai), e.dtype)
             return self.call_result(f"abs({a})", args[0].dtype, e.dtype), None
         if op in _UNARY_FLOAT_OPS:
             _expect_args(e, op, 1, block)
@@ -1070,6 +1746,57 @@ def _union(a: Interval | None, b: Interval | None) -> Interval | None:
     if a is None or b is None:
         return None
     return (min(a[0], b[0]), max(a[1], b[1]))
+
+
+def _iv_add(a: Interval | None, b: Interval | None) -> Interval | None:
+    return (a[0] + b[0], a[1] + b[1]) if a and b else None
+
+
+def _iv_sub(a: Interval | None, b: Interval | None) -> Interval | None:
+    return (a[0] - b[1], a[1] - b[0]) if a and b else None
+
+
+def _iv_mul(a: Interval | None, b: Interval | None) -> Interval | None:
+    if not (a and b):
+        return None
+    corners = [x * y for x in a for y in b]
+    return (min(corners), max(corners))
+
+
+def _iv_min(a: Interval | None, b: Interval | None) -> Interval | None:
+    return (min(a[0], b[0]), min(a[1], b[1])) if a and b else None
+
+
+def _iv_max(a: Interval | None, b: Interval | None) -> Interval | None:
+    return (max(a[0], b[0]), max(a[1], b[1])) if a and b else None
+
+
+def _iv_abs(a: Interval | None) -> Interval | None:
+    if not a:
+        return None
+    lo = 0 if a[0] <= 0 <= a[1] else min(abs(a[0]), abs(a[1]))
+    return (lo, max(abs(a[0]), abs(a[1])))
+
+
+def _iv_trunc_mod(a: Interval | None, b: Interval | None) -> Interval | None:
+    """The remainder has the dividend's sign and a magnitude below the divisor's."""
+    if not (a and b):
+        return None
+    mag = max(abs(b[0]), abs(b[1]))
+    lo = 0 if a[0] >= 0 else max(a[0], -(mag - 1))
+    hi = 0 if a[1] <= 0 else min(a[1], mag - 1)
+    return (min(lo, 0), max(hi, 0))
+
+
+def _iv_floor_mod(a: Interval | None, b: Interval | None) -> Interval | None:
+    """The remainder has the divisor's sign (and is the dividend itself when that is smaller)."""
+    if not (a and b):
+        return None
+    if b[0] > 0:
+        return (a[0], a[1]) if a[0] >= 0 and a[1] < b[0] else (0, b[1] - 1)
+    if b[1] < 0:
+        return (b[0] + 1, 0)
+    return (min(b[0] + 1, 0), max(b[1] - 1, 0))
 
 
 def _div_interval(a: Interval | None, b: Interval | None, trunc: bool) -> Interval | None:

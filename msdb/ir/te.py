@@ -29,7 +29,7 @@ import inspect
 import logging
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
 from msdb.errors import MsdbError
 from msdb.ir import expr as E
@@ -825,7 +825,7 @@ def _simp(e: E.PrimExpr) -> E.PrimExpr:
                 return E.FloatImm(e.dtype, float(c))
             if _is_intlike(e.dtype):
                 return E.IntImm(e.dtype, _wrap(int(c), e.dtype))
-        return value if value is e.value else E.Cast(e.dtype, value)
+        return e if value is e.value else E.Cast(e.dtype, value)
     if isinstance(e, E.Select):
         cond = _simp(e.condition)
         t, f = _simp(e.true_value), _simp(e.false_value)
@@ -841,7 +841,7 @@ def _simp(e: E.PrimExpr) -> E.PrimExpr:
         return E.Call(e.dtype, e.op, args)
     if isinstance(e, E.BinaryOp):
         if _is_intlike(e.dtype) and isinstance(e, (E.Add, E.Sub, E.Mul, E.FloorDiv, E.FloorMod)):
-            return _normalize(_to_sum(e))
+            return _normalize(_to_sum(e), additive=isinstance(e, (E.Add, E.Sub)))
         a, b = _simp(e.a), _simp(e.b)
         return _fold_binary(type(e), a, b, e.dtype)
     return e
@@ -981,10 +981,19 @@ def _scale(x: _Sum, factor: int) -> _Sum:
 
 
 def _single(x: _Sum) -> _Term | None:
-    """The one unscaled term of `x`, if `x` is exactly that."""
-    if len(x.terms) == 1 and x.base == 0 and x.terms[0].scale == 1:
+    """The one term of `x` (any positive scale), if `x` is exactly that."""
+    if len(x.terms) == 1 and x.base == 0 and x.terms[0].scale > 0:
         return x.terms[0]
     return None
+
+
+def _with(t: _Term, lower: int, upper: int | None, scale: int = 1) -> _Term:
+    return _Term(t.index, t.key, lower, upper, scale)
+
+
+def _term_max(t: _Term) -> int | None:
+    """Largest value of the unscaled term `(index % upper) // lower`, when bounded."""
+    return None if t.upper is _INF else (t.upper - 1) // t.lower
 
 
 def _floordiv(x: _Sum, c: int) -> _Sum:
@@ -993,11 +1002,14 @@ def _floordiv(x: _Sum, c: int) -> _Sum:
     if not x.terms:
         return _Sum(x.dtype, [], x.base // c)
     term = _single(x)
-    if term is not None:
-        if term.upper is _INF:
-            return _Sum(x.dtype, [_Term(term.index, term.key, term.lower * c, _INF, 1)], 0)
-        if term.upper % (term.lower * c) == 0:
-            return _Sum(x.dtype, [_Term(term.index, term.key, term.lower * c, term.upper, 1)], 0)
+    if term is not None and c % term.scale == 0:
+        # (t * s) // c == t // (c / s); a bounded t smaller than the divisor gives 0.
+        c //= term.scale
+        top = _term_max(term)
+        if top is not None and top < c:
+            return _Sum(x.dtype, [], 0)
+        if term.upper is _INF or term.upper % (term.lower * c) == 0:
+            return _Sum(x.dtype, [_with(term, term.lower * c, term.upper)], 0)
     divisible = _Sum(x.dtype, [], 0)
     rest = _Sum(x.dtype, [], 0)
     for t in x.terms:
@@ -1029,11 +1041,16 @@ def _floormod(x: _Sum, c: int) -> _Sum:
     if not rest.terms:
         return _Sum(x.dtype, [], rest.base)
     term = _single(rest)
-    if term is not None:
+    if term is not None and c % term.scale == 0:
+        # (t * s) % c == (t % (c / s)) * s; a bounded t smaller than the modulus is unchanged.
+        scale, c = term.scale, c // term.scale
+        top = _term_max(term)
+        if top is not None and top < c:
+            return _Sum(x.dtype, [_with(term, term.lower, term.upper, scale)], 0)
         if term.upper is _INF:
-            return _Sum(x.dtype, [_Term(term.index, term.key, term.lower, term.lower * c, 1)], 0)
+            return _Sum(x.dtype, [_with(term, term.lower, term.lower * c, scale)], 0)
         if term.lower == 1 and term.upper % c == 0:
-            return _Sum(x.dtype, [_Term(term.index, term.key, 1, c, 1)], 0)
+            return _Sum(x.dtype, [_with(term, 1, c, scale)], 0)
     index = _normalize(rest)
     return _Sum(x.dtype, [_Term(index, _key(index), 1, c, 1)], 0)
 
@@ -1053,13 +1070,15 @@ def _sort_key(t: _Term) -> tuple[int, int, float]:
     return (-t.scale, -t.lower, -(math.inf if t.upper is _INF else t.upper))
 
 
-def _normalize(x: _Sum) -> E.PrimExpr:
-    """TVM's printing of a canonical sum back to an expression."""
+def _normalize(x: _Sum, additive: bool = False) -> E.PrimExpr:
+    """TVM's printing of a canonical sum back to an expression. `additive` says the expression
+    was an add/subtract at the top: TVM then prints a lone negated term as `0 - x` (a lone
+    scaled product stays `x * -c`)."""
     dtype = x.dtype
     terms = sorted(x.terms, key=_sort_key)
     if not terms:
         return E.IntImm(dtype, x.base)
-    if len(terms) == 1 and x.base == 0:
+    if len(terms) == 1 and x.base == 0 and not (additive and terms[0].scale == -1):
         return _term_expr(terms[0], terms[0].scale, dtype)
     result: E.PrimExpr | None = None
     for t in terms:
@@ -1108,7 +1127,7 @@ def _simp_cmp(e: E.CmpOp) -> E.PrimExpr:
     elif cls is E.GT:
         cls, a, b = E.LT, b, a
     if _is_intlike(a.dtype) and _is_intlike(b.dtype) and a.dtype == b.dtype:
-        return _int_cmp(cls, _to_sum(a), _to_sum(b))
+        return _int_cmp(cls, _to_sum(a), _to_sum(b), isinstance(a, (E.Add, E.Sub)), isinstance(b, (E.Add, E.Sub)))
     a, b = _simp(a), _simp(b)
     ca, cb = _const(a), _const(b)
     if ca is not None and cb is not None:
@@ -1120,28 +1139,88 @@ def _compare(cls: type, a: int | float, b: int | float) -> bool:
     return {E.LT: a < b, E.LE: a <= b, E.EQ: a == b, E.NE: a != b}[cls]
 
 
-def _int_cmp(cls: type, sa: _Sum, sb: _Sum) -> E.PrimExpr:
+def _int_cmp(cls: type, sa: _Sum, sb: _Sum, add_a: bool = True, add_b: bool = True) -> E.PrimExpr:
+    """An integer comparison in TVM's normal form: when one side is a constant and, with
+    `diff = a - b = V + k`, all terms of V have one sign, the constant goes to one side and a
+    common factor is
+    divided out (`h + 1 <= 3` -> `h <= 2`, `h >= 3` -> `3 <= h`, `2h + 2r < 4` -> `h + r < 2`).
+    Variables on both sides keep both sides (`h * 2 + 1 < r`)."""
+    dtype = sa.dtype
     if not sa.terms and not sb.terms:
         return _bool(_compare(cls, sa.base, sb.base))
+    diff = _add(sa, sb, -1)
+    if not diff.terms:
+        return _bool(_compare(cls, diff.base, 0))
     if sa.terms and sb.terms:
-        a, b = _normalize(sa), _normalize(sb)
-        if _key(a) == _key(b):
-            return _bool(cls in (E.LE, E.EQ))
-        return cls(a, b)
-    # One side is a constant: move the other side's constant over, divide out a common factor.
-    var_side, const_value, var_left = (sa, sb.base, True) if sa.terms else (sb, sa.base, False)
-    var_side = var_side.copy()
-    const_value -= var_side.base
-    var_side.base = 0
+        return cls(_normalize(sa, additive=add_a), _normalize(sb, additive=add_b))
+    signs = {t.scale > 0 for t in diff.terms}
+    if len(signs) == 2:
+        # One constant side: move the other side's constant over.
+        var_side, const_value, var_left = (sa, sb.base, True) if sa.terms else (sb, sa.base, False)
+        var_side = _Sum(dtype, list(var_side.terms), 0)
+        const_value -= (sa.base if var_left else sb.base)
+        expr, const_expr = _normalize(var_side, additive=add_a if var_left else add_b), E.IntImm(dtype, const_value)
+        return cls(expr, const_expr) if var_left or cls in (E.EQ, E.NE) else cls(const_expr, expr)
+    positive = signs == {True}
+    # V + k  op  0, with V written with positive coefficients.
+    terms = diff.terms if positive else [_with(t, t.lower, t.upper, -t.scale) for t in diff.terms]
     g = 0
-    for t in var_side.terms:
+    for t in terms:
         g = math.gcd(g, t.scale)
-    if g > 1 and const_value % g == 0:
-        var_side = _scale_down(var_side, g)
-        const_value //= g
-    expr = _normalize(var_side)
-    const_expr = E.IntImm(sa.dtype, const_value)
-    return cls(expr, const_expr) if var_left else cls(const_expr, expr)
+    bound = -diff.base if positive else diff.base  # V op bound (positive) / bound op V (negative)
+    bounds = _interval(terms)
+    if bounds is not None:
+        decided = _decide(cls, positive, bounds, bound)
+        if decided is not None:
+            return _bool(decided)
+    if g > 1:
+        terms = [_with(t, t.lower, t.upper, t.scale // g) for t in terms]
+        if cls in (E.EQ, E.NE):
+            if bound % g:
+                return _bool(cls is E.NE)
+            bound //= g
+        elif (cls is E.LT) == positive:  # V < b  or  b <= V: round up
+            bound = -((-bound) // g)
+        else:  # V <= b  or  b < V: round down
+            bound //= g
+    var_sum = _Sum(dtype, terms, 0)
+    single = _single(var_sum)
+    if single is not None and single.scale == 1 and single.lower > 1 and single.upper is _INF and cls is E.LT:
+        # x // l < b  ->  x < b * l;  b < x // l  ->  (b + 1) * l - 1 < x
+        inner = _normalize(_Sum(dtype, [_with(single, 1, _INF)], 0))
+        if positive:
+            return E.LT(inner, E.IntImm(dtype, bound * single.lower))
+        return E.LT(E.IntImm(dtype, (bound + 1) * single.lower - 1), inner)
+    expr, const_expr = _normalize(var_sum), E.IntImm(dtype, bound)
+    if positive or cls in (E.EQ, E.NE):
+        return cls(expr, const_expr)
+    return cls(const_expr, expr)
+
+
+def _interval(terms: list[_Term]) -> tuple[int, int] | None:
+    """[lo, hi] of a sum of positively scaled bounded terms, or None if some term is unbounded."""
+    hi = 0
+    for t in terms:
+        top = _term_max(t)
+        if top is None:
+            return None
+        hi += top * t.scale
+    return 0, hi
+
+
+def _decide(cls: type, positive: bool, bounds: tuple[int, int], bound: int) -> bool | None:
+    lo, hi = bounds
+    if not positive:  # bound op V  is  -V op -bound
+        lo, hi, bound = -hi, -lo, -bound
+    if cls is E.LT:
+        return True if hi < bound else False if lo >= bound else None
+    if cls is E.LE:
+        return True if hi <= bound else False if lo > bound else None
+    if cls is E.EQ:
+        return False if bound < lo or bound > hi else None
+    if cls is E.NE:
+        return True if bound < lo or bound > hi else None
+    return None
 
 
 def _simp_not(a: E.PrimExpr) -> E.PrimExpr:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from msdb.ir.function import IRModule, PrimFunc
     from msdb.schedule.trace import Trace
 
-__all__ = ["ArgInfo", "TuningRecord", "RecordFormatError", "FAILED_RUN_SECS", "trace_json_hash"]
+__all__ = ["ArgInfo", "TuningRecord", "RecordFormatError", "FAILED_RUN_SECS", "trace_json_hash", "check_trace_json"]
 
 #: TVM's run time for a failed build or run.
 FAILED_RUN_SECS = 1e10
@@ -75,7 +76,7 @@ def _coerce_run_secs(run_secs: Iterable[float] | None) -> tuple[float, ...] | No
     if run_secs is None:
         return None
     try:
-        values = tuple(float(r) for r in run_secs)
+        values = tuple(r if isinstance(r, float) else float(r) for r in run_secs)
     except (TypeError, ValueError):
         raise RecordFormatError(f"run_secs must be a list of numbers or None, got {run_secs!r}") from None
     return values
@@ -85,6 +86,34 @@ def trace_json_hash(trace_json: Any) -> str:
     """A 16-hex hash of a trace's canonical JSON (instructions and decisions): the dedup key."""
     text = trace_json if isinstance(trace_json, str) else json.dumps(trace_json, separators=(",", ":"), sort_keys=True)
     return hashlib.blake2b(text.encode("utf-8"), digest_size=8).hexdigest()
+
+
+def check_trace_json(trace: Any) -> None:
+    """Raise `RecordFormatError` unless `trace` has the shape of TVM's trace JSON
+    (`[[[kind, inputs, attrs, outputs], ...], [[inst_index, decision], ...]]`); cheap, no
+    parsing of the instructions themselves."""
+    if not (isinstance(trace, list) and len(trace) == 2 and isinstance(trace[0], list) and isinstance(trace[1], list)):
+        raise RecordFormatError("a trace is [instructions, decisions]")
+    for inst in trace[0]:
+        if not (isinstance(inst, list) and len(inst) == 4 and isinstance(inst[0], str)):
+            raise RecordFormatError(f"an instruction is [kind, inputs, attrs, outputs], got {json.dumps(inst)[:80]}")
+    for decision in trace[1]:
+        if not (isinstance(decision, list) and len(decision) == 2 and isinstance(decision[0], int)):
+            raise RecordFormatError(f"a decision is [instruction_index, value], got {json.dumps(decision)[:80]}")
+
+
+_FIRST_KIND = re.compile(r'\s*\[\s*\[\s*(?:(\])|\[\s*"([A-Za-z_][A-Za-z0-9_]*)")')
+
+
+def _trace_text_is_valid_sketch(text: str) -> bool | None:
+    """The same test on trace JSON text, from its first few bytes; None when the text does not
+    start the usual way (then it is parsed)."""
+    match = _FIRST_KIND.match(text)
+    if match is None:
+        return None
+    if match.group(1) is not None:
+        return False  # no instructions at all
+    return match.group(2) != "EnterPostproc"
 
 
 def _trace_json_is_valid_sketch(trace_json: Any) -> bool:
@@ -144,8 +173,10 @@ class TuningRecord:
         """TVM's trace JSON `[insts, decisions]`."""
         if self._trace_json is None:
             if self._trace_text is not None:
+                from msdb.schedule.tvm_json import loads
+
                 try:
-                    self._trace_json = json.loads(self._trace_text)
+                    self._trace_json = loads(self._trace_text)
                 except ValueError as exc:
                     raise RecordFormatError(f"stored trace is not valid JSON ({exc})") from None
             else:
@@ -155,9 +186,11 @@ class TuningRecord:
 
     @property
     def trace_text(self) -> str:
-        """The trace JSON as compact text (what databases store)."""
+        """The trace JSON as text in TVM's spelling (what databases store)."""
         if self._trace_text is None:
-            self._trace_text = json.dumps(self.trace_json, separators=(",", ":"))
+            from msdb.schedule.tvm_json import dumps
+
+            self._trace_text = dumps(self.trace_json)
         return self._trace_text
 
     # ---- args ----
@@ -180,6 +213,10 @@ class TuningRecord:
         """TVM's rule: a non-postproc instruction and some run time below the 1e10 failure mark."""
         if not self.run_secs or not any(r < FAILED_RUN_SECS for r in self.run_secs):
             return False
+        if self._trace_json is None and self._trace_text is not None:
+            quick = _trace_text_is_valid_sketch(self._trace_text)
+            if quick is not None:
+                return quick
         if self._trace is not None and self._trace_json is None and self._trace_text is None:
             insts = self._trace.insts
             return bool(insts) and insts[0].kind != "EnterPostproc"
@@ -221,11 +258,7 @@ class TuningRecord:
         if not isinstance(obj, list) or not 1 <= len(obj) <= 4:
             raise RecordFormatError("a tuning record is [trace, run_secs, target, args_info]")
         trace, run_secs, target, args = (list(obj) + [None, None, None])[:4]
-        if not (isinstance(trace, list) and len(trace) == 2 and isinstance(trace[0], list) and isinstance(trace[1], list)):
-            raise RecordFormatError("a trace is [instructions, decisions]")
-        for inst in trace[0]:
-            if not (isinstance(inst, list) and len(inst) == 4 and isinstance(inst[0], str)):
-                raise RecordFormatError(f"an instruction is [kind, inputs, attrs, outputs], got {json.dumps(inst)[:80]}")
+        check_trace_json(trace)
         if run_secs is not None and not (isinstance(run_secs, list) and all(
                 isinstance(r, (int, float)) and not isinstance(r, bool) for r in run_secs)):
             raise RecordFormatError(f"run_secs must be a list of numbers or null, got {json.dumps(run_secs)[:80]}")

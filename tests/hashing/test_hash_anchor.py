@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from msdb.hashing import find_anchor_block, structural_equal, structural_hash
 from msdb.ir import stmt as S
 from msdb.ir.function import IRModule
@@ -105,3 +107,46 @@ def test_anchor_is_taken_from_the_entry_function() -> None:
 def test_anchor_hash_differs_from_the_structural_hash() -> None:
     mod = ir_samples.matmul()
     assert structural_hash(mod, "anchor-block") != structural_hash(mod)
+
+
+def _zoo():
+    zoo = pytest.importorskip("msdb.ir.zoo", reason="msdb.ir.zoo not written yet")
+    if not hasattr(zoo, "workload"):
+        pytest.skip("msdb.ir.zoo.workload not written yet")
+    return zoo
+
+
+def test_zoo_matmul_family_shares_the_anchor_of_the_hand_built_matmul() -> None:
+    zoo = _zoo()
+    family = [zoo.workload(n) for n in ("matmul", "matmul_relu", "matmul_bias", "matmul_bias_relu")]
+    assert {structural_hash(m, "anchor-block") for m in family} == {structural_hash(ir_samples.matmul(), "anchor-block")}
+    assert len({structural_hash(m) for m in family}) == 4
+    assert structural_hash(family[0]) == structural_hash(ir_samples.matmul())
+
+
+def test_zoo_dense_and_linear_share_the_anchor_and_relu_has_none() -> None:
+    zoo = _zoo()
+    dense, linear = zoo.workload("dense"), zoo.workload("linear0")
+    assert structural_hash(dense, "anchor-block") == structural_hash(linear, "anchor-block")
+    assert structural_hash(dense) != structural_hash(linear)
+    relu = zoo.workload("relu0")
+    assert find_anchor_block(relu) is None
+    assert structural_hash(relu, "anchor-block") == structural_hash(relu, "ignore-tensor")
+
+
+def test_zoo_softmax_anchor_is_its_first_reduction() -> None:
+    assert find_anchor_block(_zoo().workload("SFM")).name_hint == "T_softmax_maxelem"
+
+
+# tvm.s_tir.analysis.find_anchor_sblock on TVM 0.27's te_workload CONFIGS[name][0].
+TVM_ANCHORS = {
+    "C1D": "conv1d_nlc", "C2D": "conv2d_nhwc", "C3D": "conv3d_ndhwc", "GMM": "Z", "GRP": "conv2d_nhwc",
+    "DIL": "conv2d_nhwc", "DEP": "depth_conv2d_nhwc", "T2D": "conv2d_transpose_nhwc",
+    "CAP": "conv2d_capsule_nhwijc", "NRM": "C", "SFM": "T_softmax_maxelem", "CBR": "Conv2dOutput", "TBG": "C",
+}
+
+
+@pytest.mark.parametrize("name", sorted(TVM_ANCHORS))
+def test_zoo_anchor_is_the_block_tvm_picks(name: str) -> None:
+    block = find_anchor_block(_zoo().workload(name))
+    assert block is not None and block.name_hint == TVM_ANCHORS[name]

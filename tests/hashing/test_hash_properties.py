@@ -14,26 +14,34 @@ from msdb.hashing import MODES, structural_equal, structural_hash
 from . import ir_samples
 from .mutations import MUTATION_KINDS, count_sites, mutate, rename_module
 
-SAMPLE_NAMES = sorted(ir_samples.SAMPLES)
+def _zoo_names() -> list[str]:
+    try:
+        from msdb.ir import zoo
+    except ImportError:
+        return []
+    if not hasattr(zoo, "names"):
+        return []
+    return [n for n in ("GMM", "C2D", "SFM", "C1D", "DEP", "NRM", "CBR", "T2D", "linear0") if n in zoo.names()]
+
+
+# Hand-built samples always; the zoo's TVM workloads too once msdb.ir.zoo exists.
+SAMPLE_NAMES = sorted(ir_samples.SAMPLES) + [f"zoo:{n}" for n in _zoo_names()]
 _CACHE: dict[str, object] = {}
 
 
 def sample(name: str):
     # Building a sample is cheap but not free; hypothesis calls this hundreds of times.
     if name not in _CACHE:
-        _CACHE[name] = ir_samples.SAMPLES[name]()
+        if name.startswith("zoo:"):
+            from msdb.ir import zoo
+
+            _CACHE[name] = zoo.workload(name[4:])
+        else:
+            _CACHE[name] = ir_samples.SAMPLES[name]()
     return _CACHE[name]
 
 
-def _zoo_names() -> list[str]:
-    try:
-        from msdb.ir import zoo
-    except ImportError:
-        return []
-    return [n for n in ("GMM", "C2D", "SFM", "C1D", "DEP", "NRM") if n in zoo.names()]
-
-
-PROPERTY_SETTINGS = settings(max_examples=60, deadline=None, derandomize=True,
+PROPERTY_SETTINGS = settings(max_examples=120, deadline=None, derandomize=True,
                              suppress_health_check=[HealthCheck.too_slow])
 
 

@@ -670,3 +670,362 @@ def test_integer_expressions_match_python_reference(data, dtype):
     interpret(f, result)
     expected = [[_reference(expr, {i: a, j: b}) for b in range(nj)] for a in range(ni)]
     np.testing.assert_array_equal(result, np.array(expected, dtype))
+
+
+# ---------------------------------------------------------------------------------------------
+# Vectorized loop nests agree bit for bit with the element-by-element path
+# ---------------------------------------------------------------------------------------------
+
+
+def vector_runs(compiled) -> dict[str, list[bool]]:
+    """Record what each vectorized nest of `compiled` returned (False: it fell back to scalar)."""
+    namespace = compiled._kernel.__globals__
+    log: dict[str, list[bool]] = {}
+    for name in [n for n in namespace if n.startswith("_vec_")]:
+        original = namespace[name]
+
+        def wrapper(*args, _original=original, _name=name):
+            result = _original(*args)
+            log.setdefault(_name, []).append(result)
+            return result
+
+        namespace[name] = wrapper
+    return log
+
+
+def run_both(f, *arrays, expect_vector: bool | None = True):
+    """Run `f` element by element and vectorized on copies of `arrays`; outputs must be
+    identical. `expect_vector`: True if some nest must run vectorized, False if none may."""
+    scalar = [a.copy() for a in arrays]
+    interpret(f, *scalar, vectorize=False)
+    compiled = compile_func(f)
+    log = vector_runs(compiled)
+    vector = [a.copy() for a in arrays]
+    try:
+        compiled(*vector)
+    finally:
+        compile_func.__globals__["_cache"].clear()  # the wrappers must not leak into other tests
+    for s, v in zip(scalar, vector):
+        assert s.dtype == v.dtype
+        np.testing.assert_array_equal(v, s)
+    took_vector = any(any(runs) for runs in log.values())
+    if expect_vector is not None:
+        assert took_vector == expect_vector, (log, compiled.source)
+    return vector
+
+
+def test_vectorized_matmul_is_bit_identical():
+    a, b = rand((16, 24)), rand((24, 12), seed=3)
+    out = run_both(matmul_func(16, 12, 24), a, b, np.zeros((16, 12), np.float32))[2]
+    np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_vectorized_split_reduction_with_predicate_and_init_in_the_middle():
+    # k (extent 30) split 4 x 8 with a predicate; a spatial loop between the two k loops.
+    A, C = buf("A", (64, 30)), buf("C", (64,))
+    i, k0, k1, vi, vk = E.Var("i"), E.Var("k0"), E.Var("k1"), E.Var("vi"), E.Var("vk")
+    body = realize("C", [iv(vi, 64), iv(vk, 30, "R")], [i, k0 * 8 + k1],
+                   store(C, C[vi] + A[vi, vk] * f32(0.5), vi), init=store(C, f32(1.0), vi),
+                   predicate=(k0 * 8 + k1) < 30)
+    f = func([A, C], nest([(k0, 4), (i, 64), (k1, 8)], body))
+    out = run_both(f, rand((64, 30)), np.full(64, 9.0, np.float32))[1]
+    assert np.isfinite(out).all()
+
+
+def test_vectorized_padding_evaluates_guarded_loads_only_where_taken():
+    # P[h, w] = A[h - 2, w - 1] inside the image, else 0 (TE's pad); loads outside would be OOB.
+    A, P = buf("A", (8, 10)), buf("P", (12, 12))
+    h, w, vh, vw = E.Var("h"), E.Var("w"), E.Var("vh"), E.Var("vw")
+    inside = (c(2) <= vh) & (vh < 10) & (c(1) <= vw) & (vw < 11)
+    value = E.Call("float32", "if_then_else", (inside, A[vh - 2, vw - 1], f32(0.0)))
+    f = func([A, P], nest([(h, 12), (w, 12)], realize("P", [iv(vh, 12), iv(vw, 12)], [h, w], store(P, value, vh, vw))))
+    a = rand((8, 10))
+    out = run_both(f, a, np.zeros((12, 12), np.float32))[1]
+    np.testing.assert_array_equal(out, np.pad(a, ((2, 2), (1, 1))))
+
+
+def test_vectorized_and_or_short_circuit_guarded_loads():
+    A, B = buf("A", (64,), "int32"), buf("B", (64,), "int32")
+    i, v = E.Var("i"), E.Var("v")
+    cond = ((v >= 1) & (A[v - 1] > 0)) | ((v < 63) & (A[v + 1] < -5))
+    f = func([A, B], loop(i, 64, realize("B", [iv(v, 64)], [i], store(B, E.Cast("int32", cond), v))))
+    a = rand((64,), "int8").astype(np.int32)
+    out = run_both(f, a, np.zeros(64, np.int32))[1]
+    expected = [int((k >= 1 and a[k - 1] > 0) or (k < 63 and a[k + 1] < -5)) for k in range(64)]
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_vectorized_uniform_condition_picks_one_arm_per_step():
+    # The condition depends only on the reduction loop; arms vary over the lanes.
+    A, C = buf("A", (64, 4)), buf("C", (64,))
+    i, k, vi, vk = E.Var("i"), E.Var("k"), E.Var("vi"), E.Var("vk")
+    term = E.Call("float32", "if_then_else", (vk < 2, A[vi, vk], A[vi, vk] * f32(-3.0)))
+    body = realize("C", [iv(vi, 64), iv(vk, 4, "R")], [i, k], store(C, C[vi] + term, vi), init=store(C, f32(0.0), vi))
+    run_both(func([A, C], nest([(i, 64), (k, 4)], body)), rand((64, 4)), np.zeros(64, np.float32))
+
+
+def test_vectorized_integer_semantics():
+    cases = [
+        ("int8", lambda v, x, y: x[v] * y[v] + c(100, "int8"), ("int8", "int8")),
+        ("int32", lambda v, x, y: E.FloorDiv(x[v], c(7)) * 1000 + E.FloorMod(x[v], c(-5)) * 10 + E.Div(y[v], c(3)) + E.Mod(y[v], c(-4)), ("int32", "int32")),
+        ("int32", lambda v, x, y: E.Max(x[v], y[v]) - E.Min(x[v] * c(65536), y[v]), ("int32", "int32")),
+        ("uint8", lambda v, x, y: x[v] - y[v], ("uint8", "uint8")),
+        ("int64", lambda v, x, y: x[v] * y[v] * c(3, "int64"), ("int64", "int64")),
+    ]
+    for out_dtype, fn_, ins in cases:
+        f = elementwise(out_dtype, 64, fn_, ins)
+        args = [rand((64,), dt, seed=k) for k, dt in enumerate(ins)]
+        run_both(f, *args, np.zeros(64, out_dtype))
+
+
+def test_vectorized_index_arithmetic_on_negative_lanes():
+    for node in (E.FloorDiv, E.FloorMod, E.Div, E.Mod):
+        f = elementwise("int32", 64, lambda v, node=node: node(v * 3 - c(7), c(-5)) + v, start=-32)
+        run_both(f, np.zeros(64, np.int32))
+
+
+def test_vectorized_casts_and_math_calls():
+    x = np.concatenate([np.linspace(-40, 40, 60), [np.nan, np.inf, -np.inf, 3e9]]).astype(np.float32)
+    f = elementwise("int32", 64, lambda v, a: E.Cast("int32", a[v]), ("float32",))
+    run_both(f, x, np.zeros(64, np.int32))
+    g = elementwise("int8", 64, lambda v, a: E.Cast("int8", a[v]), ("float32",))
+    run_both(g, x, np.zeros(64, np.int8))
+    pos = np.abs(x[:60]).astype(np.float32) + np.float32(0.5)
+    pos = np.concatenate([pos, pos[:4]])
+    for op, _ in UNARY_CASES:
+        h = elementwise("float32", 64, lambda v, a, op=op: E.Call("float32", op, (a[v],)) + a[v], ("float32",))
+        run_both(h, pos, np.zeros(64, np.float32))
+    for op in ("pow", "fmod"):
+        h = elementwise("float32", 64, lambda v, a, op=op: E.Call("float32", op, (a[v], f32(1.5))), ("float32",))
+        run_both(h, pos, np.zeros(64, np.float32))
+    k = elementwise("float16", 64, lambda v, a: E.Cast("float16", a[v]) * E.Cast("float16", f32(0.1)), ("float32",))
+    run_both(k, pos, np.zeros(64, np.float16))
+    m = elementwise("float32", 64, lambda v, a: E.Select(a[v] > f32(3.0), E.Cast("float32", v), E.Call("float32", "sqrt", (a[v],))), ("float32",))
+    run_both(m, pos, np.zeros(64, np.float32))
+
+
+def test_vectorized_out_of_bounds_is_still_reported():
+    A, B = buf("A", (64,)), buf("B", (64,))
+    i, v = E.Var("i"), E.Var("v")
+    f = func([A, B], loop(i, 64, realize("shift", [iv(v, 64)], [i], store(B, A[v + 1], v))))
+    with pytest.raises(InterpreterError, match=r"load of buffer 'A' at index \(64,\).*block 'shift'"):
+        interpret(f, rand((64,)), np.zeros(64, np.float32))
+
+
+def test_colliding_lanes_fall_back_to_sequential_order():
+    # Every lane writes B[v // 8]: the last write of each group wins, as in sequential order.
+    A, B = buf("A", (64,)), buf("B", (8,))
+    i, v = E.Var("i"), E.Var("v")
+    f = func([A, B], loop(i, 64, realize("B", [iv(v, 64)], [i], store(B, A[v], E.FloorDiv(v, c(8))))))
+    a = rand((64,))
+    out = run_both(f, a, np.zeros(8, np.float32), expect_vector=False)[1]
+    np.testing.assert_array_equal(out, a[7::8])
+
+
+def test_loop_carried_dependence_is_not_vectorized():
+    # A running sum reads the previous element of the buffer it writes.
+    B = buf("B", (64,), "int32")
+    i, v = E.Var("i"), E.Var("v")
+    value = E.Call("int32", "if_then_else", (v > 0, B[E.Max(v - 1, c(0))] + v, c(0)))
+    f = func([B], loop(i, 64, realize("B", [iv(v, 64)], [i], store(B, value, v))))
+    out = run_both(f, np.zeros(64, np.int32), expect_vector=False)[0]
+    np.testing.assert_array_equal(out, np.cumsum(np.arange(64)))
+
+
+def test_aliased_arguments_keep_sequential_semantics():
+    # B[v] = A[v - 1] with A and B the same array: sequential order smears A[0] everywhere.
+    A, B = buf("A", (64,)), buf("B", (64,))
+    i, v = E.Var("i"), E.Var("v")
+    value = E.Call("float32", "if_then_else", (v > 0, A[E.Max(v - 1, c(0))], A[v]))
+    f = func([A, B], loop(i, 64, realize("B", [iv(v, 64)], [i], store(B, value, v))))
+    x = rand((64,))
+    interpret(f, x, x)
+    np.testing.assert_array_equal(x, np.full(64, x[0]))
+    y = rand((64,))
+    z = np.zeros(64, np.float32)
+    run_both(f, y, z)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(data=st.data(), dtype=st.sampled_from(["int8", "int32"]))
+def test_vectorized_integer_expressions_match_python_reference(data, dtype):
+    i, j = E.Var("i", dtype), E.Var("j", dtype)
+    expr = data.draw(int_exprs([i, j, i * c(3, dtype) - j], dtype))
+    ni, nj = 8, 8
+    out = buf("out", (ni, nj), dtype)
+    vi, vj = E.Var("vi", dtype), E.Var("vj", dtype)
+    iters = [S.IterVar(E.Range(c(0, dtype), c(n, dtype)), v, S.IterType.DATA_PAR) for v, n in ((vi, ni), (vj, nj))]
+    body = S.BlockRealize((i, j), TRUE, S.Block(tuple(iters), (), (), "out",
+                          S.BufferStore(out, functor_substitute(expr, {i: vi, j: vj}), (E.Cast("int32", vi), E.Cast("int32", vj)))))
+    f = func([out], S.For(i, c(0, dtype), c(ni, dtype), S.ForKind.SERIAL,
+                          S.For(j, c(0, dtype), c(nj, dtype), S.ForKind.SERIAL, body)))
+    result = run_both(f, np.zeros((ni, nj), dtype), expect_vector=None)[0]
+    expected = [[_reference(expr, {i: a, j: b}) for b in range(nj)] for a in range(ni)]
+    np.testing.assert_array_equal(result, np.array(expected, dtype))
+
+
+def functor_substitute(expr, mapping):
+    from msdb.ir.functor import substitute
+
+    return substitute(expr, mapping)
+
+
+# ---------------------------------------------------------------------------------------------
+# Every zoo workload agrees with an independent numpy implementation (reduced shapes)
+# ---------------------------------------------------------------------------------------------
+#
+# The references compute in float64 from the mathematical definitions (not from the zoo's TE),
+# so they check the zoo and the interpreter together.
+
+
+def conv_nd(x, w, stride, padding, dilation=1, groups=1):
+    """Channels-last convolution: x (N, *S, CI), w (*K, CI // groups, CO)."""
+    x = x.astype(np.float64)
+    w = w.astype(np.float64)
+    nd = x.ndim - 2
+    kernel = w.shape[:nd]
+    ci, co = x.shape[-1], w.shape[-1]
+    cig, cog = ci // groups, co // groups
+    xp = np.pad(x, [(0, 0)] + [(padding, padding)] * nd + [(0, 0)])
+    out_sizes = [(xp.shape[1 + d] - dilation * (kernel[d] - 1) - 1) // stride + 1 for d in range(nd)]
+    out = np.zeros((x.shape[0], *out_sizes, co))
+    for offsets in np.ndindex(*kernel):
+        window = tuple(
+            slice(offsets[d] * dilation, offsets[d] * dilation + stride * (out_sizes[d] - 1) + 1, stride)
+            for d in range(nd)
+        )
+        patch = xp[(slice(None),) + window + (slice(None),)]  # (N, *O, CI)
+        patch = patch.reshape(*patch.shape[:-1], groups, cig)
+        weight = w[offsets].reshape(cig, groups, cog)  # (CI/g, CO) with CO = g * cog
+        out += np.einsum("...gc,cgd->...gd", patch, weight).reshape(*patch.shape[:-2], co)
+    return out
+
+
+def depthwise_ref(x, w, stride, padding, dilation=1):
+    x = x.astype(np.float64)
+    n, h, wd, ch = x.shape
+    k = w.shape[1]
+    xp = np.pad(x, [(0, 0), (padding, padding), (padding, padding), (0, 0)])
+    oh = (h + 2 * padding - dilation * (k - 1) - 1) // stride + 1
+    ow = (wd + 2 * padding - dilation * (k - 1) - 1) // stride + 1
+    out = np.zeros((n, oh, ow, ch))
+    for rh in range(k):
+        for rw in range(k):
+            patch = xp[:, rh * dilation : rh * dilation + stride * (oh - 1) + 1 : stride,
+                       rw * dilation : rw * dilation + stride * (ow - 1) + 1 : stride, :]
+            out += patch * w[0, rh, rw, :].astype(np.float64)
+    return out
+
+
+def capsule_ref(x, w, stride, padding):
+    """x (N, H, W, I, K, CI), w (k, k, K, J, CI, CO) -> (N, OH, OW, I, J, CO)."""
+    x = x.astype(np.float64)
+    k = w.shape[0]
+    xp = np.pad(x, [(0, 0), (padding, padding), (padding, padding), (0, 0), (0, 0), (0, 0)])
+    oh = (x.shape[1] + 2 * padding - k) // stride + 1
+    ow = (x.shape[2] + 2 * padding - k) // stride + 1
+    out = 0
+    for rh in range(k):
+        for rw in range(k):
+            patch = xp[:, rh : rh + stride * (oh - 1) + 1 : stride, rw : rw + stride * (ow - 1) + 1 : stride]
+            out = out + np.einsum("nhwikc,kjco->nhwijo", patch, w[rh, rw].astype(np.float64))
+    return out
+
+
+def conv_transpose_ref(x, w, stride, padding):
+    """Transposed convolution as a scatter: out[h*s + kh - p] += x[h] * w[kh]."""
+    n, h, wd, ci = x.shape
+    k, co = w.shape[0], w.shape[3]
+    full_h, full_w = (h - 1) * stride + k, (wd - 1) * stride + k
+    full = np.zeros((n, full_h, full_w, co))
+    for kh in range(k):
+        for kw in range(k):
+            contrib = np.einsum("nhwc,cd->nhwd", x.astype(np.float64), w[kh, kw].astype(np.float64))
+            full[:, kh : kh + stride * (h - 1) + 1 : stride, kw : kw + stride * (wd - 1) + 1 : stride] += contrib
+    return full[:, padding : full_h - padding, padding : full_w - padding]
+
+
+def softmax_ref(a):
+    a = a.astype(np.float64)
+    e = np.exp(a - a.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def mm(a, b):
+    return a.astype(np.float64) @ b.astype(np.float64)
+
+
+def relu(x):
+    return np.maximum(x, 0)
+
+
+# name, reduced parameters for zoo.build, reference from the input arrays (in parameter order)
+ZOO_CASES = [
+    ("C1D", (1, 12, 4, 6, 3, 2, 1), lambda x, w: conv_nd(x, w, 2, 1)),
+    ("C2D", (1, 9, 9, 4, 6, 3, 2, 1), lambda x, w: conv_nd(x, w, 2, 1)),
+    ("C3D", (1, 5, 6, 6, 3, 4, 3, 2, 1), lambda x, w: conv_nd(x, w, 2, 1)),
+    ("CAP", (1, 6, 6, 3, 4, 3, 2, 1), lambda x, w: capsule_ref(x, w, 2, 1)),
+    ("DEP", (1, 9, 9, 6, 3, 2, 1), lambda x, w: depthwise_ref(x, w, 2, 1)),
+    ("DIL", (1, 9, 9, 4, 5, 3, 1, 2, 2), lambda x, w: conv_nd(x, w, 1, 2, dilation=2)),
+    ("GMM", (2, 6, 5, 7), lambda x, y: np.einsum("bnk,bkm->bnm", x.astype(np.float64), y.astype(np.float64))),
+    ("GRP", (1, 8, 8, 8, 12, 3, 2, 1, 1, 4), lambda x, w: conv_nd(x, w, 2, 1, groups=4)),
+    ("T2D", (1, 4, 4, 3, 5, 4, 2, 1), lambda x, w: conv_transpose_ref(x, w, 2, 1)),
+    ("CBR", (1, 8, 8, 3, 6, 3, 2, 1),
+     lambda x, w, bias, offset, scale: relu((conv_nd(x, w, 2, 1) + bias) * scale + offset)),
+    ("TBG", (2, 6, 3, 4), lambda q, v: np.einsum("bihd,bjhd->bhij", q.astype(np.float64), v.astype(np.float64))),
+    ("NRM", (2, 6, 7), lambda a: np.sqrt((a.astype(np.float64) ** 2).sum(axis=(1, 2)))),
+    ("SFM", (6, 9), softmax_ref),
+    ("dense", (5, 6, 7), lambda x, w: mm(x, w.T)),
+    ("linear", (3, 4, 5), lambda x, w, b: mm(x, w.T) + b),
+    ("matmul", (5, 6, 7), mm),
+    ("matmul_relu", (5, 6, 7), lambda a, b: relu(mm(a, b))),
+    ("matmul_bias", (5, 6, 7), lambda a, b, bias: mm(a, b) + bias),
+    ("matmul_bias_relu", (5, 6, 7), lambda a, b, bias: relu(mm(a, b) + bias)),
+    ("linear0", (1, 6, 20), lambda x, w, b: mm(x, w.T) + b),
+    ("relu0", (1, 8), relu),
+    ("linear1", (1, 10, 6), lambda x, w, b: mm(x, w.T) + b),
+    # Larger shapes: these run through the vectorized nests.
+    ("matmul", (64, 64, 64), mm),
+    ("C2D", (1, 16, 16, 8, 16, 3, 1, 1), lambda x, w: conv_nd(x, w, 1, 1)),
+    ("SFM", (32, 48), softmax_ref),
+]
+
+
+def zoo_arguments(func, seed):
+    """Random inputs for every parameter but the last (the output, pre-filled with NaN so an
+    unwritten element shows)."""
+    buffers = func.buffers
+    arrays = []
+    for k, b in enumerate(buffers):
+        shape = tuple(int(d.value) for d in b.shape)
+        if k == len(buffers) - 1:
+            arrays.append(np.full(shape, np.nan, b.dtype))
+        else:
+            arrays.append(rand(shape, b.dtype, seed=seed + k))
+    return arrays
+
+
+def test_zoo_cases_cover_every_workload():
+    from msdb.ir import zoo
+
+    assert {name for name, _, _ in ZOO_CASES} == set(zoo.names())
+
+
+@pytest.mark.parametrize("name, params, reference", ZOO_CASES, ids=[f"{n}-{'x'.join(map(str, p))}" for n, p, _ in ZOO_CASES])
+def test_zoo_workload_matches_numpy(name, params, reference):
+    from msdb.ir import zoo
+
+    func = zoo.build(name, *params).main
+    arrays = zoo_arguments(func, seed=len(name))
+    interpret(func, *arrays)
+    expected = reference(*arrays[:-1])
+    assert arrays[-1].shape == expected.shape
+    np.testing.assert_allclose(arrays[-1], expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name, params", [(n, p) for n, p, _ in ZOO_CASES[:22]], ids=[n for n, _, _ in ZOO_CASES[:22]])
+def test_zoo_workload_vectorized_equals_scalar(name, params):
+    from msdb.ir import zoo
+
+    func = zoo.build(name, *params).main
+    run_both(func, *zoo_arguments(func, seed=7), expect_vector=None)

@@ -33,15 +33,25 @@ def literal(value: Scalar, other: E.PrimExpr | None = None) -> E.PrimExpr:
         return E.IntImm("bool", int(value))
     if isinstance(value, int):
         if other is not None and other.dtype != "bool" and (
-            is_int(other.dtype) or is_uint(other.dtype) or is_float(other.dtype)
+            is_float(other.dtype) or _fits(value, other.dtype)
         ):
             return E.make_const(value, other.dtype)
+        # A literal too wide for its partner stays int64; type matching then widens the partner.
         return E.IntImm(default_int_dtype(value), value)
     if isinstance(value, float):
         if other is not None and is_float(other.dtype):
             return E.FloatImm(other.dtype, value)
         return E.FloatImm("float32", value)
     raise TypeError(f"cannot use {value!r} as an expression")
+
+
+def _fits(value: int, dtype: str) -> bool:
+    if is_int(dtype):
+        n = bits(dtype)
+        return -(1 << (n - 1)) <= value < (1 << (n - 1))
+    if is_uint(dtype):
+        return 0 <= value < (1 << bits(dtype))
+    return False
 
 
 def operands(a: Operand, b: Operand) -> tuple[E.PrimExpr, E.PrimExpr]:

@@ -1,12 +1,11 @@
 # from tvm.script import ir as I
-# from tvm.script import tirx as T
-# from tvm.tirx.layout import Axis
+# from tvm.script import tir as T
 
 @I.ir_module
 class Module:
     @T.prim_func
     def main(inputs: T.Buffer[(1, 224, 224, 3), "float32"], weight: T.Buffer[(7, 7, 3, 64), "float32"], conv2d_nhwc: T.Buffer[(1, 112, 112, 64), "float32"]):
-        T.func_attr({"tir.noalias": True})
+        T.func_attr({"global_symbol": "main", "tir.noalias": T.bool(True)})
         # with T.block("root"):
         PadInput = T.alloc_buffer((1, 230, 230, 3))
         for i0, i1, i2, i3 in T.grid(1, 230, 230, 3):

@@ -1,12 +1,11 @@
 # from tvm.script import ir as I
-# from tvm.script import tirx as T
-# from tvm.tirx.layout import Axis
+# from tvm.script import tir as T
 
 @I.ir_module
 class Module:
     @T.prim_func
     def main(X: T.Buffer[(1, 128, 128), "float32"], Y: T.Buffer[(1, 128, 128), "float32"], Z: T.Buffer[(1, 128, 128), "float32"]):
-        T.func_attr({"tir.noalias": True})
+        T.func_attr({"global_symbol": "main", "tir.noalias": True})
         # with T.block("root"):
         for b, i, j, k in T.grid(1, 128, 128, 128):
             with T.block("Z"):

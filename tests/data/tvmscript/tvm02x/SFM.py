@@ -1,12 +1,11 @@
 # from tvm.script import ir as I
-# from tvm.script import tirx as T
-# from tvm.tirx.layout import Axis
+# from tvm.script import tir as T
 
 @I.ir_module
 class Module:
     @T.prim_func
     def main(A: T.Buffer[(256, 256), "float32"], T_softmax_norm: T.Buffer[(256, 256), "float32"]):
-        T.func_attr({"tir.noalias": True})
+        T.func_attr({"global_symbol": "main", "tir.noalias": True})
         # with T.block("root"):
         T_softmax_maxelem = T.alloc_buffer((256,))
         T_softmax_exp = T.alloc_buffer((256, 256))

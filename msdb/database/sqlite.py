@@ -1,0 +1,605 @@
+"""`SQLiteDatabase`: the tuning database in one SQL file (or any SQLAlchemy URL).
+
+Opening
+-------
+`SQLiteDatabase("tuning.db")` (or `"sqlite:///tuning.db"`, or a PostgreSQL URL) checks what the
+file is before writing a byte: not SQLite, another application's SQLite database, or a schema
+revision this msdb does not know all raise `DatabaseOpenError` naming the file, and the file is
+left exactly as it was. A new (or empty) file gets the schema from the Alembic migrations in
+`msdb.schema`; an older msdb schema is upgraded. Both run inside one write transaction, so
+several processes opening a new file at once create it once. Opening reads no records.
+
+SQLite settings (guarded by the dialect name, so other databases are untouched): WAL journal
+(readers never block the writer), `busy_timeout` 30 s (writers queue instead of failing),
+`synchronous=NORMAL` (safe with WAL: a power cut may lose the last commits, never corrupts),
+foreign keys on. Writes start with `BEGIN IMMEDIATE`, so a read-then-write transaction never
+deadlocks against another writer; every write is one transaction, so a process killed at any
+moment leaves every earlier commit intact.
+
+Queries
+-------
+Workloads are found by the view's hash column (`shash`, `ignore_tensor_hash` or `anchor_hash`),
+each indexed. A 64-bit hash match is taken as equality on lookup; `commit_workload` compares
+modules in full (TVM's rule) before deciding a workload is new, so two different workloads
+never share a row. Targets are matched in Python against the small `target` table (cached,
+refreshed when it grows), and top-k runs one ordered, limited index range scan per matching
+(workload, target) pair on `ix_tuning_record_top_k`. Traces stay JSON text until used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import functools
+import getpass
+import json
+import logging
+import math
+import os
+import pickle
+import socket
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
+
+from sqlalchemy import Integer, bindparam, create_engine, event, func, insert, select, true, union_all
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import Connection, Engine, make_url
+
+from msdb.database import models as M
+from msdb.database.base import Database, check_k
+from msdb.database.errors import DatabaseError, DatabaseOpenError, SchemaVersionError, WorkloadNotCommitted
+from msdb.database.migrate import HEAD, SchemaState, schema_state, upgrade
+from msdb.records import Target, TuningRecord, Workload
+from msdb.records.record import trace_json_hash
+from msdb.records.workload import HASH_MODES
+
+if TYPE_CHECKING:
+    from msdb.ir.function import IRModule, PrimFunc
+
+__all__ = ["SQLiteDatabase", "SOURCE_KINDS"]
+
+logger = logging.getLogger(__name__)
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+BUSY_TIMEOUT_S = 30.0
+SOURCE_KINDS = ("import", "tune", "merge", "pull")
+NULL_TARGET = "null"
+_HASH_COLUMN = {"structural": M.workload.c.shash, "ignore-tensor": M.workload.c.ignore_tensor_hash,
+                "anchor-block": M.workload.c.anchor_hash}
+_INSERT_CHUNK = 5000
+
+# Statements of the query path, built once (SQLAlchemy then reuses their compiled form).
+_WORKLOAD_IDS = {
+    mode: select(M.workload.c.id).where(column == bindparam("h")).order_by(M.workload.c.id)
+    for mode, column in _HASH_COLUMN.items()
+}
+_MAX_TARGET_ID = select(func.max(M.target.c.id))
+_WORKLOAD_IDS_AND_TARGETS = {
+    mode: select(M.workload.c.id, _MAX_TARGET_ID.scalar_subquery()).where(column == bindparam("h"))
+    .order_by(M.workload.c.id)
+    for mode, column in _HASH_COLUMN.items()
+}
+
+
+def _resolve_url(path_or_url: str | os.PathLike[str]) -> tuple[str, Path | None]:
+    """(SQLAlchemy URL, file path or None). Plain paths become sqlite URLs."""
+    text = os.fspath(path_or_url)
+    if "://" not in text:
+        path = Path(text).expanduser().resolve()
+        return f"sqlite:///{path}", path
+    url = make_url(text)
+    if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:" \
+            and not url.database.startswith("file:"):
+        return text, Path(url.database).expanduser().resolve()
+    return text, None
+
+
+def _check_file(path: Path) -> None:
+    """Refuse a path that cannot be an SQLite database, before SQLite touches it."""
+    if path.is_dir():
+        raise DatabaseOpenError(f"{path} is a directory, not a database file")
+    if not path.exists():
+        if not path.parent.is_dir():
+            raise DatabaseOpenError(f"cannot create database {path}: folder {path.parent} does not exist")
+        return
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(len(SQLITE_MAGIC))
+    except OSError as exc:
+        raise DatabaseOpenError(f"cannot read database {path}: {exc.strerror}") from None
+    if head and head != SQLITE_MAGIC:
+        raise DatabaseOpenError(f"{path} is not a SQLite database (it does not start with the SQLite header); "
+                                "nothing was changed")
+
+
+def _install_sqlite_settings(engine: Engine, busy_timeout_s: float) -> None:
+    """Connection pragmas and explicit BEGINs for SQLite; no-ops on other dialects."""
+    if engine.dialect.name != "sqlite":
+        return
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # pysqlite's own transaction handling would BEGIN lazily (DEFERRED) and COMMIT before
+        # DDL; we issue BEGIN ourselves in _on_begin instead (SQLAlchemy's documented recipe).
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+        cursor.execute("PRAGMA synchronous = NORMAL")
+        cursor.execute("PRAGMA foreign_keys = ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Connection) -> None:
+        # IMMEDIATE takes the write lock up front: a transaction that reads and then writes can
+        # otherwise fail with SQLITE_BUSY without waiting (lock upgrade deadlock).
+        mode = "IMMEDIATE" if connection.get_execution_options().get("msdb_write") else "DEFERRED"
+        connection.exec_driver_sql(f"BEGIN {mode}")
+
+
+def _now() -> _dt.datetime:
+    return _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None)
+
+
+class SQLiteDatabase(Database):
+    """A tuning database in SQLite (default) or any SQLAlchemy database URL.
+
+    `SQLiteDatabase("tuning.db", module_equality="structural")`. See the module docstring for
+    what opening checks and how queries use the indexes.
+    """
+
+    def __init__(self, path_or_url: str | os.PathLike[str], module_equality: str = "structural", *,
+                 echo: bool = False, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
+        super().__init__(module_equality)
+        self.url, self.path = _resolve_url(path_or_url)
+        self._where = str(self.path) if self.path is not None else self.url
+        if self.path is not None:
+            _check_file(self.path)
+        connect_args: dict[str, Any] = {}
+        if self.url.startswith("sqlite"):
+            connect_args["timeout"] = busy_timeout_s
+        self._engine = create_engine(self.url, echo=echo, connect_args=connect_args)
+        _install_sqlite_settings(self._engine, busy_timeout_s)
+        self._key = object()
+        self._hash_column = _HASH_COLUMN[self.module_equality]
+        self._workloads: dict[int, Workload] = {}
+        self._targets: dict[int, Target | None] = {}
+        self._target_ids: dict[str, int] = {}
+        self._target_max_id = 0
+        self._args_cache: dict[str, Any] = {}
+        self._undo: list[Callable[[], None]] = []
+        try:
+            self._open()
+        except sa_exc.DatabaseError as exc:
+            self._engine.dispose()
+            raise DatabaseOpenError(f"{self._where} cannot be opened as a database: {exc.orig}; nothing was changed") from None
+        except BaseException:
+            self._engine.dispose()
+            raise
+
+    # ---- opening ----
+    def _open(self) -> None:
+        with self._engine.connect() as conn:
+            state, revision, tables = schema_state(conn)
+        self._refuse(state, revision, tables)
+        if state is SchemaState.EMPTY:
+            self._set_wal()
+        if state in (SchemaState.EMPTY, SchemaState.BEHIND):
+            with self._write() as conn:
+                state, revision, tables = schema_state(conn)  # another process may have done it
+                self._refuse(state, revision, tables)
+                if state is not SchemaState.CURRENT:
+                    logger.info("%s: migrating schema from %s to %s", self._where, revision or "nothing", HEAD)
+                    upgrade(conn)
+        self._set_wal()
+
+    def _refuse(self, state: SchemaState, revision: str | None, tables: list[str]) -> None:
+        if state is SchemaState.FOREIGN:
+            shown = ", ".join(tables[:8]) + (", ..." if len(tables) > 8 else "")
+            raise DatabaseOpenError(f"{self._where} is a database of another application (tables: {shown}), "
+                                    "not an msdb database; nothing was changed")
+        if state is SchemaState.UNKNOWN_REVISION:
+            import msdb
+
+            raise SchemaVersionError(
+                f"{self._where} has schema revision {revision!r}, which msdb {msdb.__version__} does not know "
+                f"(its newest is {HEAD!r}); it was written by a newer msdb or another application. "
+                "Upgrade msdb to open it; nothing was changed")
+
+    def _set_wal(self) -> None:
+        if self._engine.dialect.name != "sqlite" or self.path is None:
+            return
+        raw = self._engine.raw_connection()
+        try:
+            cursor = raw.cursor()
+            mode = cursor.execute("PRAGMA journal_mode").fetchone()[0]
+            if str(mode).lower() != "wal":
+                cursor.execute("PRAGMA journal_mode = WAL")
+            cursor.close()
+        finally:
+            raw.close()
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[Connection]:
+        """A connection in a write transaction (BEGIN IMMEDIATE on SQLite), committed on exit.
+        If it rolls back, the ids cached for rows it inserted are forgotten too."""
+        undo: list[Callable[[], None]] = []
+        self._undo = undo
+        try:
+            with self._engine.connect() as conn:
+                conn.execution_options(msdb_write=True)
+                with conn.begin():
+                    yield conn
+        except BaseException:
+            for action in reversed(undo):
+                action()
+            raise
+        finally:
+            self._undo = []
+
+    @contextlib.contextmanager
+    def _read(self) -> Iterator[Connection]:
+        """A connection in a read transaction (one consistent snapshot)."""
+        with self._engine.connect() as conn:
+            yield conn
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    @property
+    def engine(self) -> Engine:
+        """The SQLAlchemy engine (for tools such as `msdb migrate`, tests and the hub)."""
+        return self._engine
+
+    # ---- workloads ----
+    def _workload(self, conn: Connection, workload_id: int, row: Any = None) -> Workload:
+        """The stored workload token of a row (cached; its IR is decoded on first use)."""
+        cached = self._workloads.get(workload_id)
+        if cached is not None:
+            return cached
+        if row is None:
+            w = M.workload.c
+            row = conn.execute(select(w.shash, w.ignore_tensor_hash, w.anchor_hash, w.name, w.tvm_payload, w.tvm_shash)
+                               .where(w.id == workload_id)).one()
+        workload = Workload(
+            hashes={"structural": row.shash, "ignore-tensor": row.ignore_tensor_hash, "anchor-block": row.anchor_hash},
+            loader=lambda: self._load_ir(workload_id), name=row.name, tvm_payload=row.tvm_payload,
+            tvm_shash=row.tvm_shash)
+        workload._db_ids[self._key] = workload_id
+        self._workloads[workload_id] = workload
+        return workload
+
+    def _load_ir(self, workload_id: int) -> IRModule:
+        from msdb.database.ir_codec import IR_FORMAT, load_ir
+
+        w = M.workload.c
+        with self._read() as conn:
+            row = conn.execute(select(w.ir_format, w.ir_blob, w.script).where(w.id == workload_id)).one()
+        if row.ir_format == IR_FORMAT and row.ir_blob is not None:
+            try:
+                return load_ir(row.ir_blob)
+            except (pickle.UnpicklingError, AttributeError, TypeError, ValueError, EOFError, ImportError) as exc:
+                logger.warning("%s: workload %d: IR blob unreadable (%s); parsing its script", self._where, workload_id, exc)
+        from msdb.ir import from_script
+
+        return from_script(row.script)
+
+    def _workload_ids(self, conn: Connection, workload: Workload) -> list[int]:
+        """Rows equal to `workload` under the view's module equality (by hash)."""
+        rows = conn.execute(_WORKLOAD_IDS[self.module_equality], {"h": workload.hash(self.module_equality)})
+        return [row[0] for row in rows]
+
+    def _lookup(self, conn: Connection, workload: Workload) -> list[int]:
+        """`_workload_ids`, refreshing the target cache in the same round trip (a query needs both)."""
+        rows = conn.execute(_WORKLOAD_IDS_AND_TARGETS[self.module_equality],
+                            {"h": workload.hash(self.module_equality)}).all()
+        if rows and (rows[0][1] or 0) > self._target_max_id:
+            self._refresh_targets(conn)
+        return [row[0] for row in rows]
+
+    def has_workload(self, mod: IRModule | PrimFunc | Workload) -> bool:
+        workload = Workload.coerce(mod)
+        if self._key in workload._db_ids:
+            return True
+        with self._read() as conn:
+            return bool(self._workload_ids(conn, workload))
+
+    def commit_workload(self, mod: IRModule | PrimFunc | Workload) -> Workload:
+        workload = Workload.coerce(mod)
+        known = workload._db_ids.get(self._key)
+        if known is not None and known in self._workloads:
+            return self._workloads[known]
+        with self._write() as conn:
+            return self._commit_workload(conn, workload)
+
+    def _commit_workload(self, conn: Connection, workload: Workload) -> Workload:
+        for workload_id in self._workload_ids(conn, workload):
+            stored = self._workload(conn, workload_id)
+            if stored.equal(workload, self.module_equality):
+                workload._db_ids[self._key] = workload_id
+                return stored
+        workload_id = conn.execute(insert(M.workload).values(**self._workload_row(workload))).inserted_primary_key[0]
+        workload._db_ids[self._key] = workload_id
+        self._workloads[workload_id] = workload
+
+        def forget() -> None:
+            workload._db_ids.pop(self._key, None)
+            self._workloads.pop(workload_id, None)
+
+        self._undo.append(forget)
+        return workload
+
+    @staticmethod
+    def _workload_row(workload: Workload) -> dict[str, Any]:
+        from msdb.database.ir_codec import IR_FORMAT, dump_ir
+        from msdb.ir import to_script
+
+        mod = workload.mod
+        hashes = {mode: workload.hash(mode) for mode in HASH_MODES}
+        blob = dump_ir(mod)
+        return {
+            "shash": hashes["structural"], "ignore_tensor_hash": hashes["ignore-tensor"],
+            "anchor_hash": hashes["anchor-block"], "name": workload.name, "flops": _flops(mod),
+            "script": to_script(mod), "ir_format": IR_FORMAT if blob is not None else None, "ir_blob": blob,
+            "tvm_payload": workload.tvm_payload, "tvm_shash": workload.tvm_shash, "created_at": _now(),
+        }
+
+    def workloads(self) -> list[Workload]:
+        """Every stored workload (tokens; IR decoded on use), in commit order."""
+        w = M.workload.c
+        with self._read() as conn:
+            rows = conn.execute(select(w.id, w.shash, w.ignore_tensor_hash, w.anchor_hash, w.name, w.tvm_payload,
+                                       w.tvm_shash).order_by(w.id)).all()
+            return [self._workload(conn, row.id, row) for row in rows]
+
+    # ---- targets ----
+    def _refresh_targets(self, conn: Connection) -> None:
+        """Load target rows added since the last look (targets are never deleted)."""
+        newest = conn.execute(_MAX_TARGET_ID).scalar()
+        if newest is None or newest <= self._target_max_id:
+            return
+        t = M.target.c
+        for row in conn.execute(select(t.id, t.config).where(t.id > self._target_max_id)):
+            self._targets[row.id] = None if row.config == NULL_TARGET else Target(json.loads(row.config))
+            self._target_ids[row.config] = row.id
+        self._target_max_id = newest
+
+    def _matching_target_ids(self, target: Target | None) -> list[int]:
+        if target is None:
+            return sorted(self._targets)
+        return sorted(tid for tid, t in self._targets.items() if target.matches(t))
+
+    def _target_id(self, conn: Connection, target: Target | None) -> int:
+        """The id of `target`'s row, inserted if new (call inside a write transaction)."""
+        config = target.canonical_json() if target is not None else NULL_TARGET
+        target_id = self._target_ids.get(config)
+        if target_id is not None:
+            return target_id
+        t = M.target.c
+        target_id = conn.execute(select(t.id).where(t.config == config)).scalar()
+        if target_id is None:
+            key = target.match_key if target is not None else None
+            target_id = conn.execute(insert(M.target).values(
+                config=config, kind=key.kind if key else "", arch=key.arch if key else "",
+                isa=key.isa if key else "", device=key.device if key else "")).inserted_primary_key[0]
+            inserted = target_id
+
+            def forget() -> None:
+                self._target_ids.pop(config, None)
+                self._targets.pop(inserted, None)
+
+            self._undo.append(forget)
+        self._target_ids[config] = target_id
+        self._targets[target_id] = target
+        return target_id
+
+    # ---- records ----
+    def commit_tuning_record(self, record: TuningRecord, *, source_id: int | None = None) -> None:
+        self.commit_tuning_records([record], source_id=source_id)
+
+    def commit_tuning_records(self, records: Iterable[TuningRecord], *, source_id: int | None = None) -> int:
+        """Commit many records in one transaction (all or none); returns how many."""
+        from msdb.schedule.tvm_json import dumps
+
+        records = list(records)
+        if not records:
+            return 0
+        with self._write() as conn:
+            workload_ids: dict[int, int] = {}
+            args_text: dict[int, str | None] = {}
+            rows: list[dict[str, Any]] = []
+            for record in records:
+                workload = record.workload
+                workload_id = workload_ids.get(id(workload))
+                if workload_id is None:
+                    workload_id = workload_ids[id(workload)] = self._record_workload_id(conn, workload)
+                args = record.args_info_json()
+                if args is None:
+                    args_json = None
+                else:
+                    args_json = args_text.get(id(args))
+                    if args_json is None:
+                        args_json = args_text[id(args)] = dumps(args)
+                run_secs = record.run_secs
+                trace = record.trace_text
+                rows.append({
+                    "workload_id": workload_id,
+                    "target_id": self._target_id(conn, record.target),
+                    "source_id": source_id,
+                    "trace": trace,
+                    "trace_hash": trace_json_hash(trace),
+                    "run_secs": dumps(list(run_secs)) if run_secs is not None else None,
+                    "mean_run_secs": math.fsum(run_secs) / len(run_secs) if run_secs else None,
+                    "is_valid": record.is_valid,
+                    "args_info": args_json,
+                })
+            for start in range(0, len(rows), _INSERT_CHUNK):
+                conn.execute(insert(M.tuning_record), rows[start:start + _INSERT_CHUNK])
+        return len(rows)
+
+    def _record_workload_id(self, conn: Connection, workload: Workload) -> int:
+        known = workload._db_ids.get(self._key)
+        if known is not None:
+            return known
+        for workload_id in self._workload_ids(conn, workload):
+            stored = self._workload(conn, workload_id)
+            if stored.equal(workload, self.module_equality):
+                workload._db_ids[self._key] = workload_id
+                return workload_id
+        raise WorkloadNotCommitted(
+            f"the record's workload (structural hash {workload.shash}) was not committed to {self._where}; "
+            "call commit_workload(mod) first and build the record with the workload it returns")
+
+    def _record_from_row(self, conn: Connection, row: Any) -> TuningRecord:
+        from msdb.schedule.tvm_json import loads
+
+        run_secs = loads(row.run_secs) if row.run_secs is not None else None
+        args = None
+        if row.args_info is not None:
+            args = self._args_cache.get(row.args_info)
+            if args is None:
+                args = self._args_cache[row.args_info] = loads(row.args_info)
+        return TuningRecord(row.trace, self._workload(conn, row.workload_id), run_secs,
+                            self._targets.get(row.target_id), args)
+
+    @staticmethod
+    @functools.lru_cache(maxsize=64)
+    def top_k_statement(pairs: int) -> Any:
+        """The SELECT behind `get_top_k` for `pairs` (workload, target) pairs, with bind
+        parameters `w0, t0, w1, t1, ...` and `k`: per pair an index range scan of
+        `ix_tuning_record_top_k`, ordered and limited there; several pairs are merged by a
+        UNION ALL of those scans (at most k rows each). Built once per shape."""
+        r = M.tuning_record.c
+        columns = (r.id, r.workload_id, r.target_id, r.trace, r.run_secs, r.mean_run_secs, r.args_info)
+        k = bindparam("k", type_=Integer)
+
+        def one(i: int) -> Any:
+            return (select(*columns)
+                    .where(r.workload_id == bindparam(f"w{i}", type_=Integer),
+                           r.target_id == bindparam(f"t{i}", type_=Integer), r.is_valid == true())
+                    .order_by(r.mean_run_secs, r.id).limit(k))
+
+        if pairs == 1:
+            return one(0)
+        parts = [select(sub.c) for sub in (one(i).subquery() for i in range(pairs))]
+        merged = union_all(*parts).subquery()
+        return select(merged).order_by(merged.c.mean_run_secs, merged.c.id).limit(k)
+
+    def _top_rows(self, conn: Connection, workload_ids: Sequence[int], target_ids: Sequence[int], k: int) -> list[Any]:
+        pairs = [(w, t) for w in workload_ids for t in target_ids]
+        params: dict[str, int] = {"k": k}
+        for i, (workload_id, target_id) in enumerate(pairs):
+            params[f"w{i}"] = workload_id
+            params[f"t{i}"] = target_id
+        return list(conn.execute(self.top_k_statement(len(pairs)), params))
+
+    def get_top_k(self, workload: IRModule | PrimFunc | Workload, k: int,
+                  target: Target | str | dict[str, Any] | None = None) -> list[TuningRecord]:
+        check_k(k)
+        if k == 0:
+            return []
+        workload = Workload.coerce(workload)
+        target = Target.coerce(target)
+        with self._read() as conn:
+            workload_ids = self._lookup(conn, workload)
+            if not workload_ids:
+                return []
+            target_ids = self._matching_target_ids(target)
+            if not target_ids:
+                return []
+            return [self._record_from_row(conn, row) for row in self._top_rows(conn, workload_ids, target_ids, k)]
+
+    def get_all_tuning_records(self) -> list[TuningRecord]:
+        r = M.tuning_record.c
+        with self._read() as conn:
+            self._refresh_targets(conn)
+            self._prefetch_workloads(conn)
+            rows = conn.execute(select(r.id, r.workload_id, r.target_id, r.trace, r.run_secs, r.args_info)
+                                .order_by(r.id))
+            return [self._record_from_row(conn, row) for row in rows]
+
+    def _prefetch_workloads(self, conn: Connection) -> None:
+        w = M.workload.c
+        rows = conn.execute(select(w.id, w.shash, w.ignore_tensor_hash, w.anchor_hash, w.name, w.tvm_payload, w.tvm_shash))
+        for row in rows:
+            self._workload(conn, row.id, row)
+
+    def __len__(self) -> int:
+        with self._read() as conn:
+            return int(conn.execute(select(func.count()).select_from(M.tuning_record)).scalar() or 0)
+
+    def dump_pruned(self, destination: Database, top_k: int = 1) -> int:
+        """The best `top_k` valid records of every workload and target, found with the top-k
+        index per (workload, target) pair instead of reading every record."""
+        if top_k < 1:
+            return super().dump_pruned(destination, top_k)
+        r = M.tuning_record.c
+        groups: dict[tuple[str, int], list[int]] = {}
+        with self._read() as conn:
+            self._refresh_targets(conn)
+            self._prefetch_workloads(conn)
+            pairs = conn.execute(select(r.workload_id, r.target_id).where(r.is_valid == true()).distinct()
+                                 .order_by(r.workload_id, r.target_id)).all()
+            for workload_id, target_id in pairs:
+                key = (self._workloads[workload_id].hash(self.module_equality), target_id)
+                groups.setdefault(key, []).append(workload_id)
+            chosen = [self._record_from_row(conn, row)
+                      for (_, target_id), workload_ids in groups.items()
+                      for row in self._top_rows(conn, workload_ids, [target_id], top_k)]
+        tokens: dict[int, Workload] = {}
+        out = []
+        for record in chosen:
+            stored = tokens.get(id(record.workload))
+            if stored is None:
+                stored = tokens[id(record.workload)] = destination.commit_workload(record.workload)
+            out.append(record.with_workload(stored))
+        return destination.commit_tuning_records(out)
+
+    # ---- provenance, models and tasks ----
+    def add_source(self, kind: str, location: str | None = None, *, sha256: str | None = None,
+                   tvm_version: str | None = None) -> int:
+        """Record where the next records come from; pass the id to `commit_tuning_records`."""
+        import msdb
+
+        if kind not in SOURCE_KINDS:
+            raise DatabaseError(f"unknown source kind {kind!r}; expected one of {', '.join(SOURCE_KINDS)}")
+        try:
+            user: str | None = getpass.getuser()
+        except (KeyError, OSError):
+            user = None
+        with self._write() as conn:
+            return conn.execute(insert(M.source).values(
+                kind=kind, location=location, sha256=sha256, username=user, host=socket.gethostname(),
+                tvm_version=tvm_version, msdb_version=msdb.__version__, created_at=_now())).inserted_primary_key[0]
+
+    def add_task(self, model_name: str, task_name: str, workload: IRModule | PrimFunc | Workload,
+                 weight: float = 1.0) -> int:
+        """Note that model `model_name` uses `workload` as task `task_name` with `weight` (the
+        workload is committed if new); returns the task id. Re-adding updates the weight."""
+        mt, tt = M.model.c, M.task.c
+        with self._write() as conn:
+            stored = self._commit_workload(conn, Workload.coerce(workload))
+            workload_id = stored._db_ids[self._key]
+            model_id = conn.execute(select(mt.id).where(mt.name == model_name)).scalar()
+            if model_id is None:
+                model_id = conn.execute(insert(M.model).values(name=model_name)).inserted_primary_key[0]
+            task_id = conn.execute(select(tt.id).where(tt.model_id == model_id, tt.name == task_name)).scalar()
+            if task_id is None:
+                return conn.execute(insert(M.task).values(model_id=model_id, workload_id=workload_id, name=task_name,
+                                                          weight=weight)).inserted_primary_key[0]
+            conn.execute(M.task.update().where(tt.id == task_id).values(workload_id=workload_id, weight=weight))
+            return task_id
+
+    def __repr__(self) -> str:
+        return f"SQLiteDatabase({self._where!r}, module_equality={self.module_equality!r})"
+
+
+def _flops(mod: IRModule) -> int | None:
+    """FLOP estimate for GFLOPS in the views; a workload the estimator cannot handle is still
+    stored, without it."""
+    try:
+        from msdb.ir import estimate_flops
+
+        return int(estimate_flops(mod))
+    except Exception as exc:  # noqa: BLE001 - an auxiliary figure must never block a commit
+        logger.warning("FLOP estimate failed (%s); stored without it", exc)
+        return None

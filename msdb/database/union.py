@@ -1,0 +1,133 @@
+"""`UnionDatabase` and `OrderedUnionDatabase`: several databases read as one.
+
+TVM's unions only answer queries. msdb's also answer `has_workload`, `get_top_k`,
+`get_all_tuning_records` and `len`, so a local database layered over a shared one
+(`OrderedUnionDatabase(local, shared)`) can seed a tuner too, and commits go to the first child
+(the writable, local layer). Every child filters by target itself, so a union of a CPU and a
+GPU database never answers a CPU query with a GPU record (apache/tvm#15549).
+
+- `UnionDatabase(*dbs)`: every child is asked; the best mean wins, the earlier child on a tie.
+- `OrderedUnionDatabase(*dbs)`: children in order; the first that has an answer gives it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Iterable
+
+from msdb.database.base import Database, check_k
+from msdb.database.errors import DatabaseError
+from msdb.records import Target, TuningRecord, Workload
+
+if TYPE_CHECKING:
+    from msdb.ir.function import IRModule, PrimFunc
+    from msdb.schedule import Schedule
+
+__all__ = ["UnionDatabase", "OrderedUnionDatabase"]
+
+
+class _Union(Database):
+    def __init__(self, *databases: Database, module_equality: str | None = None) -> None:
+        if not databases:
+            raise DatabaseError(f"{type(self).__name__} needs at least one database")
+        for db in databases:
+            if not isinstance(db, Database):
+                raise TypeError(f"{type(self).__name__} takes Database views, got {type(db).__name__}")
+        super().__init__(module_equality or databases[0].module_equality)
+        self.databases: tuple[Database, ...] = tuple(databases)
+
+    def has_workload(self, mod: IRModule | PrimFunc | Workload) -> bool:
+        workload = Workload.coerce(mod)
+        return any(db.has_workload(workload) for db in self.databases)
+
+    def commit_workload(self, mod: IRModule | PrimFunc | Workload) -> Workload:
+        """Stored in the first child (the writable layer)."""
+        return self.databases[0].commit_workload(mod)
+
+    def commit_tuning_record(self, record: TuningRecord) -> None:
+        """Appended to the first child."""
+        self.databases[0].commit_tuning_record(record)
+
+    def commit_tuning_records(self, records: Iterable[TuningRecord]) -> int:
+        return self.databases[0].commit_tuning_records(records)
+
+    def get_all_tuning_records(self) -> list[TuningRecord]:
+        """Every child's records, child by child."""
+        out: list[TuningRecord] = []
+        for db in self.databases:
+            out.extend(db.get_all_tuning_records())
+        return out
+
+    def __len__(self) -> int:
+        return sum(len(db) for db in self.databases)
+
+    def close(self) -> None:
+        for db in self.databases:
+            db.close()
+
+
+class UnionDatabase(_Union):
+    """Asks every child; the best mean run time wins, the earlier child on a tie."""
+
+    def get_top_k(self, workload: IRModule | PrimFunc | Workload, k: int,
+                  target: Target | str | dict[str, Any] | None = None) -> list[TuningRecord]:
+        check_k(k)
+        if k == 0:
+            return []
+        workload = Workload.coerce(workload)
+        target = Target.coerce(target)
+        merged: list[tuple[float, int, int, TuningRecord]] = []
+        for child, db in enumerate(self.databases):
+            for position, record in enumerate(db.get_top_k(workload, k, target)):
+                merged.append((record.mean_run_secs, child, position, record))
+        merged.sort(key=lambda m: m[:3])
+        return [m[3] for m in merged[:k]]
+
+    def query_tuning_record(self, mod: IRModule | PrimFunc | Workload, target: Target | str | dict[str, Any] | None,
+                            workload_name: str = "main") -> TuningRecord | None:
+        """Every child's answer; the best mean wins, the earlier child on a tie."""
+        workload = Workload.coerce(mod)
+        target = Target.coerce(target)
+        best: TuningRecord | None = None
+        for db in self.databases:
+            record = db.query_tuning_record(workload, target, workload_name)
+            if record is not None and (best is None or record.mean_run_secs < best.mean_run_secs):
+                best = record
+        return best
+
+
+class OrderedUnionDatabase(_Union):
+    """Children in order; the first that has records for the workload and target answers."""
+
+    def get_top_k(self, workload: IRModule | PrimFunc | Workload, k: int,
+                  target: Target | str | dict[str, Any] | None = None) -> list[TuningRecord]:
+        check_k(k)
+        if k == 0:
+            return []
+        workload = Workload.coerce(workload)
+        target = Target.coerce(target)
+        for db in self.databases:
+            top = db.get_top_k(workload, k, target)
+            if top:
+                return top
+        return []
+
+    def query_tuning_record(self, mod: IRModule | PrimFunc | Workload, target: Target | str | dict[str, Any] | None,
+                            workload_name: str = "main") -> TuningRecord | None:
+        workload = Workload.coerce(mod)
+        target = Target.coerce(target)
+        for db in self.databases:
+            record = db.query_tuning_record(workload, target, workload_name)
+            if record is not None:
+                return record
+        return None
+
+    def query_schedule(self, mod: IRModule | PrimFunc | Workload, target: Target | str | dict[str, Any] | None,
+                       workload_name: str = "main") -> Schedule | None:
+        """The first child's schedule (a ScheduleFnDatabase child answers with its function)."""
+        workload = Workload.coerce(mod)
+        target = Target.coerce(target)
+        for db in self.databases:
+            sch = db.query_schedule(workload, target, workload_name)
+            if sch is not None:
+                return sch
+        return None

@@ -1,0 +1,356 @@
+"""Integer interval reasoning for the block primitives (compute_at, cache_read/write, rfactor).
+
+Why its own module: those primitives need *symbolic* intervals — the region a consumer reads
+under loop `l` is `[l * 32, l * 32 + 31]`, an interval whose ends depend on the loops outside
+`l` — and they need the extent of such an interval (`hi - lo + 1`) to come out as a constant so
+that the loops they generate have static extents. Affine forms (`sum(coef * var) + const`) give
+exactly that: relaxing an affine index over the inner loops is exact, and the difference of two
+ends is a plain subtraction of coefficient maps. Anything that is not affine (`floordiv`,
+`floormod`, products of variables, `min`, `select`) falls back to numeric bounds over the known
+loop ranges, which is always correct but can be wider than necessary (TVM widens the same way).
+
+Vocabulary used by callers:
+- `bounds`: inclusive numeric ranges `{var: (lo, hi)}` of every variable whose value is known to
+  lie in a range (all enclosing loops, including the ones being relaxed);
+- `relax`: the variables to relax, `{var: (lo, hi)}` as `Affine` ends (normally constants).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+from msdb.ir import expr as E
+
+NumRange = tuple[int, int]
+
+
+class Affine:
+    """`sum(coef * var) + const` with integer coefficients; terms keep first-seen order."""
+
+    __slots__ = ("terms", "const")
+
+    def __init__(self, terms: Mapping[E.Var, int] | None = None, const: int = 0) -> None:
+        self.terms: dict[E.Var, int] = {v: c for v, c in (terms or {}).items() if c != 0}
+        self.const = int(const)
+
+    @staticmethod
+    def of(value: int | E.Var) -> Affine:
+        if isinstance(value, E.Var):
+            return Affine({value: 1})
+        return Affine(None, value)
+
+    def is_const(self) -> bool:
+        return not self.terms
+
+    def __add__(self, other: Affine | int) -> Affine:
+        other = other if isinstance(other, Affine) else Affine(None, other)
+        terms = dict(self.terms)
+        for var, coef in other.terms.items():
+            terms[var] = terms.get(var, 0) + coef
+        return Affine(terms, self.const + other.const)
+
+    def __sub__(self, other: Affine | int) -> Affine:
+        other = other if isinstance(other, Affine) else Affine(None, other)
+        return self + other.scale(-1)
+
+    def scale(self, k: int) -> Affine:
+        return Affine({v: c * k for v, c in self.terms.items()}, self.const * k)
+
+    def same_terms(self, other: Affine) -> bool:
+        return self.terms == other.terms
+
+    def divisible_by(self, c: int) -> bool:
+        return self.const % c == 0 and all(coef % c == 0 for coef in self.terms.values())
+
+    def exact_div(self, c: int) -> Affine:
+        return Affine({v: k // c for v, k in self.terms.items()}, self.const // c)
+
+    def substitute_points(self, points: Mapping[E.Var, int]) -> Affine:
+        """Replace variables known to take a single value by that value."""
+        if not any(v in points for v in self.terms):
+            return self
+        terms = {}
+        const = self.const
+        for var, coef in self.terms.items():
+            if var in points:
+                const += coef * points[var]
+            else:
+                terms[var] = coef
+        return Affine(terms, const)
+
+    def numeric(self, bounds: Mapping[E.Var, NumRange]) -> NumRange | None:
+        """Numeric (lo, hi) over `bounds`; None if some variable is unbounded."""
+        lo = hi = self.const
+        for var, coef in self.terms.items():
+            rng = bounds.get(var)
+            if rng is None:
+                return None
+            a, b = coef * rng[0], coef * rng[1]
+            lo += min(a, b)
+            hi += max(a, b)
+        return lo, hi
+
+    def to_expr(self, dtype: str = "int32") -> E.PrimExpr:
+        """The expression, largest coefficient first (TVM's canonical order), constant last."""
+        items = sorted(self.terms.items(), key=lambda kv: -kv[1])
+        result: E.PrimExpr | None = None
+        for var, coef in items:
+            mag = abs(coef)
+            term: E.PrimExpr = var if mag == 1 else E.Mul(var, E.IntImm(var.dtype, mag))
+            if result is None:
+                result = term if coef > 0 else E.Mul(var, E.IntImm(var.dtype, coef))
+            else:
+                result = E.Add(result, term) if coef > 0 else E.Sub(result, term)
+        if result is None:
+            return E.IntImm(dtype, self.const)
+        if self.const > 0:
+            result = E.Add(result, E.IntImm(result.dtype, self.const))
+        elif self.const < 0:
+            result = E.Sub(result, E.IntImm(result.dtype, -self.const))
+        return result
+
+    def __repr__(self) -> str:
+        parts = [f"{c}*{v.name}" for v, c in self.terms.items()]
+        return "Affine(" + " + ".join(parts + [str(self.const)]) + ")"
+
+
+def as_affine(expr: E.PrimExpr) -> Affine | None:
+    """The affine form of `expr`, or None if it is not affine in its variables."""
+    if isinstance(expr, E.Var):
+        return Affine.of(expr)
+    if isinstance(expr, E.IntImm):
+        return Affine(None, expr.value)
+    if isinstance(expr, E.Add) or isinstance(expr, E.Sub):
+        a, b = as_affine(expr.a), as_affine(expr.b)
+        if a is None or b is None:
+            return None
+        return a + b if isinstance(expr, E.Add) else a - b
+    if isinstance(expr, E.Mul):
+        a, b = as_affine(expr.a), as_affine(expr.b)
+        if a is None or b is None:
+            return None
+        if b.is_const():
+            return a.scale(b.const)
+        if a.is_const():
+            return b.scale(a.const)
+        return None
+    if isinstance(expr, E.Cast) and _is_int(expr.dtype) and _is_int(expr.value.dtype):
+        return as_affine(expr.value)
+    return None
+
+
+def _is_int(dtype: str) -> bool:
+    return dtype.startswith("int") or dtype.startswith("uint")
+
+
+def _floordiv(a: int, b: int) -> int:
+    return a // b
+
+
+def numeric_range(expr: E.PrimExpr, bounds: Mapping[E.Var, NumRange]) -> NumRange | None:
+    """Inclusive integer bounds of `expr` over `bounds` by interval arithmetic; None if unknown."""
+    if isinstance(expr, E.IntImm):
+        return expr.value, expr.value
+    if isinstance(expr, E.Var):
+        return bounds.get(expr)
+    if isinstance(expr, E.Cast):
+        return numeric_range(expr.value, bounds) if _is_int(expr.value.dtype) else None
+    if isinstance(expr, (E.Add, E.Sub, E.Mul, E.Min, E.Max)):
+        a, b = numeric_range(expr.a, bounds), numeric_range(expr.b, bounds)
+        if a is None or b is None:
+            return None
+        if isinstance(expr, E.Add):
+            return a[0] + b[0], a[1] + b[1]
+        if isinstance(expr, E.Sub):
+            return a[0] - b[1], a[1] - b[0]
+        if isinstance(expr, E.Mul):
+            prods = [x * y for x in a for y in b]
+            return min(prods), max(prods)
+        if isinstance(expr, E.Min):
+            return min(a[0], b[0]), min(a[1], b[1])
+        return max(a[0], b[0]), max(a[1], b[1])
+    if isinstance(expr, (E.FloorDiv, E.FloorMod, E.Div, E.Mod)):
+        a, b = numeric_range(expr.a, bounds), numeric_range(expr.b, bounds)
+        if a is None or b is None or b[0] != b[1] or b[0] <= 0:
+            return None
+        c = b[0]
+        if isinstance(expr, (E.Div, E.Mod)) and a[0] < 0:
+            return None  # truncating division of negatives: not needed for indices
+        if isinstance(expr, (E.FloorDiv, E.Div)):
+            return _floordiv(a[0], c), _floordiv(a[1], c)
+        if _floordiv(a[0], c) == _floordiv(a[1], c):
+            return a[0] % c, a[1] % c
+        return 0, c - 1
+    if isinstance(expr, E.Select):
+        t, f = numeric_range(expr.true_value, bounds), numeric_range(expr.false_value, bounds)
+        if t is None or f is None:
+            return None
+        return min(t[0], f[0]), max(t[1], f[1])
+    if isinstance(expr, E.Call) and expr.op == "if_then_else" and len(expr.args) == 3:
+        t, f = numeric_range(expr.args[1], bounds), numeric_range(expr.args[2], bounds)
+        if t is None or f is None:
+            return None
+        return min(t[0], f[0]), max(t[1], f[1])
+    return None
+
+
+class IntervalEvaluator:
+    """Evaluates index expressions to symbolic intervals `(lo, hi)` of `Affine`s.
+
+    Variables in `relax` range over their interval; every other variable is a fixed point
+    (kept symbolic unless `bounds` pins it to a single value, as a unit-extent loop does)."""
+
+    def __init__(self, relax: Mapping[E.Var, tuple[Affine, Affine]], bounds: Mapping[E.Var, NumRange]) -> None:
+        self.relax = dict(relax)
+        self.bounds = dict(bounds)
+        for var, (lo, hi) in self.relax.items():
+            nlo, nhi = lo.numeric(self.bounds), hi.numeric(self.bounds)
+            if nlo is not None and nhi is not None:
+                self.bounds.setdefault(var, (nlo[0], nhi[1]))
+        self.points = {v: r[0] for v, r in self.bounds.items() if r[0] == r[1] and v not in self.relax}
+
+    def eval(self, expr: E.PrimExpr) -> tuple[Affine, Affine] | None:
+        """(lo, hi) of `expr`, or None when no finite bound is known."""
+        result = self._eval(expr)
+        if result is None:
+            return None
+        lo, hi = result
+        return lo.substitute_points(self.points), hi.substitute_points(self.points)
+
+    def _numeric(self, expr: E.PrimExpr) -> tuple[Affine, Affine] | None:
+        rng = numeric_range(expr, self.bounds)
+        if rng is None:
+            return None
+        return Affine(None, rng[0]), Affine(None, rng[1])
+
+    def _eval(self, expr: E.PrimExpr) -> tuple[Affine, Affine] | None:
+        if isinstance(expr, E.IntImm):
+            c = Affine(None, expr.value)
+            return c, c
+        if isinstance(expr, E.Var):
+            if expr in self.relax:
+                return self.relax[expr]
+            if expr in self.points:
+                c = Affine(None, self.points[expr])
+                return c, c
+            a = Affine.of(expr)
+            return a, a
+        if isinstance(expr, (E.Add, E.Sub)):
+            a, b = self._eval(expr.a), self._eval(expr.b)
+            if a is None or b is None:
+                return None
+            if isinstance(expr, E.Add):
+                return a[0] + b[0], a[1] + b[1]
+            return a[0] - b[1], a[1] - b[0]
+        if isinstance(expr, E.Mul):
+            a, b = self._eval(expr.a), self._eval(expr.b)
+            if a is None or b is None:
+                return None
+            for x, y in ((a, b), (b, a)):
+                if y[0].is_const() and y[1].is_const() and y[0].const == y[1].const:
+                    k = y[0].const
+                    return (x[0].scale(k), x[1].scale(k)) if k >= 0 else (x[1].scale(k), x[0].scale(k))
+            return self._numeric(expr)
+        if isinstance(expr, E.FloorDiv):
+            return self._floordiv(expr)
+        if isinstance(expr, E.FloorMod):
+            return self._floormod(expr)
+        if isinstance(expr, E.Cast) and _is_int(expr.dtype) and _is_int(expr.value.dtype):
+            return self._eval(expr.value)
+        return self._numeric(expr)
+
+    def _const_divisor(self, expr: E.BinaryOp) -> int | None:
+        c = E.const_int(expr.b)
+        return c if c is not None and c > 0 else None
+
+    def _floordiv(self, expr: E.FloorDiv) -> tuple[Affine, Affine] | None:
+        c = self._const_divisor(expr)
+        x = self._eval(expr.a) if c is not None else None
+        if c is None or x is None:
+            return self._numeric(expr)
+        ends = []
+        for end, pick in ((x[0], 0), (x[1], 1)):
+            q = self._floordiv_affine(end, c)
+            if q is None:
+                rng = end.numeric(self.bounds)
+                if rng is None:
+                    return self._numeric(expr)
+                q = Affine(None, _floordiv(rng[pick], c))
+            ends.append(q)
+        return ends[0], ends[1]
+
+    def _floordiv_affine(self, a: Affine, c: int) -> Affine | None:
+        """floor(a / c) as an affine form when the part of `a` not divisible by c provably
+        stays within one multiple of c."""
+        if a.is_const():
+            return Affine(None, _floordiv(a.const, c))
+        div_terms = {v: k // c for v, k in a.terms.items() if k % c == 0}
+        rest = Affine({v: k for v, k in a.terms.items() if k % c != 0}, a.const)
+        rng = rest.numeric(self.bounds)
+        if rng is None or _floordiv(rng[0], c) != _floordiv(rng[1], c):
+            return None
+        return Affine(div_terms, _floordiv(rng[0], c))
+
+    def _floormod(self, expr: E.FloorMod) -> tuple[Affine, Affine] | None:
+        c = self._const_divisor(expr)
+        x = self._eval(expr.a) if c is not None else None
+        if c is None or x is None:
+            return self._numeric(expr)
+        lo, hi = x
+        nlo, nhi = lo.numeric(self.bounds), hi.numeric(self.bounds)
+        if nlo is not None and nhi is not None and _floordiv(nlo[0], c) == _floordiv(nhi[1], c):
+            shift = _floordiv(nlo[0], c) * c
+            return lo - shift, hi - shift
+        # x = c*q + r with q fixed over the interval: the remainder ends are exact.
+        q_lo, q_hi = self._floordiv_affine(lo, c), self._floordiv_affine(hi, c)
+        if q_lo is not None and q_hi is not None and q_lo.same_terms(q_hi) and q_lo.const == q_hi.const:
+            r_lo, r_hi = lo - q_lo.scale(c), hi - q_hi.scale(c)
+            if r_lo.is_const() and r_hi.is_const() and 0 <= r_lo.const <= r_hi.const < c:
+                return r_lo, r_hi
+        return Affine(None, 0), Affine(None, c - 1)
+
+
+def affine_min(a: Affine, b: Affine, bounds: Mapping[E.Var, NumRange]) -> Affine:
+    """The smaller end (symbolic when comparable, else a numeric lower bound of both)."""
+    diff = (a - b).numeric(bounds)
+    if diff is not None:
+        if diff[1] <= 0:
+            return a
+        if diff[0] >= 0:
+            return b
+    na, nb = a.numeric(bounds), b.numeric(bounds)
+    if na is None or nb is None:
+        raise ValueError("unbounded interval end")
+    return Affine(None, min(na[0], nb[0]))
+
+
+def affine_max(a: Affine, b: Affine, bounds: Mapping[E.Var, NumRange]) -> Affine:
+    diff = (a - b).numeric(bounds)
+    if diff is not None:
+        if diff[0] >= 0:
+            return a
+        if diff[1] <= 0:
+            return b
+    na, nb = a.numeric(bounds), b.numeric(bounds)
+    if na is None or nb is None:
+        raise ValueError("unbounded interval end")
+    return Affine(None, max(na[1], nb[1]))
+
+
+def union_intervals(items: Iterable[tuple[Affine, Affine]], bounds: Mapping[E.Var, NumRange]) -> tuple[Affine, Affine]:
+    it = iter(items)
+    lo, hi = next(it)
+    for a, b in it:
+        lo = affine_min(lo, a, bounds)
+        hi = affine_max(hi, b, bounds)
+    return lo, hi
+
+
+def loop_bounds(loops: Iterable[object]) -> dict[E.Var, NumRange]:
+    """Numeric ranges of `For` loops with constant min and extent (others are skipped)."""
+    out: dict[E.Var, NumRange] = {}
+    for loop in loops:
+        lo, ext = E.const_int(loop.min), E.const_int(loop.extent)  # type: ignore[attr-defined]
+        if lo is not None and ext is not None and ext > 0:
+            out[loop.loop_var] = (lo, lo + ext - 1)  # type: ignore[attr-defined]
+    return out

@@ -1,0 +1,233 @@
+"""cache_read and cache_write: stage a buffer through a copy in another storage scope.
+
+Both create a buffer `<name>_<scope>` (a copy of the original's declaration in the new scope,
+allocated by the scope block) and a copy block of the same name over the region that matters:
+the whole buffer for a function input, else the region the writing block writes, relaxed over
+the loops between it and the place the copy goes. The place is TVM's (`CacheLocDetector`): in
+the innermost statement sequence that separates the writer from the first related block (its
+consumers), right between them; an input buffer's copy goes first in the scope.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from msdb.errors import ScheduleError
+from msdb.ir import expr as E
+from msdb.ir import stmt as S
+from msdb.ir.functor import replace_buffers, substitute
+from msdb.schedule import _block_tree as T
+from msdb.schedule._block_arith import Affine, IntervalEvaluator, loop_bounds, union_intervals
+from msdb.schedule.state import ScheduleState
+
+
+def cache_read(state: ScheduleState, func_name: str, block_name: str, index: int, scope_name: str,
+               consumer_names: list[str]) -> str:
+    block = state.block(func_name, block_name)
+    where = f"cache_read: block {block_name!r}"
+    if not 0 <= index < len(block.reads):
+        raise ScheduleError(f"{where}: read_buffer_index {index} is out of range; the block reads "
+                            f"{len(block.reads)} buffer(s)")
+    buffer = block.reads[index].buffer
+    scope_block = state.scope_block(func_name, block)
+    scope = T.Scope(scope_block, T.blocks_in(scope_block.body))
+    consumers = [state.block(func_name, n) for n in consumer_names]
+    cache = dataclasses.replace(buffer, name=f"{buffer.name}_{scope_name}", scope=scope_name)
+
+    writers = scope.writers(buffer)
+    if len(writers) > 1:
+        raise ScheduleError(f"{where}: buffer {buffer.name!r} is written by several blocks "
+                            f"{[w.name_hint for w in writers]}; cache_read needs at most one writer")
+    if writers:
+        writer = writers[0]
+        related = consumers or [b for b in scope.consumers(writer) if any(r is buffer for r in T.read_buffers(b))]
+        loc, pos = _detect_location(scope_block, writer, related)
+        region = _relaxed_write_region(state, func_name, writer, buffer, loc)
+    else:
+        loc, pos = scope_block, 0
+        region = [(Affine(None, 0), _static_dim(buffer, d)) for d in range(len(buffer.shape))]
+
+    new_name = T.unique_block_name(state, func_name, f"{buffer.name}_{scope_name}")
+    stage = _copy_stage(new_name, src=buffer, dst=cache, region=region)
+    readers = consumers or [b for b in scope.readers(buffer) if not any(b is w for w in writers)]
+    replace: dict[object, S.Stmt | None] = {}
+    for reader in readers:
+        replace[reader] = _rewrite_reads(reader, buffer, cache)
+    _apply(state, func_name, scope_block, loc, pos, stage, replace, cache)
+    return new_name
+
+
+def cache_write(state: ScheduleState, func_name: str, block_name: str, index: int, scope_name: str,
+                consumer_names: list[str]) -> str:
+    block = state.block(func_name, block_name)
+    where = f"cache_write: block {block_name!r}"
+    if not 0 <= index < len(block.writes):
+        raise ScheduleError(f"{where}: write_buffer_index {index} is out of range; the block writes "
+                            f"{len(block.writes)} buffer(s)")
+    buffer = block.writes[index].buffer
+    scope_block = state.scope_block(func_name, block)
+    scope = T.Scope(scope_block, T.blocks_in(scope_block.body))
+    writers = scope.writers(buffer)
+    if writers != [block]:
+        raise ScheduleError(f"{where}: buffer {buffer.name!r} is also written by "
+                            f"{[w.name_hint for w in writers if w is not block]}; cache_write needs a single writer")
+    consumers = [state.block(func_name, n) for n in consumer_names]
+    cache = dataclasses.replace(buffer, name=f"{buffer.name}_{scope_name}", scope=scope_name)
+    related = [b for b in scope.consumers(block)
+               if any(r is buffer for r in T.read_buffers(b)) and not any(b is c for c in consumers)]
+    if related:
+        loc, pos = _detect_location(scope_block, block, related)
+    else:
+        loc, pos = scope_block, len(T.as_list(scope_block.body))
+    region = _relaxed_write_region(state, func_name, block, buffer, loc)
+
+    new_name = T.unique_block_name(state, func_name, f"{buffer.name}_{scope_name}")
+    stage = _copy_stage(new_name, src=cache, dst=buffer, region=region)
+    replace: dict[object, S.Stmt | None] = {block: replace_buffers(block, {buffer: cache})}
+    for consumer in consumers:
+        replace[consumer] = _rewrite_reads(consumer, buffer, cache)
+    _apply(state, func_name, scope_block, loc, pos, stage, replace, cache)
+    return new_name
+
+
+def _dim_dtype(dim: E.PrimExpr) -> str:
+    return dim.dtype if dim.dtype.startswith("int") else "int32"
+
+
+def _static_dim(buffer: E.Buffer, d: int) -> int:
+    size = E.const_int(buffer.shape[d])
+    if size is None:
+        raise ScheduleError(f"buffer {buffer.name!r} has a symbolic shape; caching needs static shapes")
+    return size
+
+
+def _rewrite_reads(block: S.Block, old: E.Buffer, new: E.Buffer) -> S.Block:
+    """`block` reading `new` wherever it read `old` (loads, read regions, match_buffers)."""
+    return replace_buffers(block, {old: new})
+
+
+def _apply(state: ScheduleState, func_name: str, scope_block: S.Block, loc: S.Stmt, pos: int, stage: S.Stmt,
+           replace: dict[object, S.Stmt | None], cache: E.Buffer) -> None:
+    node, fn = T.body_insert_edit(loc, pos, stage)
+    new_body = T.rebuild(scope_block.body, replace=replace, post={node: fn})
+    new_scope = T.with_block(scope_block, body=new_body, alloc_buffers=scope_block.alloc_buffers + (cache,))
+    state.replace(func_name, scope_block, new_scope)
+
+
+def _detect_location(scope_block: S.Block, block: S.Block, related: list[S.Block]) -> tuple[S.Stmt, int]:
+    """(statement, position in its body sequence) where the copy stage goes: TVM's
+    CacheLocDetector. Without related blocks, the end of the scope."""
+    if not related:
+        return scope_block, len(T.as_list(scope_block.body))
+    related_ids = {id(b) for b in related}
+    st = {"visited_block": False, "visited_related": False, "loc": None, "pos": -1}
+
+    def visit(n: S.Stmt) -> None:
+        if isinstance(n, S.SeqStmt):
+            previous = st["visited_block"]
+            st["visited_block"] = False
+            for i, child in enumerate(n.seq):
+                if st["pos"] != -1:
+                    break
+                visit(child)
+                if st["visited_block"] and st["visited_related"] and st["pos"] == -1:
+                    st["pos"] = i
+                    break
+                if st["visited_related"]:
+                    st["visited_block"] = st["visited_block"] or previous
+                    break
+        elif isinstance(n, S.BlockRealize):
+            b = n.block
+            if b is block:
+                st["visited_block"] = True
+            elif id(b) in related_ids:
+                st["visited_related"] = True
+        elif isinstance(n, S.For):
+            visit(n.body)
+            if st["visited_block"] and st["visited_related"] and st["loc"] is None and st["pos"] != -1:
+                st["loc"] = n
+        elif isinstance(n, S.IfThenElse):
+            visit(n.then_case)
+            if n.else_case is not None:
+                visit(n.else_case)
+        elif isinstance(n, S.LetStmt):
+            visit(n.body)
+
+    visit(scope_block.body)
+    if st["visited_block"] and st["visited_related"] and st["loc"] is None:
+        st["loc"] = scope_block
+        if st["pos"] == -1:
+            st["pos"] = 1
+    if st["loc"] is None or st["pos"] == -1:
+        # The related blocks come before the block (no position separates them): append.
+        return scope_block, len(T.as_list(scope_block.body))
+    return st["loc"], st["pos"]
+
+
+def _relaxed_write_region(state: ScheduleState, func_name: str, block: S.Block, buffer: E.Buffer,
+                          loc: S.Stmt) -> list[tuple[Affine, int]]:
+    """(min, extent) per dimension of what `block` writes of `buffer`, over all iterations of
+    the loops between it and `loc`, in terms of the loops above."""
+    realize = state.realize(func_name, block.name_hint)
+    top = loc if isinstance(loc, S.For) else None
+    inner = T.loops_between(state, func_name, realize, top)
+    outer_loops = T.enclosing_loops(state, func_name, loc, include_self=True) if isinstance(loc, S.For) else []
+    bounds = loop_bounds(outer_loops)
+    relax = {}
+    for lp in inner:
+        lo, ext = E.const_int(lp.min), E.const_int(lp.extent)
+        if lo is not None and ext is not None:
+            relax[lp.loop_var] = (Affine(None, lo), Affine(None, lo + ext - 1))
+            bounds[lp.loop_var] = (lo, lo + ext - 1)
+    ev = IntervalEvaluator(relax, bounds)
+    vmap = T.iter_var_map(block, realize.iter_values)
+    written = [w for w in block.writes if w.buffer is buffer]
+    out: list[tuple[Affine, int]] = []
+    for d in range(len(buffer.shape)):
+        ends = []
+        for w in written:
+            rng = w.region[d]
+            ext = E.const_int(rng.extent)
+            got = ev.eval(substitute(rng.min, vmap)) if ext is not None else None
+            if got is None:
+                ends = None
+                break
+            ends.append((got[0], got[1] + (ext - 1)))
+        if ends:
+            try:
+                lo, hi = union_intervals(ends, bounds)
+            except ValueError:
+                lo = hi = None  # type: ignore[assignment]
+            if lo is not None and (hi - lo).is_const():
+                out.append((lo, (hi - lo).const + 1))
+                continue
+        out.append((Affine(None, 0), _static_dim(buffer, d)))
+    return out
+
+
+def _copy_stage(name: str, src: E.Buffer, dst: E.Buffer, region: list[tuple[Affine, int]]) -> S.Stmt:
+    """`for ax...: block name: dst[v...] = src[v...]` over `region` (TVM's cache stage): one
+    loop per dimension over the region's extent, iter vars over the whole buffer."""
+    loop_vars = []
+    iter_vars = []
+    values = []
+    for i, (lo, ext) in enumerate(region):
+        dim = dst.shape[i]
+        dtype = _dim_dtype(dim)
+        lv = E.Var(f"ax{i}", dtype)
+        loop_vars.append(lv)
+        iter_vars.append(S.IterVar(E.Range(E.IntImm(dtype, 0), dim), E.Var(f"v{i}", dtype), S.IterType.DATA_PAR))
+        values.append((lo + Affine.of(lv)).to_expr(dtype))
+    vars_ = tuple(iv.var for iv in iter_vars)
+    point = tuple(E.Range(v, E.IntImm(v.dtype, 1)) for v in vars_)
+    block = S.Block(
+        tuple(iter_vars),
+        (S.BufferRegion(src, point),),
+        (S.BufferRegion(dst, point),),
+        name,
+        S.BufferStore(dst, E.BufferLoad(src, vars_), vars_),
+    )
+    stmt: S.Stmt = S.BlockRealize(tuple(values), T.const_true(), block)
+    for lv, (_, ext) in reversed(list(zip(loop_vars, region))):
+        stmt = S.For(lv, E.IntImm(lv.dtype, 0), E.IntImm(lv.dtype, ext), S.ForKind.SERIAL, stmt)
+    return stmt

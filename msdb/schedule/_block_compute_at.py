@@ -1,0 +1,332 @@
+"""compute_at and reverse_compute_at: move a block under another block's loop.
+
+TVM's algorithm, re-derived: take the block out of its loop nest; under the target loop,
+find where it may go (after every producer, before every consumer among the loop's children);
+compute the region of each buffer the *other side* needs per iteration of the target loop
+(compute_at: what the consumers under the loop read; reverse_compute_at: what the producers
+under the loop write), relaxed over the loops inside the target loop; turn that region into a
+domain for each of the moved block's iter vars through the block's own (single-point) access
+of that buffer; and generate one new loop `ax<k>` per iter var whose domain is wider than one
+point (or always, with `preserve_unit_loops`). A predicate is added only where the domain may
+leave the buffer (or iter var) bounds and that cannot be proved not to happen.
+"""
+
+from __future__ import annotations
+
+from msdb.errors import ScheduleError
+from msdb.ir import expr as E
+from msdb.ir import stmt as S
+from msdb.ir.functor import substitute
+from msdb.schedule import _block_tree as T
+from msdb.schedule._block_arith import (Affine, IntervalEvaluator, NumRange, as_affine, loop_bounds,
+                                        union_intervals)
+from msdb.schedule.state import ScheduleState
+
+Interval = tuple[Affine, Affine]
+
+
+def compute_at(state: ScheduleState, func_name: str, block_name: str, loop_var: E.Var,
+               preserve_unit_loops: bool, index: int, reverse: bool) -> None:
+    prim = "reverse_compute_at" if reverse else "compute_at"
+    func = state.func(func_name)
+    block = state.block(func_name, block_name)
+    realize = state.realize(func_name, block_name)
+    loop = state.loop(func_name, loop_var)
+    where = f"{prim}: block {block_name!r} at loop {loop_var.name!r}"
+
+    # ---- checks ----
+    scope_block = state.scope_block(func_name, block)
+    if state.scope_block(func_name, loop) is not scope_block:
+        raise ScheduleError(f"{where}: the loop is not in the block's scope {scope_block.name_hint!r}; "
+                            "a block can only move under loops of its own scope")
+    if any(anc is loop for anc in state.ancestors(func_name, realize)):
+        raise ScheduleError(f"{where}: the loop already encloses the block; pick a loop of another block's nest")
+    scope = T.Scope(scope_block, T.blocks_in(scope_block.body))
+    not_complete = T.complete_block_problem(scope, block)
+    not_reduction = T.reduction_block_problem(scope, block)
+    if not_complete is not None and not_reduction is not None:
+        raise ScheduleError(f"{where}: the block must be a complete or a reduction block, but "
+                            f"{not_complete} and {not_reduction}")
+    is_root = state.parent(func_name, state.parent(func_name, scope_block)) is None
+    if not reverse and T.is_output_block(func, scope_block, block, is_root):
+        raise ScheduleError(f"{where}: the block writes an output buffer of the function; "
+                            "compute_at only moves producers of intermediate buffers")
+
+    producers = scope.producers(block)
+    consumers = scope.consumers(block)
+    subtrees = T.as_list(loop.body)
+    last_producer, first_consumer = -1, len(subtrees)
+    seen_producers: list[S.Block] = []
+    seen_consumers: list[S.Block] = []
+    required_realizes: list[S.BlockRealize] = []
+    for i, sub in enumerate(subtrees):
+        realizes = T.blocks_in(sub)
+        here_p = [r for r in realizes if any(r.block is p for p in producers)]
+        here_c = [r for r in realizes if any(r.block is c for c in consumers)]
+        if here_p and here_c:
+            raise ScheduleError(
+                f"{where}: one statement under the loop holds both a producer "
+                f"({here_p[0].block.name_hint!r}) and a consumer ({here_c[0].block.name_hint!r}) of the block, "
+                "so there is no place to put it that keeps the dependencies")
+        if here_p:
+            last_producer = i
+            seen_producers.extend(r.block for r in here_p)
+        if here_c:
+            first_consumer = min(first_consumer, i)
+            seen_consumers.extend(r.block for r in here_c)
+        required_realizes.extend(here_c if not reverse else here_p)
+    if not reverse:
+        missing = [c.name_hint for c in consumers if not any(c is s for s in seen_consumers)]
+        if missing:
+            raise ScheduleError(
+                f"{where}: compute_at into a loop that would break a dependency: the block's consumer(s) "
+                f"{missing} are not under that loop, so they would read the block's output before it is computed")
+    else:
+        missing = [p.name_hint for p in producers if not any(p is s for s in seen_producers)]
+        if missing:
+            raise ScheduleError(
+                f"{where}: reverse_compute_at into a loop that would break a dependency: the block's producer(s) "
+                f"{missing} are not under that loop, so the block would read data before it is produced")
+    _check_outside_order(scope, loop, block, producers, consumers, reverse, where)
+    if last_producer >= first_consumer:
+        raise ScheduleError(f"{where}: under the loop a consumer of the block comes before one of its producers")
+    if index == -1:
+        pos = first_consumer
+    elif index == -2:
+        pos = last_producer + 1
+    elif last_producer + 1 <= index <= first_consumer:
+        pos = index
+    else:
+        raise ScheduleError(f"{where}: index {index} is not a valid position; valid: -1, -2 or "
+                            f"[{last_producer + 1}, {first_consumer}]")
+
+    # ---- regions ----
+    outer_loops = T.enclosing_loops(state, func_name, loop, include_self=True)
+    outer = loop_bounds(outer_loops)
+    provided = block.reads if reverse else block.writes
+    provided_ids = {id(r.buffer) for r in provided}
+    required: dict[int, list[list[Interval]]] = {}
+    for r in required_realizes:
+        regions = r.block.writes if reverse else r.block.reads
+        inner_loops = T.loops_between(state, func_name, r, loop)
+        relax, bounds = _relax_env(inner_loops, outer)
+        ev = IntervalEvaluator(relax, bounds)
+        vmap = T.iter_var_map(r.block, r.iter_values)
+        for region in regions:
+            if id(region.buffer) not in provided_ids:
+                continue
+            required.setdefault(id(region.buffer), []).append(_relax_region(region, vmap, ev))
+
+    doms, bounds_of = _iter_domains(block, provided, required, outer, reverse, where)
+
+    # ---- new loop nest ----
+    loop_vars: list[E.Var] = []
+    extents: list[int] = []
+    values: list[E.PrimExpr] = []
+    new_bounds: dict[E.Var, NumRange] = dict(outer)
+    checks: list[tuple[Affine, NumRange]] = []
+    for iv in block.iter_vars:
+        lo, hi, bound = _cover(iv, doms.get(iv.var), bounds_of.get(iv.var), outer, reverse, where)
+        extent_aff = hi - lo + 1
+        extent = extent_aff.const
+        value = lo
+        if preserve_unit_loops or extent != 1:
+            var = E.Var(f"ax{len(loop_vars)}", iv.var.dtype)
+            loop_vars.append(var)
+            extents.append(extent)
+            new_bounds[var] = (0, extent - 1)
+            value = lo + Affine.of(var)
+        values.append(value.to_expr(iv.var.dtype))
+        if bound is not None:
+            checks.append((value, bound))
+    predicate = _predicate(checks, new_bounds)
+    stmt: S.Stmt = S.BlockRealize(tuple(values), predicate, block)
+    for var, extent in reversed(list(zip(loop_vars, extents))):
+        stmt = S.For(var, E.IntImm(var.dtype, 0), E.IntImm(var.dtype, extent), S.ForKind.SERIAL, stmt)
+
+    node, fn = T.body_insert_edit(loop, pos, stmt)
+    removed = T.removal_target(state, func_name, realize)
+    new_body = T.rebuild(scope_block.body, replace={removed: None}, post={node: fn})
+    state.replace(func_name, scope_block, T.with_block(scope_block, body=new_body))
+
+
+def _check_outside_order(scope: T.Scope, loop: S.For, block: S.Block, producers: list[S.Block],
+                         consumers: list[S.Block], reverse: bool, where: str) -> None:
+    """Blocks the moved block depends on but that stay outside the loop must still run before
+    it (compute_at) / after it (reverse_compute_at)."""
+    inside = {id(r.block) for r in T.blocks_in(loop)}
+    order = [r.block for r in scope.realizes if id(r.block) not in (id(block),)]
+    positions = [i for i, b in enumerate(order) if id(b) in inside]
+    if not positions:
+        return
+    first, last = min(positions), max(positions)
+    for i, b in enumerate(order):
+        if id(b) in inside:
+            continue
+        if not reverse and any(b is p for p in producers) and i > last:
+            raise ScheduleError(f"{where}: the block's producer {b.name_hint!r} runs after that loop, "
+                                "so moving the block there would break a dependency")
+        if reverse and any(b is c for c in consumers) and i < first:
+            raise ScheduleError(f"{where}: the block's consumer {b.name_hint!r} runs before that loop, "
+                                "so moving the block there would break a dependency")
+
+
+def _relax_env(inner_loops: list[S.For], outer: dict[E.Var, NumRange]) -> tuple[dict[E.Var, Interval], dict[E.Var, NumRange]]:
+    relax: dict[E.Var, Interval] = {}
+    bounds = dict(outer)
+    for lp in inner_loops:
+        lo, ext = E.const_int(lp.min), E.const_int(lp.extent)
+        if lo is None or ext is None:
+            continue  # leaves the variable unbounded: accesses using it widen to the buffer
+        relax[lp.loop_var] = (Affine(None, lo), Affine(None, lo + ext - 1))
+        bounds[lp.loop_var] = (lo, lo + ext - 1)
+    return relax, bounds
+
+
+def _relax_region(region: S.BufferRegion, vmap: dict[E.Var, E.PrimExpr], ev: IntervalEvaluator) -> list[Interval]:
+    dims: list[Interval] = []
+    for d, rng in enumerate(region.region):
+        full = _full_dim(region.buffer, d)
+        ext = E.const_int(substitute(rng.extent, vmap)) if not isinstance(rng.extent, E.IntImm) else rng.extent.value
+        got = ev.eval(substitute(rng.min, vmap)) if ext is not None else None
+        if got is None or ext is None or ext < 1:
+            dims.append(full)
+        else:
+            dims.append((got[0], got[1] + (ext - 1)))
+    return dims
+
+
+def _full_dim(buffer: E.Buffer, d: int) -> Interval:
+    size = E.const_int(buffer.shape[d])
+    if size is None:
+        raise ScheduleError(f"buffer {buffer.name!r} has a symbolic shape; compute_at needs static shapes")
+    return Affine(None, 0), Affine(None, max(size - 1, 0))
+
+
+def _iter_domains(block: S.Block, provided: tuple[S.BufferRegion, ...], required: dict[int, list[list[Interval]]],
+                  outer: dict[E.Var, NumRange], reverse: bool, where: str
+                  ) -> tuple[dict[E.Var, Interval], dict[E.Var, NumRange]]:
+    """For each iter var of `block`: the interval it must cover (from the required regions
+    through the block's own accesses) and the numeric bound the buffer shape allows."""
+    block_vars = {iv.var for iv in block.iter_vars}
+    doms: dict[E.Var, list[Interval]] = {}
+    bounds: dict[E.Var, list[NumRange]] = {}
+    for region in provided:
+        accesses = required.get(id(region.buffer))
+        if not accesses:
+            continue
+        ndim = len(region.region)
+        try:
+            need = [union_intervals((acc[d] for acc in accesses), outer) for d in range(ndim)]
+        except ValueError:
+            need = [_full_dim(region.buffer, d) for d in range(ndim)]
+        for d, rng in enumerate(region.region):
+            form = as_affine(rng.min)
+            single = isinstance(rng.extent, E.IntImm) and rng.extent.value == 1
+            if form is not None and form.is_const():
+                continue
+            if form is None or not single or len(form.terms) != 1 or not set(form.terms) <= block_vars:
+                if reverse:
+                    raise ScheduleError(f"{where}: the block accesses buffer {region.buffer.name!r} dimension {d} "
+                                        "with an index that is not `c * iter_var + offset`; its domain cannot be derived")
+                continue
+            (var, coef), = form.terms.items()
+            size = E.const_int(region.buffer.shape[d])
+            lo, hi = need[d]
+            inv = _invert(lo, hi, coef, form.const, outer)
+            if inv is None:
+                if reverse:
+                    raise ScheduleError(f"{where}: cannot derive the domain of iter var {var.name!r}")
+                continue
+            doms.setdefault(var, []).append(inv)
+            if size is not None:
+                b = _invert_num(0, size - 1, coef, form.const)
+                bounds.setdefault(var, []).append(b)
+    out_doms: dict[E.Var, Interval] = {}
+    for var, items in doms.items():
+        try:
+            out_doms[var] = union_intervals(items, outer)
+        except ValueError:
+            continue
+    out_bounds = {var: (min(b[0] for b in items), max(b[1] for b in items)) for var, items in bounds.items()}
+    return out_doms, out_bounds
+
+
+def _invert(lo: Affine, hi: Affine, coef: int, offset: int, outer: dict[E.Var, NumRange]) -> Interval | None:
+    """Values of v with coef * v + offset inside [lo, hi]."""
+    a, b = lo - offset, hi - offset
+    if coef < 0:
+        a, b, coef = b.scale(-1), a.scale(-1), -coef
+    if coef == 1:
+        return a, b
+    # ceil(a / coef), floor(b / coef)
+    if a.divisible_by(coef):
+        new_a = a.exact_div(coef)
+    else:
+        na = a.numeric(outer)
+        if na is None:
+            return None
+        new_a = Affine(None, -((-na[0]) // coef))
+    if b.divisible_by(coef):
+        new_b = b.exact_div(coef)
+    else:
+        nb = b.numeric(outer)
+        if nb is None:
+            return None
+        new_b = Affine(None, nb[1] // coef)
+    return new_a, new_b
+
+
+def _invert_num(lo: int, hi: int, coef: int, offset: int) -> NumRange:
+    a, b = lo - offset, hi - offset
+    if coef < 0:
+        a, b, coef = -b, -a, -coef
+    return -((-a) // coef), b // coef
+
+
+def _cover(iv: S.IterVar, dom: Interval | None, bound: NumRange | None, outer: dict[E.Var, NumRange],
+           reverse: bool, where: str) -> tuple[Affine, Affine, NumRange | None]:
+    """(lo, hi) the new loops must cover for one iter var, and the bound a predicate must
+    enforce (None when provably unnecessary)."""
+    dmin, dext = E.const_int(iv.dom.min), E.const_int(iv.dom.extent)
+    if dmin is None or dext is None:
+        raise ScheduleError(f"{where}: iter var {iv.var.name!r} has a symbolic domain; static domains are required")
+    full = (dmin, dmin + dext - 1)
+    if dom is None:
+        return Affine(None, full[0]), Affine(None, full[1]), None
+    lo, hi = dom
+    bnd = full if bound is None else (max(bound[0], full[0]), min(bound[1], full[1]))
+    nlo, nhi = lo.numeric(outer), hi.numeric(outer)
+    if nlo is None or nhi is None:
+        raise ScheduleError(f"{where}: the region of iter var {iv.var.name!r} is unbounded")
+    if nlo[0] >= bnd[0] and nhi[1] <= bnd[1]:
+        result_bound = None
+    elif nlo[1] <= bnd[0] and nhi[0] >= bnd[1]:
+        lo, hi, result_bound = Affine(None, bnd[0]), Affine(None, bnd[1]), None
+    else:
+        result_bound = bnd
+    if not (hi - lo).is_const():
+        if reverse:
+            raise ScheduleError(f"{where}: the region of iter var {iv.var.name!r} does not have a constant "
+                                "extent per iteration of the loop")
+        lo = Affine(None, max(nlo[0], bnd[0]))
+        hi = Affine(None, min(nhi[1], bnd[1]))
+        result_bound = None
+    if (hi - lo).const < 0:
+        raise ScheduleError(f"{where}: the block would have an empty domain for iter var {iv.var.name!r}")
+    return lo, hi, result_bound
+
+
+def _predicate(checks: list[tuple[Affine, NumRange]], bounds: dict[E.Var, NumRange]) -> E.PrimExpr:
+    pred: E.PrimExpr | None = None
+    for value, (lo, hi) in checks:
+        rng = value.numeric(bounds)
+        expr = value.to_expr()
+        conds = []
+        if rng is None or rng[0] < lo:
+            conds.append(E.GE(expr, E.IntImm(expr.dtype, lo)))
+        if rng is None or rng[1] > hi:
+            conds.append(E.LT(expr, E.IntImm(expr.dtype, hi + 1)))
+        for c in conds:
+            pred = c if pred is None else E.And(pred, c)
+    return pred if pred is not None else T.const_true()

@@ -1,0 +1,222 @@
+"""compute_inline and reverse_compute_inline: fuse a block's computation into its neighbour.
+
+compute_inline substitutes a producer `B[v...] = f(v...)` into every load `B[idx]` of its
+consumers (`f(idx)`); reverse_compute_inline substitutes a consumer `D[g(w)] = h(B[w], w)` into
+its producer's store `B[p] = e` (`D[g(p)] = h(e, p)`). Both then drop the inlined block and,
+when nothing else uses it, its buffer; the blocks that changed get their read/write regions
+re-inferred (TVM does the same with `GetBlockReadWriteRegion`).
+"""
+
+from __future__ import annotations
+
+from msdb.errors import ScheduleError
+from msdb.ir import expr as E
+from msdb.ir import stmt as S
+from msdb.ir.functor import IRMutator, IRVisitor, substitute
+from msdb.ir.regions import infer_access_regions
+from msdb.schedule import _block_tree as T
+from msdb.schedule.state import ScheduleState
+
+
+def _store_with_var_indices(block: S.Block, where: str, role: str) -> S.BufferStore:
+    """The block's body as `buf[v0, v1, ...] = value` with distinct iter vars as indices."""
+    body = block.body
+    if not isinstance(body, S.BufferStore):
+        raise ScheduleError(f"{where}: the body of {role} {block.name_hint!r} must be a single buffer store "
+                            f"`buf[v0, v1, ...] = value`, got {type(body).__name__}")
+    block_vars = {iv.var for iv in block.iter_vars}
+    seen: set[E.Var] = set()
+    for idx in body.indices:
+        if not isinstance(idx, E.Var) or idx not in block_vars or idx in seen:
+            raise ScheduleError(f"{where}: {role} {block.name_hint!r} must store with distinct iter vars "
+                                f"as indices (`buf[v0, v1, ...] = ...`)")
+        seen.add(idx)
+    return body
+
+
+class _LoadInliner(IRMutator):
+    """Replace `buffer[idx]` by `value` with the store's index vars bound to `idx`."""
+
+    def __init__(self, buffer: E.Buffer, index_vars: tuple[E.Var, ...], value: E.PrimExpr) -> None:
+        super().__init__()
+        self.buffer = buffer
+        self.index_vars = index_vars
+        self.value = value
+        self.count = 0
+
+    def visit_BufferLoad(self, node: E.BufferLoad) -> E.PrimExpr:
+        indices = self._exprs(node.indices)
+        if node.buffer is self.buffer:
+            self.count += 1
+            return substitute(self.value, dict(zip(self.index_vars, indices)))
+        return node if indices is node.indices else E.BufferLoad(node.buffer, indices)
+
+    def visit_BufferStore(self, node: S.BufferStore) -> S.Stmt:
+        if node.buffer is self.buffer:
+            raise ScheduleError(f"block writes buffer {self.buffer.name!r} that is being inlined")
+        return super().visit_BufferStore(node)
+
+
+def _reinfer(block: S.Block, body: S.Stmt, init: S.Stmt | None) -> S.Block:
+    reads, writes = infer_access_regions(body, init, block.alloc_buffers)
+    return T.with_block(block, body=body, init=init, reads=reads, writes=writes)
+
+
+def compute_inline(state: ScheduleState, func_name: str, block_name: str) -> None:
+    func = state.func(func_name)
+    block = state.block(func_name, block_name)
+    realize = state.realize(func_name, block_name)
+    where = f"compute_inline: block {block_name!r}"
+    if block.init is not None:
+        raise ScheduleError(f"cannot inline block {block_name}: it has a reduction / init; "
+                            "only spatial blocks can be inlined (decompose or cache it instead)")
+    if any(iv.iter_type != S.IterType.DATA_PAR for iv in block.iter_vars):
+        raise ScheduleError(f"cannot inline block {block_name}: not all of its iter vars are spatial")
+    store = _store_with_var_indices(block, where, "the block")
+    scope_block = state.scope_block(func_name, block)
+    scope = T.Scope(scope_block, T.blocks_in(scope_block.body))
+    is_root = state.parent(func_name, state.parent(func_name, scope_block)) is None
+    if T.is_output_block(func, scope_block, block, is_root):
+        raise ScheduleError(f"cannot inline block {block_name}: it writes the output buffer "
+                            f"{store.buffer.name!r} of the function")
+    if scope.writers(store.buffer) != [block]:
+        raise ScheduleError(f"cannot inline block {block_name}: other blocks also write {store.buffer.name!r}")
+    if _loads(store.value, store.buffer):
+        raise ScheduleError(f"cannot inline block {block_name}: its value reads the buffer it writes")
+
+    replace: dict[object, S.Stmt | None] = {}
+    same_scope = {id(b) for b in scope.blocks}
+    for other in _all_blocks(scope_block):
+        if other is block or not _uses_buffer(other, store.buffer):
+            continue
+        if id(other) not in same_scope:
+            raise ScheduleError(f"cannot inline block {block_name}: block {other.name_hint!r} of an inner "
+                                f"scope reads {store.buffer.name!r}; only consumers in the same scope are supported")
+        inliner = _LoadInliner(store.buffer, store.indices, store.value)  # type: ignore[arg-type]
+        body = inliner.visit(other.body)
+        init = inliner.visit(other.init) if other.init is not None else None
+        matches = other.match_buffers
+        if any(m.source.buffer is store.buffer for m in matches):
+            raise ScheduleError(f"cannot inline block {block_name}: block {other.name_hint!r} matches a "
+                                "sub-region of its buffer")
+        replace[other] = _reinfer(other, body, init)
+    replace[T.removal_target(state, func_name, realize)] = None
+    new_body = T.rebuild(scope_block.body, replace=replace)
+    allocs = tuple(b for b in scope_block.alloc_buffers if b is not store.buffer)
+    state.replace(func_name, scope_block, T.with_block(scope_block, body=new_body, alloc_buffers=allocs))
+
+
+def reverse_compute_inline(state: ScheduleState, func_name: str, block_name: str) -> None:
+    func = state.func(func_name)
+    block = state.block(func_name, block_name)
+    realize = state.realize(func_name, block_name)
+    where = f"reverse_compute_inline: block {block_name!r}"
+    scope_block = state.scope_block(func_name, block)
+    scope = T.Scope(scope_block, T.blocks_in(scope_block.body))
+    problem = T.complete_block_problem(scope, block)
+    if problem is not None:
+        raise ScheduleError(f"{where}: the block must be complete, but {problem}")
+    if not T.is_const_true(realize.predicate):
+        raise ScheduleError(f"{where}: the block has a predicate; only unpredicated blocks can be inlined")
+    body = block.body
+    if not isinstance(body, S.BufferStore):
+        raise ScheduleError(f"{where}: the body must be a single buffer store, got {type(body).__name__}")
+    producers = [p for p in scope.producers(block)]
+    if len(producers) != 1:
+        raise ScheduleError(f"{where}: the block must have exactly one producer, it has "
+                            f"{[p.name_hint for p in producers]}")
+    producer = producers[0]
+    problem = T.complete_block_problem(scope, producer)
+    if problem is not None:
+        raise ScheduleError(f"{where}: its producer {producer.name_hint!r} must be a complete block, but {problem}")
+    if [c for c in scope.consumers(producer)] != [block]:
+        raise ScheduleError(f"{where}: its producer {producer.name_hint!r} has other consumers "
+                            f"{[c.name_hint for c in scope.consumers(producer) if c is not block]}")
+    p_store = _store_with_var_indices(producer, where, "the producer")
+    buffer = p_store.buffer
+    is_root = state.parent(func_name, state.parent(func_name, scope_block)) is None
+    if T.is_output_block(func, scope_block, producer, is_root):
+        raise ScheduleError(f"{where}: its producer writes the output buffer {buffer.name!r}")
+    loads = _loads(body.value, buffer)
+    if not loads:
+        raise ScheduleError(f"{where}: the block does not load {buffer.name!r} in its value")
+    first = loads[0].indices
+    block_vars = [iv.var for iv in block.iter_vars]
+    if (len(first) != len(block_vars) or any(not isinstance(i, E.Var) for i in first)
+            or set(first) != set(block_vars) or len(set(first)) != len(first)):
+        raise ScheduleError(f"{where}: the block must load {buffer.name!r} with all of its iter vars, each "
+                            "once, as indices (an elementwise consumer)")
+    for load in loads[1:]:
+        if any(a is not b for a, b in zip(load.indices, first)):
+            raise ScheduleError(f"{where}: the block loads {buffer.name!r} at different indices")
+    if any(_loads(i, buffer) for i in body.indices):
+        raise ScheduleError(f"{where}: the block's store indices read {buffer.name!r}")
+    # consumer var w (at index position k) == producer's store index p_store.indices[k]
+    c_iv = {iv.var: iv for iv in block.iter_vars}
+    p_iv = {iv.var: iv for iv in producer.iter_vars}
+    vmap: dict[E.Var, E.PrimExpr] = {}
+    for k, w in enumerate(first):
+        p_var = p_store.indices[k]
+        a, b = c_iv[w].dom, p_iv[p_var].dom  # type: ignore[index]
+        if E.const_int(a.min) != E.const_int(b.min) or E.const_int(a.extent) != E.const_int(b.extent) \
+                or E.const_int(a.extent) is None:
+            raise ScheduleError(f"{where}: iter var {w.name!r} does not range over the same domain as the "
+                                f"producer's {p_var.name!r}")  # type: ignore[union-attr]
+        vmap[w] = p_var  # type: ignore[assignment]
+
+    class _Replace(IRMutator):
+        def visit_BufferLoad(self, node: E.BufferLoad) -> E.PrimExpr:
+            if node.buffer is buffer:
+                return p_store.value
+            return super().visit_BufferLoad(node)
+
+    value = substitute(_Replace().visit(body.value), vmap)
+    indices = tuple(substitute(i, vmap) for i in body.indices)
+    new_body = S.BufferStore(body.buffer, value, indices)
+    new_producer = _reinfer(producer, new_body, None)
+    replace: dict[object, S.Stmt | None] = {producer: new_producer,
+                                            T.removal_target(state, func_name, realize): None}
+    new_scope_body = T.rebuild(scope_block.body, replace=replace)
+    allocs = tuple(b for b in scope_block.alloc_buffers if b is not buffer)
+    state.replace(func_name, scope_block, T.with_block(scope_block, body=new_scope_body, alloc_buffers=allocs))
+
+
+def _loads(node: object, buffer: E.Buffer) -> list[E.BufferLoad]:
+    found: list[E.BufferLoad] = []
+
+    class _V(IRVisitor):
+        def visit_BufferLoad(self, n: E.BufferLoad) -> None:
+            super().visit_BufferLoad(n)
+            if n.buffer is buffer:
+                found.append(n)
+
+    _V().visit(node)
+    return found
+
+
+def _uses_buffer(block: S.Block, buffer: E.Buffer) -> bool:
+    if any(r.buffer is buffer for r in block.reads) or any(w.buffer is buffer for w in block.writes):
+        return True
+    return bool(_loads(block.body, buffer)) or (block.init is not None and bool(_loads(block.init, buffer)))
+
+
+def _all_blocks(scope_block: S.Block) -> list[S.Block]:
+    """Every block nested anywhere under the scope block (consumers may sit in inner scopes)."""
+    out: list[S.Block] = []
+
+    class _V(IRVisitor):
+        def visit_Block(self, n: S.Block) -> None:
+            out.append(n)
+            self.visit(n.body)
+            if n.init is not None:
+                self.visit(n.init)
+
+        def visit_PrimExpr(self, n: E.PrimExpr) -> None:
+            return None
+
+        def visit_BlockRealize(self, n: S.BlockRealize) -> None:
+            self.visit(n.block)
+
+    v = _V()
+    v.visit(scope_block.body)
+    return out

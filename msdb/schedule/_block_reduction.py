@@ -1,0 +1,281 @@
+"""decompose_reduction and rfactor: the two rewrites of reduction blocks.
+
+decompose_reduction separates a reduction's `init` into its own block so the update loop nest
+carries no "first iteration" condition (what TVM's RewriteReductionBlock postprocessor does
+before code generation). rfactor turns one reduction loop into a spatial dimension of a new
+partial-result buffer, so that loop can be parallelized or vectorized; a second block then
+reduces the partial results.
+"""
+
+from __future__ import annotations
+
+from msdb.errors import ScheduleError
+from msdb.ir import expr as E
+from msdb.ir import stmt as S
+from msdb.ir.functor import free_vars, substitute
+from msdb.schedule import _block_tree as T
+from msdb.schedule.state import ScheduleState
+
+
+def _split_and(pred: E.PrimExpr) -> list[E.PrimExpr]:
+    if isinstance(pred, E.And):
+        return _split_and(pred.a) + _split_and(pred.b)
+    return [pred]
+
+
+def _join_and(conds: list[E.PrimExpr]) -> E.PrimExpr:
+    if not conds:
+        return T.const_true()
+    out = conds[0]
+    for c in conds[1:]:
+        out = E.And(out, c)
+    return out
+
+
+def _copy_loop(loop: S.For, var: E.Var, body: S.Stmt) -> S.For:
+    return S.For(var, loop.min, loop.extent, loop.kind, body, loop.thread_binding, loop.annotations)
+
+
+def decompose_reduction(state: ScheduleState, func_name: str, block_name: str, loop_var: E.Var) -> tuple[str, str]:
+    """Returns (init block name, update block name)."""
+    block = state.block(func_name, block_name)
+    realize = state.realize(func_name, block_name)
+    loop = state.loop(func_name, loop_var)
+    where = f"decompose_reduction: block {block_name!r} at loop {loop_var.name!r}"
+    block_loops = T.enclosing_loops(state, func_name, realize, include_self=False)
+    if not any(lp is loop for lp in block_loops):
+        raise ScheduleError(f"{where}: the loop is not above the block (it must be one of the block's "
+                            f"loops {[lp.loop_var.name for lp in block_loops]})")
+    if block.init is None:
+        raise ScheduleError(f"{where}: the block is not a reduction block (it has no init)")
+    if any(iv.iter_type not in (S.IterType.DATA_PAR, S.IterType.COMM_REDUCE) for iv in block.iter_vars):
+        raise ScheduleError(f"{where}: the block has iter vars that are neither spatial nor reduction")
+    loops = block_loops[[i for i, lp in enumerate(block_loops) if lp is loop][0]:]
+
+    # Init block: the spatial iter vars only, same bindings.
+    var_map: dict[E.Var, E.PrimExpr] = {}
+    iter_vars: list[S.IterVar] = []
+    values: list[E.PrimExpr] = []
+    for iv, value in zip(block.iter_vars, realize.iter_values):
+        if iv.iter_type != S.IterType.DATA_PAR:
+            continue
+        new_var = E.Var(iv.var.name, iv.var.dtype)
+        iter_vars.append(S.IterVar(iv.dom, new_var, iv.iter_type, iv.thread_tag))
+        values.append(value)
+        var_map[iv.var] = new_var
+    init_body = substitute(block.init, var_map)
+    writes = tuple(S.BufferRegion(w.buffer, tuple(substitute(r, var_map) for r in w.region)) for w in block.writes)
+    init_name = T.unique_block_name(state, func_name, f"{block_name}_init")
+    init_block = S.Block(tuple(iter_vars), (), writes, init_name, init_body, annotations=block.annotations)
+
+    used = set().union(*(free_vars(v) for v in values)) if values else set()
+    chosen = [lp for lp in loops if lp.loop_var in used]
+    discarded = {lp.loop_var for lp in loops if lp.loop_var not in used}
+    pred = _join_and([c for c in _split_and(realize.predicate) if not (free_vars(c) & discarded)])
+    stmt: S.Stmt = S.BlockRealize(tuple(values), pred, init_block)
+    loop_map: dict[E.Var, E.PrimExpr] = {}
+    for lp in reversed(chosen):
+        new_var = E.Var(f"{lp.loop_var.name}_init", lp.loop_var.dtype)
+        loop_map[lp.loop_var] = new_var
+        stmt = _copy_loop(lp, new_var, stmt)
+    stmt = substitute(stmt, loop_map)
+
+    # Update block: no init, the written regions read back first.
+    read_ids = {id(r.buffer) for r in block.reads}
+    reads = tuple(w for w in block.writes if id(w.buffer) not in read_ids) + tuple(block.reads)
+    update_name = T.unique_block_name(state, func_name, f"{block_name}_update")
+    update = T.with_block(block, name_hint=update_name, init=None, reads=reads)
+
+    scope_block = state.scope_block(func_name, block)
+    new_body = T.rebuild(scope_block.body, replace={block: update}, post={loop: T.insert_before(stmt)})
+    state.replace(func_name, scope_block, T.with_block(scope_block, body=new_body))
+    return init_name, update_name
+
+
+_COMBINERS = (E.Add, E.Mul, E.Max, E.Min)
+
+
+def _is_identity(kind: type, value: E.PrimExpr) -> bool:
+    """Whether `value` is the identity of the combiner (what makes a partial result exact)."""
+    if isinstance(value, E.Call) and value.op in ("min_value", "max_value"):
+        return (kind is E.Max and value.op == "min_value") or (kind is E.Min and value.op == "max_value")
+    v = E.const_value(value)
+    if v is None:
+        return False
+    if kind is E.Add:
+        return v == 0
+    if kind is E.Mul:
+        return v == 1
+    if kind is E.Max:
+        return v == float("-inf") or (isinstance(value, E.FloatImm) and v <= -3.4e38) or _is_int_extreme(value, low=True)
+    return v == float("inf") or (isinstance(value, E.FloatImm) and v >= 3.4e38) or _is_int_extreme(value, low=False)
+
+
+def _is_int_extreme(value: E.PrimExpr, low: bool) -> bool:
+    if not isinstance(value, E.IntImm) or value.dtype == "bool":
+        return False
+    from msdb.ir.dtype import bits, is_uint
+
+    n = bits(value.dtype)
+    if is_uint(value.dtype):
+        return value.value == (0 if low else (1 << n) - 1)
+    return value.value == (-(1 << (n - 1)) if low else (1 << (n - 1)) - 1)
+
+
+def _same_indices(a: tuple[E.PrimExpr, ...], b: tuple[E.PrimExpr, ...]) -> bool:
+    from msdb.hashing import structural_equal_expr
+
+    return len(a) == len(b) and all(x is y or structural_equal_expr(x, y) for x, y in zip(a, b))
+
+
+def _reducer(block: S.Block, where: str) -> tuple[type, E.PrimExpr, E.PrimExpr, bool]:
+    """(combiner class, identity, rhs, lhs_first) of `buf[idx] = buf[idx] op rhs`."""
+    body, init = block.body, block.init
+    if not isinstance(body, S.BufferStore) or not isinstance(init, S.BufferStore) or init.buffer is not body.buffer:
+        raise ScheduleError(f"{where}: the block must be `buf[...] = buf[...] op value` with an init store of buf")
+    value = body.value
+    if not isinstance(value, _COMBINERS):
+        raise ScheduleError(f"{where}: the reduction combiner is not one of +, *, max, min")
+    for lhs, rhs, lhs_first in ((value.a, value.b, True), (value.b, value.a, False)):
+        if isinstance(lhs, E.BufferLoad) and lhs.buffer is body.buffer and _same_indices(lhs.indices, body.indices):
+            if not _same_indices(init.indices, body.indices):
+                raise ScheduleError(f"{where}: the init stores at other indices than the update")
+            if not _is_identity(type(value), init.value):
+                raise ScheduleError(f"{where}: the init value is not the identity of the reduction combiner")
+            if any(isinstance(n, E.BufferLoad) and n.buffer is body.buffer for n in _nodes(rhs)):
+                raise ScheduleError(f"{where}: the reduced value reads the output buffer")
+            return type(value), init.value, rhs, lhs_first
+    raise ScheduleError(f"{where}: the update must read its own output at the stored indices")
+
+
+def _nodes(expr: E.PrimExpr) -> list[object]:
+    from msdb.ir.functor import post_order_visit
+
+    out: list[object] = []
+    post_order_visit(expr, out.append)
+    return out
+
+
+def _combine(kind: type, acc: E.PrimExpr, value: E.PrimExpr, lhs_first: bool) -> E.PrimExpr:
+    return kind(acc, value) if lhs_first else kind(value, acc)
+
+
+def rfactor(state: ScheduleState, func_name: str, loop_var: E.Var, factor_axis: int) -> str:
+    """Returns the name of the rfactor block."""
+    loop = state.loop(func_name, loop_var)
+    where = f"rfactor: loop {loop_var.name!r}"
+    realizes = T.blocks_in(loop.body)
+    if len(realizes) != 1:
+        raise ScheduleError(f"{where}: the loop must enclose exactly one block, it encloses "
+                            f"{[r.block.name_hint for r in realizes]}")
+    realize = realizes[0]
+    block = realize.block
+    name = block.name_hint
+    where = f"rfactor: loop {loop_var.name!r} of block {name!r}"
+    if state.scope_block(func_name, block) is not state.scope_block(func_name, loop):
+        raise ScheduleError(f"{where}: the block is in an inner scope of the loop")
+    scope_block = state.scope_block(func_name, block)
+    scope = T.Scope(scope_block, T.blocks_in(scope_block.body))
+    problem = T.reduction_block_problem(scope, block)
+    if problem is not None:
+        raise ScheduleError(f"{where}: the block must be a reduction block, but {problem}")
+    if len(block.writes) != 1:
+        raise ScheduleError(f"{where}: the block must write exactly one buffer")
+    kind, identity, rhs, lhs_first = _reducer(block, where)
+    store = block.body
+    assert isinstance(store, S.BufferStore)
+    buffer = store.buffer
+    ndim = len(buffer.shape)
+    if factor_axis < 0:
+        factor_axis += ndim + 1
+    if not 0 <= factor_axis <= ndim:
+        raise ScheduleError(f"{where}: factor_axis {factor_axis} is out of range [{-(ndim + 1)}, {ndim}]")
+
+    all_loops = T.enclosing_loops(state, func_name, realize, include_self=False)
+    spatial_vars: set[E.Var] = set()
+    reduce_vars: set[E.Var] = set()
+    for iv, value in zip(block.iter_vars, realize.iter_values):
+        (spatial_vars if iv.iter_type == S.IterType.DATA_PAR else reduce_vars).update(free_vars(value))
+    for lp in all_loops:
+        if lp.loop_var in spatial_vars and lp.loop_var in reduce_vars:
+            raise ScheduleError(f"{where}: loop {lp.loop_var.name!r} is used by both spatial and reduction iter vars")
+    if loop_var not in reduce_vars or loop_var in spatial_vars:
+        raise ScheduleError(f"{where}: the loop is not a reduction loop of the block (only reduction iter vars "
+                            "may use it)")
+    reduce_loops = [lp for lp in all_loops if lp.loop_var in reduce_vars]
+
+    # ---- the rfactor block, in the original loop nest ----
+    rf_var = E.Var(f"v{loop_var.name}", loop_var.dtype)
+    rf_iv = S.IterVar(E.Range(loop.min, loop.extent), rf_var, S.IterType.DATA_PAR)
+    rf_ivs = [rf_iv]
+    rf_values: list[E.PrimExpr] = [loop_var]
+    spatial_map: dict[E.Var, E.PrimExpr] = {}
+    for iv, value in zip(block.iter_vars, realize.iter_values):
+        if iv.iter_type == S.IterType.DATA_PAR:
+            new = E.Var(iv.var.name, iv.var.dtype)
+            spatial_map[iv.var] = new
+            rf_ivs.append(S.IterVar(iv.dom, new, iv.iter_type, iv.thread_tag))
+            rf_values.append(value)
+    loop_to_var: dict[E.Var, E.PrimExpr] = {loop_var: rf_var}
+    for lp in reduce_loops:
+        if lp is loop:
+            continue
+        new = E.Var(f"v{lp.loop_var.name}", lp.loop_var.dtype)
+        loop_to_var[lp.loop_var] = new
+        rf_ivs.append(S.IterVar(E.Range(lp.min, lp.extent), new, S.IterType.COMM_REDUCE))
+        rf_values.append(lp.loop_var)
+    rf_map = dict(spatial_map)
+    for iv, value in zip(block.iter_vars, realize.iter_values):
+        if iv.iter_type == S.IterType.COMM_REDUCE:
+            rf_map[iv.var] = substitute(value, loop_to_var)
+
+    rf_buffer = E.Buffer(f"{buffer.name}_rf", buffer.shape[:factor_axis] + (loop.extent,) + buffer.shape[factor_axis:],
+                         buffer.dtype, buffer.scope)
+    out_idx = tuple(substitute(i, spatial_map) for i in store.indices)
+    rf_idx = out_idx[:factor_axis] + (rf_var,) + out_idx[factor_axis:]
+    rf_name = T.unique_block_name(state, func_name, f"{name}_rf")
+    rf_reads = tuple(S.BufferRegion(r.buffer, tuple(substitute(x, rf_map) for x in r.region))
+                     for r in block.reads if r.buffer is not buffer)
+    rf_block = S.Block(
+        tuple(rf_ivs), rf_reads, (S.BufferRegion(rf_buffer, _points(rf_idx)),), rf_name,
+        S.BufferStore(rf_buffer, _combine(kind, E.BufferLoad(rf_buffer, rf_idx), substitute(rhs, rf_map), lhs_first), rf_idx),
+        init=S.BufferStore(rf_buffer, identity, rf_idx), annotations=block.annotations)
+    rf_realize = S.BlockRealize(tuple(rf_values), realize.predicate, rf_block)
+
+    # ---- the write-back block, after the nest ----
+    kept = [lp for lp in all_loops if lp.loop_var in spatial_vars or lp is loop]
+    new_loop_vars = {lp.loop_var: E.Var(lp.loop_var.name, lp.loop_var.dtype) for lp in kept}
+    wb_rf_var = E.Var(f"v{loop_var.name}", loop_var.dtype)
+    wb_ivs = [S.IterVar(E.Range(loop.min, loop.extent), wb_rf_var, S.IterType.COMM_REDUCE)]
+    wb_values: list[E.PrimExpr] = [new_loop_vars[loop_var]]
+    wb_map: dict[E.Var, E.PrimExpr] = {}
+    for iv, value in zip(block.iter_vars, realize.iter_values):
+        if iv.iter_type == S.IterType.DATA_PAR:
+            new = E.Var(iv.var.name, iv.var.dtype)
+            wb_map[iv.var] = new
+            wb_ivs.append(S.IterVar(iv.dom, new, iv.iter_type, iv.thread_tag))
+            wb_values.append(substitute(value, new_loop_vars))
+    wb_idx = tuple(substitute(i, wb_map) for i in store.indices)
+    wb_rf_idx = wb_idx[:factor_axis] + (wb_rf_var,) + wb_idx[factor_axis:]
+    kept_vars = {lp.loop_var for lp in kept}
+    wb_pred = _join_and([substitute(c, new_loop_vars) for c in _split_and(realize.predicate)
+                         if free_vars(c) <= kept_vars and not T.is_const_true(c)])
+    wb_block = S.Block(
+        tuple(wb_ivs), (S.BufferRegion(rf_buffer, _points(wb_rf_idx)),), (S.BufferRegion(buffer, _points(wb_idx)),),
+        name,
+        S.BufferStore(buffer, _combine(kind, E.BufferLoad(buffer, wb_idx), E.BufferLoad(rf_buffer, wb_rf_idx), True),
+                      wb_idx),
+        init=S.BufferStore(buffer, identity, wb_idx), annotations=block.annotations)
+    wb: S.Stmt = S.BlockRealize(tuple(wb_values), wb_pred, wb_block)
+    for lp in reversed(kept):
+        wb = _copy_loop(lp, new_loop_vars[lp.loop_var], wb)  # type: ignore[arg-type]
+
+    top = all_loops[0]
+    new_body = T.rebuild(scope_block.body, replace={realize: rf_realize}, post={top: T.insert_after(wb)})
+    new_scope = T.with_block(scope_block, body=new_body, alloc_buffers=scope_block.alloc_buffers + (rf_buffer,))
+    state.replace(func_name, scope_block, new_scope)
+    return rf_name
+
+
+def _points(indices: tuple[E.PrimExpr, ...]) -> tuple[E.Range, ...]:
+    return tuple(E.Range(i, E.IntImm(i.dtype if i.dtype.startswith("int") else "int32", 1)) for i in indices)

@@ -1,0 +1,24 @@
+"""msdb's SQL schema history: the Alembic environment (`env.py`) and migrations (`versions/`).
+
+The migrations are the only definition of how the schema came to be; `msdb.database.models`
+describes the head for queries, and a test checks that both agree. Alembic is configured in code
+(`msdb.database.migrate.alembic_config`), with `script_location` pointing at this package's
+folder, so no alembic.ini is needed.
+
+`REVISIONS` lists every revision id in order, oldest first, and `HEAD` is the last: opening a
+database compares its `alembic_version` with them without importing Alembic, which keeps
+opening fast; a test checks they match the scripts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+#: Every revision id, oldest first.
+REVISIONS: tuple[str, ...] = ("2841e53b42af",)
+
+#: The newest revision: what a database is upgraded to on open.
+HEAD: str = REVISIONS[-1]
+
+#: The folder holding env.py and versions/ (Alembic's script_location).
+SCRIPT_LOCATION: str = str(Path(__file__).resolve().parent)

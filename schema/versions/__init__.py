@@ -1,0 +1,1 @@
+"""Alembic migration scripts of msdb's schema, oldest first (file names are date-prefixed)."""
