@@ -19,11 +19,10 @@ ZOO_NAMES = json.loads((TVM_WORKLOADS / "zoo_index0_names.json").read_text())
 
 
 def _needs(module: str, attr: str):
-    """`module.attr`, or skip while the helper writing that module has not delivered it."""
-    mod = pytest.importorskip(module, reason=f"{module} not written yet")
-    if not hasattr(mod, attr):
-        pytest.skip(f"{module}.{attr} not written yet")
-    return getattr(mod, attr)
+    """`module.attr`, imported on first use."""
+    import importlib
+
+    return getattr(importlib.import_module(module), attr)
 
 
 def _from_script():
