@@ -278,7 +278,7 @@ def test_loop_forms_roundtrip() -> None:
     nest = S.For(E.Var("t"), i32(1), i32(4), S.ForKind.THREAD_BINDING, body, tb)
     nest = S.For(E.Var("s"), n, i32(4), S.ForKind.SERIAL, nest, annotations={"pragma": 1})
     nest = S.For(E.Var("r"), i32(2), n, S.ForKind.PARALLEL, nest)
-    nest = S.For(E.Var("u"), E.IntImm("int64", 0), E.IntImm("int64", 3), S.ForKind.UNROLLED, nest)
+    nest = S.For(E.Var("u", "int64"), E.IntImm("int64", 0), E.IntImm("int64", 3), S.ForKind.UNROLLED, nest)
     j = E.Var("j")
     nest = S.For(j, i32(0), i32(4), S.ForKind.SERIAL, S.For(E.Var("k"), i32(0), j + 1, S.ForKind.SERIAL, nest))
     params = (E.Var("A", "handle"), n)

@@ -121,7 +121,7 @@ def test_split_preserve_unit_iters() -> None:
     assert "vi = T.axis.spatial(16, i_0 * 16 + i_1 + i_2)" in binding_lines(sch.mod)
     sch.split(j, [1, 16, 1], preserve_unit_iters=False)
     # TVM drops the unit iterators everywhere under the split loop's scope
-    assert "vi, vj = T.axis.remap(\"SS\", [i_1, j_1])" in binding_lines(sch.mod)
+    assert 'vi, vj, vk = T.axis.remap("SSR", [i_1, j_1, k])' in binding_lines(sch.mod)
 
 
 def test_split_rejections_leave_schedule_unchanged_and_usable() -> None:

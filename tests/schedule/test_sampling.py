@@ -1,0 +1,188 @@
+"""Sampling: perfect tiles, categorical choices and compute locations, seeded and replayable."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from math import prod
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from msdb.errors import ScheduleError
+from msdb.schedule import ExprRV, LoopRV, Schedule
+from msdb.schedule import sampling
+
+from tests.schedule._loop_workloads import BATCH_MATMUL, CHAIN, MATMUL, assert_same_results, load
+
+
+# ---- the algorithms -----------------------------------------------------------------------
+
+
+def test_factorize_divisors_and_counts() -> None:
+    assert sampling.factorize(1) == ()
+    assert sampling.factorize(360) == ((2, 3), (3, 2), (5, 1))
+    assert sampling.factorize(2**31 - 1) == ((2**31 - 1, 1),)
+    assert sampling.divisors(12) == [1, 2, 3, 4, 6, 12]
+    # ordered factorizations of 12 into 2 factors: the 6 divisor pairs
+    assert sampling.count_tilings(12, 2) == 6
+    assert sampling.count_tilings(8, 3) == 10  # compositions of 3 into 3 parts
+    assert sampling.count_tilings(1, 4) == 1
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.integers(1, 4096), st.integers(1, 6), st.integers(-1, 64), st.integers(0, 2**31))
+def test_sampled_tiles_multiply_to_the_extent(extent: int, n: int, max_innermost: int, seed: int) -> None:
+    tile = sampling.sample_perfect_tile(random.Random(seed), extent, n, max_innermost)
+    assert len(tile) == n
+    assert prod(tile) == extent
+    assert all(t >= 1 for t in tile)
+    if n > 1 and max_innermost >= 1:
+        assert tile[-1] <= max_innermost
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(st.integers(1, 4096), st.lists(st.integers(1, 64), min_size=1, max_size=6))
+def test_repaired_decisions_multiply_to_the_extent(extent: int, decision: list[int]) -> None:
+    fixed = sampling.repair_perfect_tile(extent, decision)
+    assert len(fixed) == len(decision)
+    assert prod(fixed) == extent
+    if prod(decision) == extent:
+        assert fixed == decision
+
+
+def test_repair_follows_tvm() -> None:
+    # innermost factors that still divide are kept; the outermost absorbs the rest
+    assert sampling.repair_perfect_tile(128, [2, 1, 1, 64]) == [2, 1, 1, 64]
+    assert sampling.repair_perfect_tile(96, [2, 1, 1, 64]) == [96, 1, 1, 1]
+    assert sampling.repair_perfect_tile(96, [1, 3, 2, 16]) == [1, 3, 2, 16]
+    assert sampling.repair_perfect_tile(64, [1, 3, 2, 16]) == [2, 1, 2, 16]
+
+
+def test_perfect_tile_is_uniform_over_factorizations() -> None:
+    rng = random.Random(1234)
+    counts = Counter(tuple(sampling.sample_perfect_tile(rng, 12, 2, 16)) for _ in range(6000))
+    assert set(counts) == {(12, 1), (6, 2), (4, 3), (3, 4), (2, 6), (1, 12)}
+    assert all(800 < c < 1200 for c in counts.values()), counts
+    # with an innermost limit the remaining factorizations stay equally likely
+    counts = Counter(tuple(sampling.sample_perfect_tile(rng, 12, 2, 3)) for _ in range(3000))
+    assert set(counts) == {(12, 1), (6, 2), (4, 3)}
+    assert all(800 < c < 1200 for c in counts.values()), counts
+
+
+def test_categorical_is_weighted() -> None:
+    rng = random.Random(99)
+    counts = Counter(sampling.sample_categorical(rng, [0.1, 0.0, 0.9]) for _ in range(5000))
+    assert counts[1] == 0
+    assert 350 < counts[0] < 650 and 4350 < counts[2] < 4650
+    with pytest.raises(ValueError):
+        sampling.sample_categorical(rng, [0.0, 0.0])
+
+
+# ---- schedule-level sampling --------------------------------------------------------------
+
+
+def test_sample_perfect_tile_records_its_decision() -> None:
+    sch = Schedule(load(BATCH_MATMUL), seed=5)
+    _, i, j, k = sch.get_loops(sch.get_block("Z"))
+    rvs = sch.sample_perfect_tile(k, n=4, max_innermost_factor=2)
+    assert len(rvs) == 4 and all(isinstance(v, ExprRV) for v in rvs)
+    values = [sch.get(v) for v in rvs]
+    assert prod(values) == 12 and values[-1] <= 2
+    inst = sch.trace.insts[-1]
+    assert (inst.kind, inst.inputs, inst.attrs, inst.outputs) == ("SamplePerfectTile", (k,), (4, 2), tuple(rvs))
+    assert sch.trace.decisions[inst] == values
+
+
+def test_sample_perfect_tile_uses_and_repairs_a_given_decision() -> None:
+    sch = Schedule(load(BATCH_MATMUL), seed=5)
+    _, i, j, k = sch.get_loops(sch.get_block("Z"))
+    rvs = sch.sample_perfect_tile(k, n=3, decision=[2, 3, 2])
+    assert [sch.get(v) for v in rvs] == [2, 3, 2]
+    rvs = sch.sample_perfect_tile(k, n=3, decision=[1, 5, 4])  # 5 does not divide 12 / 4
+    assert [sch.get(v) for v in rvs] == [1, 3, 4]
+    assert sch.trace.decisions[sch.trace.insts[-1]] == [1, 3, 4]
+    before = sch.mod
+    with pytest.raises(ScheduleError, match="decision"):
+        sch.sample_perfect_tile(k, n=3, decision=[2, 6])
+    with pytest.raises(ScheduleError, match="decision"):
+        sch.sample_perfect_tile(k, n=2, decision=[0, 12])
+    assert sch.mod is before
+
+
+def test_same_seed_same_decisions() -> None:
+    def decisions(seed: int) -> list:
+        sch = Schedule(load(BATCH_MATMUL), seed=seed)
+        b, i, j, k = sch.get_loops(sch.get_block("Z"))
+        for loop in (i, j, k):
+            sch.split(loop, sch.sample_perfect_tile(loop, n=3, max_innermost_factor=4))
+        sch.sample_categorical([0, 16, 64, 512], [0.25, 0.25, 0.25, 0.25])
+        return [sch.trace.decisions[inst] for inst in sch.trace.insts if inst in sch.trace.decisions]
+
+    assert decisions(42) == decisions(42)
+    runs = {str(decisions(seed)) for seed in range(8)}
+    assert len(runs) > 1  # the seed matters
+
+
+def test_copy_forks_the_random_state() -> None:
+    sch = Schedule(load(BATCH_MATMUL), seed=11)
+    _, _, _, k = sch.get_loops(sch.get_block("Z"))
+    clone = sch.copy()
+    a = [sch.get(v) for v in sch.sample_perfect_tile(k, n=3)]
+    b = [clone.get(v) for v in clone.sample_perfect_tile(k, n=3)]
+    assert a == b  # same state, same draw
+    assert len(clone.trace.insts) == len(sch.trace.insts)
+
+
+def test_sample_categorical() -> None:
+    sch = Schedule(load(MATMUL), seed=1)
+    v = sch.sample_categorical([0, 16, 64, 512], [0.25, 0.25, 0.25, 0.25], decision=2)
+    assert sch.get(v) == 64
+    inst = sch.trace.insts[-1]
+    assert (inst.kind, inst.inputs, inst.attrs) == ("SampleCategorical", (), ([0, 16, 64, 512], [0.25, 0.25, 0.25, 0.25]))
+    assert sch.trace.decisions[inst] == 2
+    seen = {sch.get(sch.sample_categorical([1, 2, 3], [0.0, 1.0, 1.0])) for _ in range(40)}
+    assert seen == {2, 3}
+    with pytest.raises(ScheduleError, match="decision"):
+        sch.sample_categorical([1, 2], [0.5, 0.5], decision=2)
+    with pytest.raises(ScheduleError, match="probabilities"):
+        sch.sample_categorical([1, 2], [0.5])
+
+
+def _has_block_primitives() -> bool:
+    return hasattr(Schedule, "compute_at") and hasattr(Schedule, "compute_inline")
+
+
+@pytest.mark.skipif(not _has_block_primitives(), reason="needs compute_at/compute_inline")
+def test_sample_compute_location_candidates_and_decisions() -> None:
+    mod = load(CHAIN)
+    seen = set()
+    for seed in range(30):
+        sch = Schedule(mod, seed=seed)
+        loc = sch.sample_compute_location(sch.get_block("B"))
+        assert isinstance(loc, LoopRV)
+        seen.add(sch.trace.decisions[sch.trace.insts[-1]])
+    # inline, root, and both loops of the consumer C
+    assert seen == {-2, -1, 0, 1}
+    sch = Schedule(mod, seed=0)
+    block_b = sch.get_block("B")
+    loc = sch.sample_compute_location(block_b, decision=1)
+    assert sch.trace.decisions[sch.trace.insts[-1]] == 1
+    target = sch.get(loc)
+    assert target.loop_var.name == "j"
+    sch.compute_at(block_b, loc)
+    assert_same_results(mod, sch.mod)
+    # "root" is a no-op location for compute_at; a stale decision falls back to a candidate
+    sch = Schedule(mod, seed=0)
+    block_b = sch.get_block("B")
+    loc = sch.sample_compute_location(block_b, decision=-1)
+    sch.compute_at(block_b, loc)
+    assert sch.trace.decisions[sch.trace.insts[-2]] == -1
+    sch = Schedule(mod, seed=0)
+    sch.sample_compute_location(sch.get_block("B"), decision=7)
+    assert sch.trace.decisions[sch.trace.insts[-1]] == 1
+    # the block with no consumer can only stay where it is
+    sch = Schedule(mod, seed=0)
+    sch.sample_compute_location(sch.get_block("C"))
+    assert sch.trace.decisions[sch.trace.insts[-1]] == -1
