@@ -65,8 +65,8 @@ class PrimExpr:
         return FloorMod(*_binary_operands(other, self))
 
     def __neg__(self) -> PrimExpr:
-        zero = make_const(0, self.dtype)
-        return Sub(zero, self)
+        # TVM's Python `-x` builds `x * -1`; matching it keeps TE bodies structurally equal to TVM's.
+        return Mul(self, make_const(-1, self.dtype))
 
     def __lt__(self, other: ExprLike) -> PrimExpr:
         return LT(*_binary_operands(self, other))

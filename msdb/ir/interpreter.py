@@ -1120,8 +1120,10 @@ class _Codegen(_VectorCodegen):
         return f"_t{self._counter}"
 
     def global_obj(self, hint: str, obj: Any) -> str:
-        name = f"_{hint}_{self._counter}"
+        """Bind `obj` to a fresh module-level name of the generated code (the counter makes it
+        distinct from every local, whatever the IR's variable names are)."""
         self._counter += 1
+        name = f"_g{self._counter}_{hint}"
         self.ns[name] = obj
         return name
 

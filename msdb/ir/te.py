@@ -289,6 +289,10 @@ def reduce_axis(dom: Any, name: str = "rv") -> TEIterVar:
         if len(dom) != 2:
             raise TEError(f"reduce_axis domain must be (lo, hi) or an extent, got {dom!r}")
         lo, hi = E.convert(dom[0]), E.convert(dom[1])
+        if lo.dtype != hi.dtype:  # an int literal takes the other bound's (wider) integer type
+            wide = lo.dtype if bits(lo.dtype) >= bits(hi.dtype) else hi.dtype
+            lo = E.make_const(lo.value, wide) if isinstance(lo, E.IntImm) else lo
+            hi = E.make_const(hi.value, wide) if isinstance(hi, E.IntImm) else hi
         rng = E.Range(lo, simplify(hi - lo))
     else:
         extent = E.convert(dom)
@@ -733,8 +737,19 @@ def _annotation_value(value: Any, buffers: dict[int, E.Buffer]) -> Any:
 # `scale * ((index % upper) // lower)` plus a constant, like terms merged, terms stably sorted by
 # scale, then lower factor, then upper factor (all descending), and printed back as positive
 # terms, the constant if positive, then the negative terms subtracted and the constant if
-# negative. Comparisons are turned into `<`/`<=`/`==`/`!=` with constants moved to one side.
-# Float arithmetic gets only constant folding and the x+0 / x*1 identities, like TVM.
+# negative. Floor division and modulo by positive constants split off divisible terms
+# (`(h*4 + r) // 4` -> `r // 4 + h`) and nest (`c // 4 % 8` -> `c % 32 // 4`). Comparisons are
+# turned into `<`/`<=`/`==`/`!=`; against a constant the constant moves to one side and a common
+# factor is divided out, and comparisons decided by the range of floormod terms fold to a
+# constant. Float arithmetic gets only constant folding and the x+0 / x*1 identities, like TVM.
+#
+# Scope: this reproduces TVM on the zoo, on the expressions topi-style operators write (conv,
+# pool, pad, dilation, reshape, transpose, slicing index arithmetic; padding and stride-phase
+# conditions) and on the pinned cases in tests/ir/test_te.py. TVM's rewrite simplifier has many
+# more rules; on unusual integer expressions (negative divisors, mixed-sign comparisons with
+# variables on both sides, bound-driven rewrites such as `(r * 3) % 2` -> `r % 2`) the result can
+# differ from TVM's in form (never in value). Note also that Python `-x` on msdb nodes builds
+# `0 - x` while TVM's builds `x * -1`; write `x * -1` where the exact form matters.
 
 
 _INF = None  # upper factor of an unbounded term

@@ -50,7 +50,16 @@ def decompose_reduction(state: ScheduleState, func_name: str, block_name: str, l
         raise ScheduleError(f"{where}: the block is not a reduction block (it has no init)")
     if any(iv.iter_type not in (S.IterType.DATA_PAR, S.IterType.COMM_REDUCE) for iv in block.iter_vars):
         raise ScheduleError(f"{where}: the block has iter vars that are neither spatial nor reduction")
-    loops = block_loops[[i for i, lp in enumerate(block_loops) if lp is loop][0]:]
+    position = next(i for i, lp in enumerate(block_loops) if lp is loop)
+    loops = block_loops[position:]
+    reduce_uses: set[E.Var] = set()
+    for iv, value in zip(block.iter_vars, realize.iter_values):
+        if iv.iter_type == S.IterType.COMM_REDUCE:
+            reduce_uses |= free_vars(value)
+    higher = [lp.loop_var.name for lp in block_loops[:position] if lp.loop_var in reduce_uses]
+    if higher:
+        raise ScheduleError(f"{where}: the loop must be above every loop the reduction iter vars use, but "
+                            f"{higher} enclose it; the init would run once per iteration of them")
 
     # Init block: the spatial iter vars only, same bindings.
     var_map: dict[E.Var, E.PrimExpr] = {}

@@ -224,13 +224,14 @@ class _BindingRewriter(IRMutator):
     def visit_BlockRealize(self, node: S.BlockRealize) -> S.Stmt:
         values = self._exprs(node.iter_values)
         pred = self.visit(node.predicate)
-        if self.block_depth == 0 and node.block.iter_vars:
-            simplified = tuple(self.analyzer.simplify(v) for v in values)
-            if any(a is not b for a, b in zip(simplified, values)):
-                values = simplified
-            self.block_depth += 1
-            block = self.visit(node.block)
-            self.block_depth -= 1
+        if node.block.iter_vars:
+            if self.block_depth == 0:
+                simplified = tuple(self.analyzer.simplify(v) for v in values)
+                if any(a is not b for a, b in zip(simplified, values)):
+                    values = simplified
+            # A block with iter vars is isolated (TVM's well-formedness rule): nothing inside
+            # it uses a loop variable from outside, so its body needs no substitution.
+            block = node.block
         else:
             # opaque blocks (no iter vars) are transparent: their inner blocks are simplified too
             block = self.visit(node.block)

@@ -615,6 +615,9 @@ def test_calls() -> None:
     assert isinstance(e, E.Max)
     e = expr_of("T.call_intrin(\"float32\", \"tir.round\", A[vi])", "float32")
     assert e.op == "round"
+    # TVM <= 0.8 printed intrinsics with a dtype keyword
+    e = expr_of("T.exp(A[vi], dtype=\"float32\") + T.if_then_else(vi < 1, A[vi], T.float32(0), dtype=\"float32\")", "float32")
+    assert e.a.op == "exp" and e.b.op == "if_then_else"
 
 
 def test_augmented_assignment() -> None:

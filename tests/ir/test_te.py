@@ -114,6 +114,22 @@ def test_reduce_axis_takes_a_range_or_an_extent():
     assert k2.name == "rv" and k2.var is k2 and k2.iter_type == S.IterType.COMM_REDUCE
 
 
+def test_symbolic_and_64_bit_extents_give_matching_loop_types():
+    n = te.var("n")
+    a = te.placeholder((n, 4), name="A")
+    b = te.compute((n, 4), lambda i, j: a[i, j] * 2.0, name="B")
+    f = te.create_prim_func([a, b])
+    (nest,) = loops(f)
+    assert nest[0].extent is n and nest[0].loop_var.dtype == "int32"
+    big = te.placeholder((2**31 + 2,), name="big")
+    k = te.reduce_axis((0, 2**31 + 2), name="k")
+    total = te.compute((1,), lambda i: te.sum(big[k], axis=k), name="total")
+    (_, k_loop), = loops(te.create_prim_func([big, total]))
+    assert (k_loop.loop_var.dtype, k_loop.min.dtype, k_loop.extent.dtype) == ("int64", "int64", "int64")
+    (block,) = blocks(te.create_prim_func([big, total]))
+    assert [iv.var.dtype for iv in block.iter_vars] == ["int32", "int64"]
+
+
 # ---------------------------------------------------------------------------------------------
 # Lowering
 # ---------------------------------------------------------------------------------------------

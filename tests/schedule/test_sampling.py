@@ -53,11 +53,12 @@ def test_repaired_decisions_multiply_to_the_extent(extent: int, decision: list[i
 
 
 def test_repair_follows_tvm() -> None:
-    # innermost factors that still divide are kept; the outermost absorbs the rest
+    # from the innermost factor out: one that no longer divides what is left takes all of it
+    # (TVM's "trivial default solution (1, ..., 1, L)"); the outermost takes the rest
     assert sampling.repair_perfect_tile(128, [2, 1, 1, 64]) == [2, 1, 1, 64]
-    assert sampling.repair_perfect_tile(96, [2, 1, 1, 64]) == [96, 1, 1, 1]
+    assert sampling.repair_perfect_tile(96, [2, 1, 1, 64]) == [1, 1, 1, 96]
     assert sampling.repair_perfect_tile(96, [1, 3, 2, 16]) == [1, 3, 2, 16]
-    assert sampling.repair_perfect_tile(64, [1, 3, 2, 16]) == [2, 1, 2, 16]
+    assert sampling.repair_perfect_tile(64, [1, 3, 2, 16]) == [1, 2, 2, 16]
 
 
 def test_perfect_tile_is_uniform_over_factorizations() -> None:

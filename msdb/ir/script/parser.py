@@ -342,8 +342,7 @@ class _FunctionParser:
             attrs["global_symbol"] = self.name
         if s_tir is not None:
             attrs["s_tir"] = s_tir
-        ordered = [p for p in params]
-        return PrimFunc(tuple(ordered), buffer_map, body, attrs)
+        return PrimFunc(tuple(params), buffer_map, body, attrs)
 
     def _decorator(self, node: ast.FunctionDef) -> tuple[bool, bool | None]:
         private, s_tir = False, None
@@ -460,7 +459,7 @@ class _FunctionParser:
         for i, node in enumerate(nodes):
             if isinstance(node, (ast.Assign, ast.AnnAssign)) and self._is_let(node):
                 var, value = self._let(node)
-                self.scopes.append({var.name if not isinstance(node, ast.AnnAssign) else node.target.id: var})
+                self.scopes.append({var.name: var})
                 try:
                     rest = self.block_body(nodes[i + 1:], **ctx)
                 finally:
@@ -1395,8 +1394,7 @@ class _FunctionParser:
                 return self._binop_fn(_FOLDING_FUNCS[name], a, b, node)
             if name in _RAW_CTORS:
                 a, b = self._args(node, 2, f"T.{name}")
-                x, y = self._operands(a, b, node)
-                return _RAW_CTORS[name](x, y)
+                return ops.raw(_RAW_CTORS[name], *self._operands(a, b, node))
             if name in _STATEMENT_ONLY:
                 self.err(node, f"T.{name} is a statement, not an expression")
             self.err(func, f"unknown TVMScript function T.{name}")
@@ -1413,6 +1411,16 @@ class _FunctionParser:
             self.err(node, f"{what} takes {n} argument(s), got {len(node.args) + len(node.keywords)}")
         return [self.value(a) for a in node.args]
 
+    def _args_dtype(self, node: ast.Call, n: int, what: str) -> tuple[list[Any], str | None]:
+        """Arguments of an intrinsic call that TVM <= 0.8 printed with a `dtype=` keyword."""
+        keywords = [kw for kw in node.keywords if kw.arg != "dtype"]
+        if len(node.args) != n or keywords:
+            self.err(node, f"{what} takes {n} argument(s), got {len(node.args) + len(keywords)}")
+        dtype = None
+        for kw in node.keywords:
+            dtype = self._dtype_of(self.value(kw.value), kw.value)
+        return [self.value(a) for a in node.args], dtype
+
     def _as_expr(self, value: Any, node: ast.AST) -> E.PrimExpr:
         if isinstance(value, E.PrimExpr):
             return value
@@ -1421,14 +1429,14 @@ class _FunctionParser:
         self.err(node, f"expected an expression, got {_describe(value)}")
 
     def _math1(self, name: str, node: ast.Call) -> E.PrimExpr:
-        (x,) = self._args(node, 1, f"T.{name}")
+        (x,), dtype = self._args_dtype(node, 1, f"T.{name}")
         x = self._as_expr(x, node.args[0])
-        return E.Call("bool" if name in _UNARY_PRED else x.dtype, name, (x,))
+        return E.Call(dtype or ("bool" if name in _UNARY_PRED else x.dtype), name, (x,))
 
     def _math2(self, name: str, node: ast.Call) -> E.PrimExpr:
-        a, b = self._args(node, 2, f"T.{name}")
+        (a, b), dtype = self._args_dtype(node, 2, f"T.{name}")
         x, y = ops.match_types(*self._operands(a, b, node))
-        return E.Call(x.dtype, name, (x, y))
+        return E.Call(dtype or x.dtype, name, (x, y))
 
     def _dtype_ctor(self, dtype: str, node: ast.Call) -> Any:
         if not node.args:
@@ -1496,12 +1504,12 @@ def _bool_arg(p: _FunctionParser, value: Any, node: ast.AST, what: str) -> E.Pri
 
 
 def _t_if_then_else(p: _FunctionParser, node: ast.Call) -> E.PrimExpr:
-    cond, a, b = p._args(node, 3, "T.if_then_else")
+    (cond, a, b), dtype = p._args_dtype(node, 3, "T.if_then_else")
     cond = _bool_arg(p, cond, node.args[0], "T.if_then_else")
     x, y = ops.match_types(*p._operands(a, b, node))
     if isinstance(cond, E.IntImm):
         return x if cond.value else y
-    return E.Call(x.dtype, "if_then_else", (cond, x, y))
+    return E.Call(dtype or x.dtype, "if_then_else", (cond, x, y))
 
 
 def _t_select(p: _FunctionParser, node: ast.Call) -> E.PrimExpr:

@@ -639,7 +639,7 @@ class _FuncPrinter:
         if op == "bitwise_not" and n == 1 and args[0].dtype == dtype and not _bare(args[0]):
             return f"~{self.expr_p(args[0], _P_UNARY)}", _P_UNARY
         if op in ("call_extern", "call_pure_extern") and n >= 1 and isinstance(args[0], E.StringImm):
-            rest = "".join(", " + self.typed_literal(a) for a in args[1:])
+            rest = "".join(", " + self._intrin_arg(a) for a in args[1:])
             return f'T.{op}("{dtype}", {json.dumps(args[0].value)}{rest})', _P_ATOM
         rest = "".join(", " + self._intrin_arg(a) for a in args)
         return f'T.call_intrin("{dtype}", {json.dumps("tir." + op)}{rest})', _P_ATOM
@@ -647,7 +647,7 @@ class _FuncPrinter:
     def _intrin_arg(self, arg: E.PrimExpr) -> str:
         # call_intrin arguments have no partner to take a dtype from: int32/bool literals are
         # read back as int32/bool, others need their dtype spelled out (typed_literal does).
-        return self.typed_literal(arg) if isinstance(arg, E.IntImm) and arg.dtype != "int32" else self.expr(arg)
+        return self.typed_literal(arg) if isinstance(arg, E.IntImm) and not _bare(arg) else self.expr(arg)
 
 
 _EXPR_DISPATCH = {

@@ -221,7 +221,36 @@ def conv_ms_chain(sch):
     sch.decompose_reduction(conv, sch.get_loops(conv)[6])
 
 
+def mmrelu_compute_at_reduction_producer(sch):
+    d = sch.get_sblock("D")
+    i, j = sch.get_loops(d)
+    sch.compute_at(sch.get_sblock("C"), j)
+
+
+def chain_cache_read_for_one_consumer(sch):
+    d = sch.get_sblock("D")
+    sch.cache_read(d, 0, "local", [d])
+    (i,) = sch.get_loops(d)
+    i0, i1 = sch.split(i, [2, 4])
+    sch.compute_at(sch.get_sblock("C_local"), i0)
+
+
+def err_reverse_compute_at_window_access(sch):
+    c = sch.get_sblock("C")
+    (i,) = sch.get_loops(c)
+    i0, i1 = sch.split(i, [5, 2])
+    sch.reverse_compute_at(sch.get_sblock("D"), i0, index=-2)
+
+
 # ---- illegal uses ----
+
+
+def err_decompose_below_reduction_loop(sch):
+    c = sch.get_sblock("C")
+    i, j, k = sch.get_loops(c)
+    k0, k1 = sch.split(k, [4, 4])
+    sch.reorder(i, k0, j, k1)
+    sch.decompose_reduction(c, j)
 
 
 def err_inline_reduction(sch):
@@ -300,6 +329,10 @@ SCENARIOS = {
     "conv_pad_compute_at_tile": ("conv", conv_pad_compute_at_tile),
     "conv_pad_compute_at_reduction_loop": ("conv", conv_pad_compute_at_reduction_loop),
     "conv_ms_chain": ("conv", conv_ms_chain),
+    "mmrelu_compute_at_reduction_producer": ("mmrelu", mmrelu_compute_at_reduction_producer),
+    "chain_cache_read_for_one_consumer": ("chain", chain_cache_read_for_one_consumer),
+    "err_reverse_compute_at_window_access": ("chain", err_reverse_compute_at_window_access),
+    "err_decompose_below_reduction_loop": ("mm", err_decompose_below_reduction_loop),
     "err_inline_reduction": ("mm", err_inline_reduction),
     "err_compute_at_consumer_outside": ("chain", err_compute_at_consumer_outside),
     "err_reverse_compute_at_producer_outside": ("chain", err_reverse_compute_at_producer_outside),
