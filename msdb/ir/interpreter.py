@@ -1097,7 +1097,6 @@ class _Codegen(_VectorCodegen):
             "_region": _rt_region,
             "_elem_offset": _rt_elem_offset,
             "_bf16": _bf16,
-            "_isfinite": math.isfinite,
             "_unique_lanes": _rt_unique_lanes,
             "_disjoint": _rt_disjoint,
             "_vbounds": _rt_vbounds,

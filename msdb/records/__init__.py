@@ -13,10 +13,11 @@ from __future__ import annotations
 from msdb.records.record import FAILED_RUN_SECS, ArgInfo, RecordFormatError, TuningRecord
 from msdb.records.target import MatchKey, Target, TargetError
 from msdb.records.workload import (
-    HASH_MODES, Workload, WorkloadPayloadError, decode_workload_payload, encode_workload_payload,
+    HASH_MODES, UnknownModuleEquality, Workload, WorkloadPayloadError, decode_workload_payload,
+    encode_workload_payload,
 )
 
 __all__ = [
     "ArgInfo", "FAILED_RUN_SECS", "HASH_MODES", "MatchKey", "RecordFormatError", "Target", "TargetError",
-    "TuningRecord", "Workload", "WorkloadPayloadError", "decode_workload_payload", "encode_workload_payload",
+    "TuningRecord", "UnknownModuleEquality", "Workload", "WorkloadPayloadError", "decode_workload_payload", "encode_workload_payload",
 ]

@@ -29,7 +29,7 @@ from typing import Any, Callable
 from msdb.errors import MsdbError
 from msdb.ir.function import IRModule, PrimFunc
 
-__all__ = ["Workload", "WorkloadPayloadError", "encode_workload_payload", "decode_workload_payload", "HASH_MODES"]
+__all__ = ["Workload", "WorkloadPayloadError", "UnknownModuleEquality", "encode_workload_payload", "decode_workload_payload", "HASH_MODES"]
 
 logger = logging.getLogger(__name__)
 
@@ -48,12 +48,16 @@ class WorkloadPayloadError(MsdbError):
     """A workload payload (base64 in a TVM log) that msdb cannot decode."""
 
 
+class UnknownModuleEquality(MsdbError, ValueError):
+    """A module equality (hash mode) msdb does not know."""
+
+
 def canonical_mode(mode: str) -> str:
-    """"ignore-ndarray" -> "ignore-tensor"; ValueError naming the valid modes if unknown."""
+    """"ignore-ndarray" -> "ignore-tensor"; `UnknownModuleEquality` naming the valid modes."""
     mode = _MODE_ALIASES.get(mode, mode)
     if mode not in HASH_MODES:
         valid = ", ".join(repr(m) for m in HASH_MODES + tuple(_MODE_ALIASES))
-        raise ValueError(f"unknown module equality {mode!r}; valid: {valid}")
+        raise UnknownModuleEquality(f"unknown module equality {mode!r}; valid: {valid}")
     return mode
 
 

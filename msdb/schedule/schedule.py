@@ -1,8 +1,10 @@
 """`Schedule`: TVM's scheduling primitives over msdb's IR, each recorded into a trace.
 
-Core only in this file: the symbol table of random variables, the trace being recorded, seeding,
-copying, and the internal helpers every primitive uses. Loop primitives, sampling and block
-primitives are added by the sections below and by mixins (`BlockPrimitives`).
+This file holds the core (the symbol table of random variables, the trace being recorded,
+seeding, copying, the internal helpers every primitive uses) and, below it, the getters, the
+loop primitives and the sampling primitives. Block primitives come from the `BlockPrimitives`
+mixin; the integer simplification the loop primitives rely on is `msdb.ir.arith`, the sampling
+distributions are `msdb.schedule.sampling`.
 
 Internal API for primitive implementations (stable; mixins rely on it):
 - `self._state`: `ScheduleState` (module + index); `self._func_name`: function worked on.
@@ -47,7 +49,6 @@ from msdb.schedule.block_primitives import BlockPrimitives
 from msdb.schedule.instruction import Instruction
 from msdb.schedule.rv import RV, BlockRV, ExprRV, LoopRV
 from msdb.schedule.state import ScheduleState
-
 
 logger = logging.getLogger(__name__)
 
@@ -199,7 +200,6 @@ class _BindingRewriter(IRMutator):
         self.vmap = vmap
         self.analyzer = analyzer
         self.drop_unit_iters = drop_unit_iters
-        self.block_depth = 0
 
     def visit_Var(self, node: E.Var) -> E.PrimExpr:
         return self.vmap.get(node, node)
@@ -212,11 +212,9 @@ class _BindingRewriter(IRMutator):
 
     def visit_For(self, node: S.For) -> S.Stmt:
         lo, ext = self.visit(node.min), self.visit(node.extent)
-        if self.block_depth == 0:
-            self.enter_loop(node.loop_var, lo, ext)
+        self.enter_loop(node.loop_var, lo, ext)
         body = self.visit(node.body)
-        if self.block_depth == 0:
-            self.analyzer.unbind(node.loop_var)
+        self.analyzer.unbind(node.loop_var)
         if lo is node.min and ext is node.extent and body is node.body:
             return node
         return S.For(node.loop_var, lo, ext, node.kind, body, node.thread_binding, node.annotations)
@@ -225,10 +223,9 @@ class _BindingRewriter(IRMutator):
         values = self._exprs(node.iter_values)
         pred = self.visit(node.predicate)
         if node.block.iter_vars:
-            if self.block_depth == 0:
-                simplified = tuple(self.analyzer.simplify(v) for v in values)
-                if any(a is not b for a, b in zip(simplified, values)):
-                    values = simplified
+            simplified = tuple(self.analyzer.simplify(v) for v in values)
+            if any(a is not b for a, b in zip(simplified, values)):
+                values = simplified
             # A block with iter vars is isolated (TVM's well-formedness rule): nothing inside
             # it uses a loop variable from outside, so its body needs no substitution.
             block = node.block
@@ -364,11 +361,13 @@ class Schedule(BlockPrimitives):
         return self._rng.randrange(1, 2**31)
 
     def get(self, rv: RV | int) -> Any:
-        """What an RV stands for now: a Block, a For, or an int (for an ExprRV)."""
+        """What an RV stands for now: a Block, a For (or the "root"/"inline" mark of a sampled
+        compute location), or an int (for an ExprRV)."""
         if isinstance(rv, BlockRV):
             return self._block(rv)
         if isinstance(rv, LoopRV):
-            return self._loop(rv)
+            target = self._loop_target(rv)
+            return target if isinstance(target, str) else self._loop(rv)  # "root"/"inline" marks
         if isinstance(rv, ExprRV):
             return self._value(rv)
         if isinstance(rv, int):
@@ -395,7 +394,7 @@ class Schedule(BlockPrimitives):
         return self._state.block(self._func_name, self._block_name(rv))
 
     def _loop(self, rv: LoopRV) -> S.For:
-        return self._state.loop(self._func_name, self._lookup(rv, LoopRV))
+        return self._for(rv)
 
     def _value(self, rv: ExprRV | int | E.IntImm) -> int:
         if isinstance(rv, int):
@@ -450,8 +449,8 @@ class Schedule(BlockPrimitives):
         return self._lookup(rv, LoopRV)
 
     def _loop_mark(self, rv: LoopRV) -> str | None:
-        """"root" or "inline" when `rv` came from sample_compute_location's non-loop choices,
-        else None (compute_at treats "root" as a no-op and "inline" as compute_inline)."""
+        """The mark ("root" or "inline") when `rv` came from sample_compute_location's non-loop
+        choices, else None (compute_at treats "root" as a no-op and "inline" as compute_inline)."""
         target = self._loop_target(rv)
         return target if isinstance(target, str) else None
 
@@ -512,7 +511,7 @@ class Schedule(BlockPrimitives):
         try:
             action()
             return True
-        except (ScheduleError, AttributeError, NotImplementedError):
+        except ScheduleError:
             return False
         finally:
             state, symbols, n_insts, decisions, rng_state, func_name = saved
@@ -707,6 +706,8 @@ class Schedule(BlockPrimitives):
             for var, factor in zip(new_vars, final):
                 subst = var if subst is None else _fold_add(_fold_mul(subst, factor), var)
             assert subst is not None
+            if dtype != old.loop_var.dtype:  # wider factors: uses of the old var keep its dtype
+                subst = E.Cast(old.loop_var.dtype, subst)
             outer = self._outer_loops(old)
             body = old.body
             check = Analyzer()
@@ -783,9 +784,12 @@ class Schedule(BlockPrimitives):
                 vmap[fors[0].loop_var] = _int_const(0, dtype)
             else:
                 vmap[fors[0].loop_var] = fused if _is_one(lower) else E.FloorDiv(fused, lower, dtype)
+            for loop in fors:
+                if loop.loop_var.dtype != dtype:
+                    vmap[loop.loop_var] = E.Cast(loop.loop_var.dtype, vmap[loop.loop_var])
             extent: E.PrimExpr = _int_const(1, dtype)
             for loop in fors:
-                extent = _fold_mul(extent, loop.extent)
+                extent = _fold_mul(extent, loop.extent if loop.extent.dtype == dtype else E.Cast(dtype, loop.extent))
             extent = simplify(extent)
             outer = self._outer_loops(fors[0])
             body = self._rewrite_loop_body(fors[-1].body, outer, vmap, [(fused, _int_const(0, dtype), extent)],
@@ -1065,7 +1069,7 @@ class Schedule(BlockPrimitives):
                 except ValueError as exc:
                     raise ScheduleError(f"sample_categorical: {exc}") from None
             rv = self._new_expr_rv(cands[index])
-            self._record("SampleCategorical", [], [list(candidates), list(probs)], [rv], decision=index)
+            self._record("SampleCategorical", [], [cands, weights], [rv], decision=index)
             return rv
 
     def sample_compute_location(self, block: BlockRV, decision: int | None = None) -> LoopRV:
@@ -1097,13 +1101,15 @@ class Schedule(BlockPrimitives):
         name = self._block_name(block_rv)
         indices: list[int] = []
         targets: list[Any] = []
-        if self._probe(lambda: self.compute_inline(block_rv)):  # type: ignore[attr-defined]
+        # Without the block-primitive mixin nothing can be inlined or moved: only "root" remains.
+        can_move = hasattr(self, "compute_inline") and hasattr(self, "compute_at")
+        if can_move and self._probe(lambda: self.compute_inline(block_rv)):  # type: ignore[attr-defined]
             indices.append(-2)
             targets.append(INLINE_MARK)
         indices.append(-1)
         targets.append(ROOT_MARK)
         consumers = self._consumers_of(name)
-        if not consumers:
+        if not consumers or not can_move:
             return indices, targets
         consumer_blocks = [self._state.block(self._func_name, c) for c in consumers]
         if len(consumer_blocks) == 1:

@@ -15,6 +15,8 @@ from msdb.errors import MsdbError
 from msdb.ir import expr as E
 from msdb.ir import stmt as S
 from msdb.ir.function import IRModule, PrimFunc
+from msdb.ir.functor import substitute
+from msdb.ir import interpreter as interpreter_module
 from msdb.ir.interpreter import InterpreterError, compile_func, interpret
 
 # ---------------------------------------------------------------------------------------------
@@ -721,7 +723,7 @@ def run_both(f, *arrays, expect_vector: bool | None = True):
     try:
         compiled(*vector)
     finally:
-        compile_func.__globals__["_cache"].clear()  # the wrappers must not leak into other tests
+        interpreter_module._cache.clear()  # the wrappers must not leak into other tests
     for s, v in zip(scalar, vector):
         assert s.dtype == v.dtype
         np.testing.assert_array_equal(v, s)
@@ -788,10 +790,11 @@ def test_vectorized_integer_semantics():
         ("int32", lambda v, x, y: E.Max(x[v], y[v]) - E.Min(x[v] * c(65536), y[v]), ("int32", "int32")),
         ("uint8", lambda v, x, y: x[v] - y[v], ("uint8", "uint8")),
         ("int64", lambda v, x, y: x[v] * y[v] * c(3, "int64"), ("int64", "int64")),
+        ("bool", lambda v, x, y: (x[v] > c(0)) & E.Not(y[v].equal(c(3))), ("int32", "int32")),
     ]
     for out_dtype, fn_, ins in cases:
         f = elementwise(out_dtype, 64, fn_, ins)
-        args = [rand((64,), dt, seed=k) for k, dt in enumerate(ins)]
+        args = [rand((64,), dt, seed=k) % 7 if out_dtype == "bool" else rand((64,), dt, seed=k) for k, dt in enumerate(ins)]
         run_both(f, *args, np.zeros(64, out_dtype))
 
 
@@ -873,7 +876,7 @@ def test_vectorized_integer_expressions_match_python_reference(data, dtype):
     vi, vj = E.Var("vi", dtype), E.Var("vj", dtype)
     iters = [S.IterVar(E.Range(c(0, dtype), c(n, dtype)), v, S.IterType.DATA_PAR) for v, n in ((vi, ni), (vj, nj))]
     body = S.BlockRealize((i, j), TRUE, S.Block(tuple(iters), (), (), "out",
-                          S.BufferStore(out, functor_substitute(expr, {i: vi, j: vj}), (E.Cast("int32", vi), E.Cast("int32", vj)))))
+                          S.BufferStore(out, substitute(expr, {i: vi, j: vj}), (E.Cast("int32", vi), E.Cast("int32", vj)))))
     f = func([out], S.For(i, c(0, dtype), c(ni, dtype), S.ForKind.SERIAL,
                           S.For(j, c(0, dtype), c(nj, dtype), S.ForKind.SERIAL, body)))
     result = run_both(f, np.zeros((ni, nj), dtype), expect_vector=None)[0]
@@ -881,10 +884,6 @@ def test_vectorized_integer_expressions_match_python_reference(data, dtype):
     np.testing.assert_array_equal(result, np.array(expected, dtype))
 
 
-def functor_substitute(expr, mapping):
-    from msdb.ir.functor import substitute
-
-    return substitute(expr, mapping)
 
 
 # ---------------------------------------------------------------------------------------------

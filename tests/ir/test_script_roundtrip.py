@@ -242,8 +242,8 @@ def test_buffer_options_roundtrip() -> None:
     wide = E.Buffer("W", (E.IntImm("int64", 4),), "int8")
     f = func_of(S.Evaluate(i32(0)), sym, strided, wide)
     text = to_script(f)
-    assert "S_1: T.handle" not in text and "n = T.int32()" in text
-    assert "S = T.match_buffer(S_1, (n, 4), \"float32\")" in text or "= T.match_buffer(" in text
+    assert "def main(S_handle: T.handle, B: T.Buffer(" in text and "n = T.int32()" in text
+    assert 'S = T.match_buffer(S_handle, (n, 4), "float32")' in text
     assert 'strides=(2,), elem_offset=3, scope="shared", align=16, offset_factor=4' in text
     assert "T.Buffer((T.int64(4),), \"int8\")" in text
     roundtrip(f)

@@ -67,12 +67,40 @@ def shared_input(n: int = 8) -> IRModule:
     return IRModule.from_func(te.create_prim_func([a, c]))
 
 
-def window(n: int = 10) -> IRModule:
-    """B = A + 1; C[i] = B[i] + B[i + 1]: a consumer reading a window of its producer."""
+def two_consumers(n: int = 8) -> IRModule:
+    """B = A * 2; C = B + 1; D = C + B: B has two consumers."""
     a = te.placeholder((n,), name="A")
-    b = te.compute((n,), lambda i: a[i] + te.const(1.0, "float32"), name="B")
-    c = te.compute((n - 1,), lambda i: b[i] + b[i + 1], name="C")
-    return IRModule.from_func(te.create_prim_func([a, c]))
+    b = te.compute((n,), lambda i: a[i] * te.const(2.0, "float32"), name="B")
+    c = te.compute((n,), lambda i: b[i] + te.const(1.0, "float32"), name="C")
+    d = te.compute((n,), lambda i: c[i] + b[i], name="D")
+    return IRModule.from_func(te.create_prim_func([a, d]))
+
+
+WINDOW_SCRIPT = """
+@T.prim_func
+def main(A: T.Buffer((10,), "float32"), C: T.Buffer((9,), "float32")):
+    B = T.alloc_buffer((10,))
+    for i in range(10):
+        with T.block("B"):
+            v_i = T.axis.spatial(10, i)
+            T.reads(A[v_i])
+            T.writes(B[v_i])
+            B[v_i] = A[v_i] + T.float32(1.0)
+    for i in range(9):
+        with T.block("C"):
+            v_i = T.axis.spatial(9, i)
+            T.reads(B[v_i:v_i + 2])
+            T.writes(C[v_i])
+            C[v_i] = B[v_i] + B[v_i + 1]
+"""
+
+
+def window() -> IRModule:
+    """B = A + 1; C[i] = B[i] + B[i + 1]: a consumer reading a window of its producer (written
+    as TVMScript so the read region is TVM's `B[v_i:v_i + 2]`)."""
+    from msdb.ir import from_script
+
+    return from_script(WINDOW_SCRIPT)
 
 
 def small_conv() -> IRModule:
@@ -141,14 +169,14 @@ def test_cache_read_of_inputs_stages_them_first_and_redirects_the_consumer() -> 
     c = sch.get_block("C")
     a_shared = sch.cache_read(c, 0, "shared")
     b_global = sch.cache_read(c, read_buffer_index=1, storage_scope="global")
+    inst = sch.trace.insts[-1]
+    assert (inst.kind, inst.inputs, inst.attrs, inst.outputs) == ("CacheRead", (c, []), (1, "global"), (b_global,))
     assert sch.get(a_shared).name_hint == "A_shared"
     assert sch.get(b_global).name_hint == "B_global"
     assert block_names(sch.mod) == ["root", "B_global", "A_shared", "C"]
     assert root_allocs(sch.mod) == [("A_shared", "shared"), ("B_global", "global")]
     assert [r.buffer.name for r in sch.get(c).reads] == ["A_shared", "B_global"]
     assert extents(sch, a_shared) == [16, 16]
-    inst = sch.trace.insts[-1]
-    assert (inst.kind, inst.inputs, inst.attrs, inst.outputs) == ("CacheRead", (c, []), (1, "global"), (b_global,))
     assert_same_results(mod, sch.mod)
 
 
@@ -226,12 +254,12 @@ def test_compute_at_moves_the_producer_under_the_consumer_tile() -> None:
     i, j = sch.get_loops(c)
     i0, i1 = sch.split(i, [3, 4])
     sch.compute_at(b, i0)
+    inst = sch.trace.insts[-1]
+    assert (inst.kind, inst.inputs, inst.attrs, inst.outputs) == ("ComputeAt", (b, i0), (False, -1), ())
     # C reads B transposed: a 12 x 4 block of B per iteration of i0
     assert extents(sch, b) == [3, 12, 4]
     assert [sch.get(loop).loop_var.name for loop in sch.get_loops(b)] == ["i_0", "ax0", "ax1"]
     assert sch.get(sch.get_loops(c)[0]) is sch.get(i0)
-    inst = sch.trace.insts[-1]
-    assert (inst.kind, inst.inputs, inst.attrs, inst.outputs) == ("ComputeAt", (b, i0), (False, -1), ())
     assert_same_results(mod, sch.mod)
 
 
@@ -277,8 +305,8 @@ def test_conv_padding_compute_at_and_old_loops_are_gone() -> None:
     pad_loops = sch.get_loops(pad)
     n, h, w, co, rh, rw, rc = sch.get_loops(conv)
     sch.compute_at(pad, h, preserve_unit_loops=True)
-    # one output row needs 3 padded rows (3x3 kernel, stride 2): loops n, h, then 1 x 3 x 8 x 2
-    assert extents(sch, pad) == [1, 3, 1, 3, 8, 2]
+    # one output row needs 3 padded rows (3x3 kernel, stride 2), 7 of the 8 padded columns
+    assert extents(sch, pad) == [1, 3, 1, 3, 7, 2]
     with pytest.raises(ScheduleError, match="no longer exists"):
         sch.get(pad_loops[1])
     assert_same_results(mod, sch.mod)
@@ -291,9 +319,9 @@ def test_reverse_compute_at_moves_the_consumer_under_the_producer_tile() -> None
     i, j = sch.get_loops(b)
     i0, i1 = sch.split(i, [3, 4])
     sch.reverse_compute_at(c, i0, preserve_unit_loops=True)
-    assert extents(sch, c) == [3, 12, 4]
     inst = sch.trace.insts[-1]
     assert (inst.kind, inst.attrs) == ("ReverseComputeAt", (True, -1))
+    assert extents(sch, c) == [3, 12, 4]
     assert_same_results(mod, sch.mod)
 
 
@@ -307,12 +335,12 @@ def test_compute_at_errors() -> None:
     assert_unchanged_after_error(sch, lambda s: s.compute_at(c, di, index=3), "index 3")
     # a consumer of B outside the loop: moving B would break a dependency
     sch2 = Schedule(window())
-    b = sch2.get_block("B")
-    sch2.cache_read(sch2.get_block("C"), 0, "global")
-    (ci2,) = sch2.get_loops(sch2.get_block("C"))
+    b, c2 = sch2.get_block("B"), sch2.get_block("C")
+    sch2.cache_read(c2, 0, "global")
+    (ci2,) = sch2.get_loops(c2)
+    (bi2,) = sch2.get_loops(b)
     assert_unchanged_after_error(sch2, lambda s: s.compute_at(b, ci2), "break a dependency", "'B_global'")
-    assert_unchanged_after_error(sch2, lambda s: s.reverse_compute_at(sch2.get_block("C"), sch2.get_loops(b)[0]),
-                                 "break a dependency")
+    assert_unchanged_after_error(sch2, lambda s: s.reverse_compute_at(c2, bi2), "break a dependency")
 
 
 def test_compute_at_with_sampled_root_and_inline_locations() -> None:
@@ -339,10 +367,10 @@ def test_compute_inline_substitutes_the_producer_and_drops_its_buffer() -> None:
     sch = Schedule(mod)
     b = sch.get_block("B")
     sch.compute_inline(b)
+    assert sch.trace.insts[-1].kind == "ComputeInline"
     assert block_names(sch.mod) == ["root", "C"]
     assert root_allocs(sch.mod) == []
     assert [r.buffer.name for r in sch.get(sch.get_block("C")).reads] == ["A"]
-    assert sch.trace.insts[-1].kind == "ComputeInline"
     assert_same_results(mod, sch.mod)
 
 
@@ -360,16 +388,17 @@ def test_compute_inline_errors() -> None:
     c = sch.get_block("C")
     assert_unchanged_after_error(sch, lambda s: s.compute_inline(c), "cannot inline block C: it has a reduction / init")
     sch2 = Schedule(elementwise())
-    assert_unchanged_after_error(sch2, lambda s: s.compute_inline(s.get_block("C")), "output buffer")
+    c2 = sch2.get_block("C")
+    assert_unchanged_after_error(sch2, lambda s: s.compute_inline(c2), "output buffer")
 
 
 def test_reverse_compute_inline_writes_the_consumer_value_from_the_producer() -> None:
     mod = elementwise()
     sch = Schedule(mod)
     sch.reverse_compute_inline(sch.get_block("C"))
+    assert sch.trace.insts[-1].kind == "ReverseComputeInline"
     assert block_names(sch.mod) == ["root", "B"]
     assert [w.buffer.name for w in sch.get(sch.get_block("B")).writes] == ["C"]
-    assert sch.trace.insts[-1].kind == "ReverseComputeInline"
     assert_same_results(mod, sch.mod)
 
 
@@ -385,11 +414,22 @@ def test_reverse_compute_inline_after_cache_write() -> None:
 
 def test_reverse_compute_inline_errors() -> None:
     sch = Schedule(matmul_relu(8))
-    assert_unchanged_after_error(sch, lambda s: s.reverse_compute_inline(s.get_block("D")), "'D'", "'C'", "complete")
+    d = sch.get_block("D")
+    assert_unchanged_after_error(sch, lambda s: s.reverse_compute_inline(d), "'D'", "'C'", "complete")
     sch2 = Schedule(window())
-    assert_unchanged_after_error(sch2, lambda s: s.reverse_compute_inline(s.get_block("C")), "iter vars")
-    sch3 = Schedule(shared_input())
-    assert_unchanged_after_error(sch3, lambda s: s.reverse_compute_inline(s.get_block("C")), "producer")
+    c2 = sch2.get_block("C")
+    assert_unchanged_after_error(sch2, lambda s: s.reverse_compute_inline(c2), "different indices")
+    sch3 = Schedule(two_consumers())
+    c3 = sch3.get_block("C")
+    assert_unchanged_after_error(sch3, lambda s: s.reverse_compute_inline(c3), "'B'", "other consumers", "'D'")
+
+
+def test_reverse_compute_inline_of_a_consumer_reading_other_inputs() -> None:
+    mod = shared_input()
+    sch = Schedule(mod)
+    sch.reverse_compute_inline(sch.get_block("C"))
+    assert block_names(sch.mod) == ["root", "B"]
+    assert_same_results(mod, sch.mod)
 
 
 # ---------------------------------------------------------------- reductions
@@ -403,13 +443,13 @@ def test_decompose_reduction_splits_init_and_update() -> None:
     j0, j1 = sch.split(j, [4, 4])
     sch.reorder(i, j0, k, j1)
     init = sch.decompose_reduction(c, k)
+    inst = sch.trace.insts[-1]
+    assert (inst.kind, inst.inputs, inst.outputs) == ("DecomposeReduction", (c, k), (init,))
     assert sch.get(init).name_hint == "C_init"
     assert sch.get(c).name_hint == "C_update"  # TVM 0.27 renames the update block
     assert sch.get(c).init is None
     assert [r.buffer.name for r in sch.get(c).reads] == ["C", "A", "B"]
     assert [sch.get(loop).loop_var.name for loop in sch.get_loops(init)] == ["i", "j_0", "j_1_init"]
-    inst = sch.trace.insts[-1]
-    assert (inst.kind, inst.inputs, inst.outputs) == ("DecomposeReduction", (c, k), (init,))
     assert_same_results(mod, sch.mod)
 
 
@@ -432,14 +472,14 @@ def test_rfactor_sum(factor_axis: int) -> None:
     i, j, k = sch.get_loops(c)
     k0, k1 = sch.split(k, [2, 4])
     rf = sch.rfactor(k1, factor_axis)
+    inst = sch.trace.insts[-1]
+    assert (inst.kind, inst.inputs, inst.attrs, inst.outputs) == ("RFactor", (k1,), (factor_axis,), (rf,))
     assert sch.get(rf).name_hint == "C_rf"
     assert sch.get(c).name_hint == "C"
     rf_buf = sch.get(rf).writes[0].buffer
     shape = [int(d.value) for d in rf_buf.shape]
     assert shape == [8, 8][:factor_axis % 3] + [4] + [8, 8][factor_axis % 3:]
     assert extents(sch, c) == [8, 8, 4]
-    inst = sch.trace.insts[-1]
-    assert (inst.kind, inst.inputs, inst.attrs, inst.outputs) == ("RFactor", (k1,), (factor_axis,), (rf,))
     assert_same_results(mod, sch.mod)
 
 

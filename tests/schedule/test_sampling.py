@@ -178,7 +178,9 @@ def test_sample_compute_location_candidates_and_decisions() -> None:
     sch = Schedule(mod, seed=0)
     block_b = sch.get_block("B")
     loc = sch.sample_compute_location(block_b, decision=-1)
+    assert sch.get(loc) == "root"
     sch.compute_at(block_b, loc)
+    assert sch.get(block_b).name_hint == "B"
     assert sch.trace.decisions[sch.trace.insts[-2]] == -1
     sch = Schedule(mod, seed=0)
     sch.sample_compute_location(sch.get_block("B"), decision=7)

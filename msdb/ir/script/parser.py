@@ -321,7 +321,7 @@ class _FunctionParser:
         self.direct = frame
         body_nodes = [s for s in node.body if not _is_docstring(s)]
         root_node = self._root_candidate(body_nodes)
-        stmts = self.block_body(body_nodes, root_node=root_node, func_frame=frame, buffer_map=buffer_map, params=params)
+        stmts = self.block_body(body_nodes, root_node=root_node, buffer_map=buffer_map)
         if self.saw_block and self.stray_store is not None:
             where, buf = self.stray_store
             self.err(where, f"store to {buf} outside a block: in a function with blocks every buffer store must be inside a T.sblock")
@@ -485,7 +485,7 @@ class _FunctionParser:
         if isinstance(node, ast.AugAssign):
             return self._aug_assign(node)
         if isinstance(node, ast.Expr):
-            return self._expr_stmt(node, **ctx)
+            return self._expr_stmt(node)
         if isinstance(node, ast.Pass):
             return None
         if isinstance(node, ast.AnnAssign):
@@ -755,8 +755,7 @@ class _FunctionParser:
             self.scopes.pop()
         return S.seq(*stmts) if stmts else S.Evaluate(E.IntImm("int32", 0))
 
-    def _assign(self, node: ast.Assign, func_frame: _FuncFrame | None = None,
-                buffer_map: dict | None = None, params: list | None = None) -> S.Stmt | None:
+    def _assign(self, node: ast.Assign, buffer_map: dict | None = None) -> S.Stmt | None:
         if len(node.targets) != 1:
             self.err(node, "chained assignment is not supported")
         target = node.targets[0]
@@ -828,7 +827,7 @@ class _FunctionParser:
         self._note_store(node.target, buffer)
         return S.BufferStore(buffer, value, indices)
 
-    def _expr_stmt(self, node: ast.Expr, func_frame: _FuncFrame | None = None, **_: Any) -> S.Stmt | None:
+    def _expr_stmt(self, node: ast.Expr) -> S.Stmt | None:
         value = node.value
         if isinstance(value, ast.Constant) and isinstance(value.value, str):
             return None  # a docstring or comment string

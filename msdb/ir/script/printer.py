@@ -77,13 +77,23 @@ def to_script(node: IRModule | PrimFunc) -> str:
         for i, (name, func) in enumerate(node.functions.items()):
             if i:
                 lines.append("")
-            lines.extend(_INDENT + ln if ln else ln for ln in _FuncPrinter(func, name).print())
+            lines.extend(_INDENT + ln if ln else ln for ln in _FuncPrinter(func, _identifier(name)).print())
+        if not node.functions and not node.attrs:
+            lines.append(_INDENT + "pass")
         return "\n".join(lines) + "\n"
     if isinstance(node, PrimFunc):
         symbol = node.attrs.get("global_symbol")
         name = symbol if isinstance(symbol, str) and symbol.isidentifier() and not keyword.iskeyword(symbol) else "main"
         return "\n".join([_HEADER_FUNC] + _FuncPrinter(node, name).print()) + "\n"
     raise TypeError(f"to_script expects an IRModule or a PrimFunc, got {type(node).__name__}")
+
+
+def _identifier(name: str) -> str:
+    """A function name usable after `def` (module keys are normally identifiers already)."""
+    text = re.sub(r"\W", "_", name) or "main"
+    if text[0].isdigit() or keyword.iskeyword(text):
+        text = "f_" + text
+    return text
 
 
 def _is_true(expr: E.PrimExpr) -> bool:
@@ -203,7 +213,8 @@ class _FuncPrinter:
                 name = self.namer.define(buffer, buffer.name)
                 params.append(f"{name}: T.Buffer({self.buffer_args(buffer, True)})")
             else:
-                pname = self.namer.define(param, param.name)
+                hint = param.name if buffer is None or param.name != buffer.name else buffer.name + "_handle"
+                pname = self.namer.define(param, hint)
                 params.append(f"{pname}: T.{param.dtype}")
                 if buffer is not None:
                     late_matches.append((param, buffer))

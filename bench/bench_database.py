@@ -1,0 +1,204 @@
+"""Budgets of the database layer (DESIGN.md section 11, issue "Databases"): a SQLite database of
+1M records over 1,000 workloads and 3 targets opens in < 200 ms, answers query_tuning_record
+in < 1 ms (median) and takes bulk commits at >= 20k records/s; and the same data in TVM's JSON
+layout (msdb's JSONDatabase) for comparison.
+
+Records are synthesized quickly: 1,000 distinct matmul workloads (real msdb IR, committed the
+normal way), real traces from the TVM 0.27 logs in tests/data/fixtures shared round-robin, 5%
+failed runs ([1e10]), run times from a seeded RNG. Traces are passed as the JSON text a TVM log
+line holds, as an importer would.
+
+Prints a markdown table; copy it into docs/benchmarks.md.
+Run: python bench/bench_database.py [--records N] [--workloads W] [--dir DIR] [--no-json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import logging
+import os
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from _timing import fresh_process_seconds, row  # noqa: E402
+
+from msdb.database import JSONDatabase, SQLiteDatabase  # noqa: E402
+from msdb.database.json_database import _RecordLineParser  # noqa: E402
+from msdb.ir import zoo  # noqa: E402
+from msdb.records import Target, TuningRecord, Workload  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "data" / "fixtures" / "tvm-0.27"
+TARGETS = (Target("llvm -mcpu=skylake-avx512 -num-cores=4"), Target("llvm -mcpu=znver3 -num-cores=8"),
+           Target("cuda -arch=sm_80"))
+CHUNK = 50_000
+
+
+def shapes(count: int) -> list[tuple[int, int, int]]:
+    """`count` distinct small matmul shapes."""
+    side = max(2, round(count ** (1 / 3)) + 1)
+    out = [(16 * (1 + a), 16 * (1 + b), 16 * (1 + c)) for a in range(side) for b in range(side) for c in range(side)]
+    return out[:count]
+
+
+def real_traces() -> list[str]:
+    """Trace JSON text of every record in the fixture logs."""
+    parser = _RecordLineParser()
+    traces = []
+    for team in sorted(FIXTURES.iterdir()):
+        for line in (team / "database_tuning_record.json").read_text().splitlines():
+            traces.append(parser.parse(line)[1].trace_text)
+    return traces
+
+
+def synthesize(workloads: list[Workload], traces: list[str], start: int, count: int, rng: random.Random) -> list[TuningRecord]:
+    out = []
+    n_w = len(workloads)
+    for r in range(start, start + count):
+        run = [1e10] if rng.random() < 0.05 else [rng.uniform(1e-5, 1e-2)]
+        out.append(TuningRecord(traces[r % len(traces)], workloads[r % n_w], run, TARGETS[(r // n_w) % 3]))
+    return out
+
+
+def median_ms(samples: list[float]) -> float:
+    return statistics.median(samples) * 1e3
+
+
+def bench_queries(db, modules, rng: random.Random, repeat: int) -> tuple[float, float]:
+    """(median ms with the module's hashes already known, median ms including hashing a
+    module object the database has not seen)."""
+    warm = []
+    for _ in range(repeat):
+        mod = modules[rng.randrange(len(modules))]
+        target = TARGETS[rng.randrange(3)]
+        started = time.perf_counter()
+        found = db.query_tuning_record(mod, target)
+        warm.append(time.perf_counter() - started)
+        assert found is not None and found.target == target
+    cold = []
+    for i in range(min(repeat, len(modules))):
+        fresh = zoo.build("matmul", *SHAPES[i])  # a new object: its hashes are not cached
+        started = time.perf_counter()
+        found = db.query_tuning_record(fresh, TARGETS[i % 3])
+        cold.append(time.perf_counter() - started)
+        assert found is not None
+    return median_ms(warm), median_ms(cold)
+
+
+SHAPES: list[tuple[int, int, int]] = []
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--workloads", type=int, default=1000)
+    parser.add_argument("--queries", type=int, default=2000)
+    parser.add_argument("--dir", type=Path, default=None, help="where to write (default: a temporary folder)")
+    parser.add_argument("--no-json", action="store_true", help="skip the JSONDatabase comparison")
+    args = parser.parse_args()
+    logging.disable(logging.WARNING)
+    rng = random.Random(0)
+    work = args.dir or Path(tempfile.mkdtemp(prefix="msdb-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    db_path = work / "bench.db"
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(db_path) + suffix).unlink(missing_ok=True)
+    json_dir = work / "json"
+    shutil.rmtree(json_dir, ignore_errors=True)
+
+    SHAPES.extend(shapes(args.workloads))
+    traces = real_traces()
+    rows = ["| measure | value | budget | verdict | note |", "|---|---|---|---|---|"]
+    notes = [f"{args.records:,} records, {args.workloads:,} workloads, {len(TARGETS)} targets, "
+             f"{len(traces)} real traces (mean {statistics.mean(map(len, traces)):.0f} B), "
+             f"load average at start {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"]
+
+    # ---- SQLite: workloads, then bulk commits ----
+    db = SQLiteDatabase(db_path)
+    started = time.perf_counter()
+    workloads = [db.commit_workload(zoo.build("matmul", *s)) for s in SHAPES]
+    workload_s = time.perf_counter() - started
+    json_db = None if args.no_json else JSONDatabase(work_dir=json_dir)
+    if json_db is not None:
+        for w in workloads:
+            json_db.commit_workload(w)
+    sqlite_wall = sqlite_cpu = json_wall = 0.0
+    for start in range(0, args.records, CHUNK):
+        chunk = synthesize(workloads, traces, start, min(CHUNK, args.records - start), rng)
+        wall, cpu = time.perf_counter(), time.process_time()
+        db.commit_tuning_records(chunk)
+        sqlite_wall += time.perf_counter() - wall
+        sqlite_cpu += time.process_time() - cpu
+        if json_db is not None:
+            wall = time.perf_counter()
+            json_db.commit_tuning_records(chunk)
+            json_wall += time.perf_counter() - wall
+        del chunk
+    db.close()
+    del json_db
+    gc.collect()
+    size = sum(Path(str(db_path) + s).stat().st_size for s in ("", "-wal") if Path(str(db_path) + s).exists())
+    rows.append(row("commit_workload (SQLite)", workload_s / args.workloads * 1e3, "ms", None, "hash x3, TVMScript, IR blob, FLOPs"))
+    rows.append(row("bulk commit wall (SQLite)", args.records / sqlite_wall / 1e3, "k rec/s", None,
+                    "budget >= 20 k rec/s"))
+    rows.append(row("bulk commit CPU time (SQLite)", args.records / sqlite_cpu / 1e3, "k rec/s", None,
+                    "records per second of this process's CPU time (shared machine)"))
+    rows.append(row("file size per record (SQLite)", size / args.records, "B", None, f"{size / 1e9:.2f} GB in all"))
+
+    # ---- SQLite: open and query ----
+    opens = []
+    for _ in range(20):
+        started = time.perf_counter()
+        probe = SQLiteDatabase(db_path)
+        opens.append(time.perf_counter() - started)
+        probe.close()
+    rows.append(row("open (SQLite, in process)", median_ms(opens), "ms", 200))
+    code = f"from msdb.database import SQLiteDatabase; SQLiteDatabase({str(db_path)!r}).close()"
+    rows.append(row("import msdb + SQLAlchemy + open (fresh process)", fresh_process_seconds(code, repeat=3) * 1e3,
+                    "ms", None, "includes interpreter-level imports"))
+    db = SQLiteDatabase(db_path)
+    modules = [zoo.build("matmul", *s) for s in SHAPES]
+    for mod in modules:  # hash each query module once, as a compile flow does
+        Workload(mod).hashes
+    warm, cold = bench_queries(db, modules, rng, args.queries)
+    rows.append(row("query_tuning_record median (SQLite)", warm, "ms", 1, "module hashes known"))
+    rows.append(row("query_tuning_record median incl. hashing (SQLite)", cold, "ms", None, "a module object never seen"))
+    any_target = []
+    for _ in range(args.queries):
+        mod = modules[rng.randrange(len(modules))]
+        started = time.perf_counter()
+        db.query_tuning_record(mod, None)
+        any_target.append(time.perf_counter() - started)
+    rows.append(row("query_tuning_record median, target=None (SQLite)", median_ms(any_target), "ms", None, "3 targets merged"))
+    db.close()
+
+    # ---- JSON comparison ----
+    if not args.no_json:
+        json_size = sum(p.stat().st_size for p in json_dir.iterdir())
+        rows.append(row("bulk commit wall (JSON)", args.records / json_wall / 1e3, "k rec/s", None, "appends under flock"))
+        rows.append(row("file size per record (JSON)", json_size / args.records, "B", None))
+        started = time.perf_counter()
+        loaded = JSONDatabase(work_dir=json_dir)
+        load_s = time.perf_counter() - started
+        assert len(loaded) == args.records and not loaded.load_errors
+        rows.append(row("load (JSON)", load_s * 1e3, "ms", None, "vs SQLite open above"))
+        warm, cold = bench_queries(loaded, modules, rng, args.queries)
+        rows.append(row("query_tuning_record median (JSON)", warm, "ms", None, "module hashes known"))
+        rows.append(row("query_tuning_record median incl. hashing (JSON)", cold, "ms", None))
+    print("\n".join(rows))
+    print()
+    print("; ".join(notes))
+    if args.dir is None:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

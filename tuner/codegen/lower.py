@@ -1,0 +1,653 @@
+"""IR-level lowering: a scheduled PrimFunc (blocks, annotations, caches) becomes a plain loop
+program of For / IfThenElse / LetStmt / BufferStore / Allocate that `emit` turns into LLVM IR.
+
+The passes mirror TVM's TIR pipeline for CPU (LowerInitBlock, ConvertBlocksToOpaque,
+LowerOpaqueBlock, PlanAndUpdateBufferAllocationLocation, CompactBufferAllocation, UnrollLoop)
+because the tuner's measurements have to reflect what TVM would build from the same trace: an
+accumulator tile that TVM compacts into registers must be compacted here too, or msdb would
+rank schedules differently from TVM.
+
+    func = lower_func(func)   # reads top to bottom in `lower_func`
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from msdb.ir import expr as E
+from msdb.ir import stmt as S
+from msdb.ir.arith import const_int_bound, simplify
+from msdb.ir.function import IRModule, PrimFunc
+from msdb.ir.functor import IRMutator, IRVisitor, substitute
+from tuner.codegen.analysis import affine, stmt_children, static_shape, vars_in
+from tuner.codegen.errors import CodegenError
+
+__all__ = ["Allocate", "LoweredFunc", "lower_func", "lower_module", "NOOP"]
+
+logger = logging.getLogger(__name__)
+
+#: TVM's loop annotations that the auto-unroll postprocessor leaves on the outermost loops.
+UNROLL_MAX_STEP = "pragma_auto_unroll_max_step"
+UNROLL_EXPLICIT = "pragma_unroll_explicit"
+#: TVM's UnrollLoop default for auto_max_depth.
+_AUTO_MAX_DEPTH = 8
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class Allocate(S.Stmt):
+    """`buffer` lives (uninitialized) while `body` runs; placed by `plan_allocations`."""
+
+    buffer: E.Buffer
+    body: S.Stmt
+
+
+#: The statement that does nothing (an empty loop, a block whose predicate is false).
+NOOP = S.Evaluate(E.IntImm("int32", 0))
+
+
+@dataclass(frozen=True, eq=False)
+class LoweredFunc:
+    """A function ready for emission: its name, argument buffers in order, and the loop body."""
+
+    name: str
+    params: tuple[E.Buffer, ...]
+    body: S.Stmt
+
+
+def lower_module(mod: IRModule | PrimFunc) -> LoweredFunc:
+    """Lower the entry function of a module (or a lone PrimFunc)."""
+    if isinstance(mod, PrimFunc):
+        return lower_func(mod, "main")
+    name = next((k for k, f in mod.functions.items() if f is mod.main), "main")
+    return lower_func(mod.main, name)
+
+
+def lower_func(func: PrimFunc, name: str = "main") -> LoweredFunc:
+    """The lowering pipeline, one pass per line."""
+    params = _param_buffers(func)                       # the kernel's pointer arguments, in order
+    body, allocs = lower_blocks(func.body)              # blocks -> loops, ifs and stores; init guarded by reduce vars == min
+    body = plan_allocations(body, allocs)               # each intermediate lives at the LCA of its uses (per thread inside parallel loops)
+    body = compact_allocations(body)                    # shrink each allocation to the region its scope touches (register tiles)
+    body = apply_unroll_pragmas(body)                   # meta_schedule's auto-unroll annotations -> UNROLLED loops (TVM's UnrollLoop)
+    symbol = str(func.attrs.get("global_symbol", name))
+    return LoweredFunc(_c_identifier(symbol), params, body)
+
+
+def _c_identifier(name: str) -> str:
+    clean = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in name)
+    return clean if clean and not clean[0].isdigit() else f"f_{clean}"
+
+
+def _param_buffers(func: PrimFunc) -> tuple[E.Buffer, ...]:
+    buffers = []
+    for param in func.params:
+        buf = func.buffer_map.get(param)
+        if buf is None:
+            raise CodegenError(
+                f"parameter {param.name} ({param.dtype}) is not a buffer; the CPU code generator only "
+                "takes buffer arguments"
+            )
+        static_shape(buf)
+        buffers.append(buf)
+    return tuple(buffers)
+
+
+# =============================================================================================
+# Blocks -> loops
+# =============================================================================================
+
+
+def _is_const(e: E.PrimExpr, value: int) -> bool:
+    return type(e) is E.IntImm and e.value == value
+
+
+def _and_all(conds: list[E.PrimExpr]) -> E.PrimExpr:
+    out = conds[0]
+    for c in conds[1:]:
+        out = E.And(out, c)
+    return out
+
+
+class _MatchBufferRewriter(IRMutator):
+    """Accesses of a `match_buffer` view become accesses of its source at the region's offset."""
+
+    def __init__(self, views: dict[E.Buffer, S.BufferRegion]) -> None:
+        super().__init__()
+        self.views = views
+
+    def _map(self, buf: E.Buffer, indices: tuple[E.PrimExpr, ...]) -> tuple[E.Buffer, tuple[E.PrimExpr, ...]]:
+        region = self.views[buf]
+        lead = len(region.region) - len(indices)
+        if lead < 0:
+            raise CodegenError(f"match_buffer {buf.name} has more dimensions than its source {region.buffer.name}")
+        out = [r.min for r in region.region[:lead]]
+        for rng, index in zip(region.region[lead:], indices):
+            out.append(index if _is_const(rng.min, 0) else E.Add(rng.min, index))
+        return region.buffer, tuple(out)
+
+    def visit_BufferLoad(self, node: E.BufferLoad) -> E.PrimExpr:
+        indices = self._exprs(node.indices)
+        if node.buffer in self.views:
+            buf, idx = self._map(node.buffer, indices)
+            return E.BufferLoad(buf, idx)
+        return node if indices is node.indices else E.BufferLoad(node.buffer, indices)
+
+    def visit_BufferStore(self, node: S.BufferStore) -> S.Stmt:
+        value = self.visit(node.value)
+        indices = self._exprs(node.indices)
+        if node.buffer in self.views:
+            buf, idx = self._map(node.buffer, indices)
+            return S.BufferStore(buf, value, idx)
+        if value is node.value and indices is node.indices:
+            return node
+        return S.BufferStore(node.buffer, value, indices)
+
+
+class _BlockLowering:
+    """Replaces every BlockRealize by its body with iter vars bound to their values, the
+    predicate as an `if`, and the init under `if all reduce vars are at their minimum` (TVM's
+    LowerInitBlock rule). Loops of extent 1 disappear (their var becomes the loop min)."""
+
+    def __init__(self) -> None:
+        self.allocs: list[E.Buffer] = []
+        self.ranges: dict[E.Var, E.Range] = {}
+        self.unit: dict[E.Var, E.PrimExpr] = {}
+
+    def sub(self, node: Any) -> Any:
+        return substitute(node, self.unit) if self.unit else node
+
+    def simplify(self, e: E.PrimExpr) -> E.PrimExpr:
+        try:
+            return simplify(e, self.ranges)
+        except Exception:  # the simplifier is an optimization here; never let it block lowering
+            logger.debug("simplify failed on %r", e, exc_info=True)
+            return e
+
+    def stmt(self, s: S.Stmt) -> S.Stmt:
+        t = type(s)
+        if t is S.For:
+            return self.loop(s)
+        if t is S.SeqStmt:
+            parts = [self.stmt(x) for x in s.seq]
+            parts = [p for p in parts if p is not NOOP]
+            return S.seq(*parts) if parts else NOOP
+        if t is S.IfThenElse:
+            cond = self.simplify(self.sub(s.condition))
+            then = self.stmt(s.then_case)
+            other = self.stmt(s.else_case) if s.else_case is not None else None
+            if other is NOOP:
+                other = None
+            if _is_const(cond, 1):
+                return then
+            if _is_const(cond, 0):
+                return other if other is not None else NOOP
+            return S.IfThenElse(cond, then, other)
+        if t is S.LetStmt:
+            return S.LetStmt(s.var, self.sub(s.value), self.stmt(s.body))
+        if t is S.BlockRealize:
+            return self.realize(s)
+        if t is S.Block:
+            return self.realize(S.BlockRealize((), E.IntImm("bool", 1), s))
+        if t is S.BufferStore or t is S.Evaluate:
+            return self.sub(s)
+        raise CodegenError(f"cannot lower statement {t.__name__}")
+
+    def loop(self, s: S.For) -> S.Stmt:
+        lo = self.simplify(self.sub(s.min))
+        ext = self.simplify(self.sub(s.extent))
+        if _is_const(ext, 1):
+            self.unit[s.loop_var] = lo
+            try:
+                return self.stmt(s.body)
+            finally:
+                del self.unit[s.loop_var]
+        if type(ext) is E.IntImm and ext.value <= 0:
+            return NOOP
+        self.ranges[s.loop_var] = E.Range(lo, ext)
+        try:
+            body = self.stmt(s.body)
+        finally:
+            del self.ranges[s.loop_var]
+        if body is NOOP:
+            return NOOP
+        kind = S.ForKind.SERIAL if s.kind == S.ForKind.THREAD_BINDING else s.kind
+        return S.For(s.loop_var, lo, ext, kind, body, None, s.annotations)
+
+    def realize(self, r: S.BlockRealize) -> S.Stmt:
+        block = r.block
+        if len(r.iter_values) != len(block.iter_vars):
+            raise CodegenError(f"block {block.name_hint} binds {len(r.iter_values)} values to {len(block.iter_vars)} iter vars")
+        vmap = {iv.var: self.simplify(self.sub(v)) for iv, v in zip(block.iter_vars, r.iter_values)}
+        body = substitute(block.body, vmap)
+        init = substitute(block.init, vmap) if block.init is not None else None
+        if block.match_buffers:
+            views = {m.buffer: substitute(m.source, vmap) for m in block.match_buffers}
+            rewriter = _MatchBufferRewriter(views)
+            body = rewriter.visit(body)
+            init = rewriter.visit(init) if init is not None else None
+        self.allocs.extend(block.alloc_buffers)
+        body = self.stmt(body)
+        if init is not None:
+            init = self.stmt(init)
+            conds = []
+            for iv in block.iter_vars:
+                if iv.iter_type != S.IterType.COMM_REDUCE:
+                    continue
+                dom_min = iv.dom.min if iv.dom is not None else E.IntImm(iv.var.dtype, 0)
+                value = vmap[iv.var]
+                if dom_min.dtype != value.dtype:
+                    dom_min = E.Cast(value.dtype, dom_min)
+                conds.append(self.simplify(E.EQ(value, dom_min)))
+            conds = [c for c in conds if not _is_const(c, 1)]
+            if any(_is_const(c, 0) for c in conds):
+                init = None
+            elif conds:
+                init = S.IfThenElse(_and_all(conds), init)
+            if init is not None and init is not NOOP:
+                body = init if body is NOOP else S.seq(init, body)
+        pred = self.simplify(self.sub(r.predicate))
+        if _is_const(pred, 0):
+            return NOOP
+        if not _is_const(pred, 1) and body is not NOOP:
+            body = S.IfThenElse(pred, body)
+        return body
+
+
+def lower_blocks(body: S.Stmt) -> tuple[S.Stmt, list[E.Buffer]]:
+    """Blocks -> loops; returns the new body and every `alloc_buffers` entry met, in order."""
+    lowering = _BlockLowering()
+    out = lowering.stmt(body)
+    return out, lowering.allocs
+
+
+# =============================================================================================
+# Allocation placement
+# =============================================================================================
+
+
+class _BufferUses(IRVisitor):
+    """Buffers loaded in an expression."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: set[E.Buffer] = set()
+
+    def visit_BufferLoad(self, node: E.BufferLoad) -> None:
+        self.found.add(node.buffer)
+        for index in node.indices:
+            self.visit(index)
+
+
+def _own_buffer_uses(s: S.Stmt) -> set[E.Buffer]:
+    """Buffers used by a statement's own expressions (not its sub-statements)."""
+    uses = _BufferUses()
+    t = type(s)
+    if t is S.BufferStore:
+        uses.found.add(s.buffer)
+        uses.visit(s.value)
+        for i in s.indices:
+            uses.visit(i)
+    elif t is S.Evaluate:
+        uses.visit(s.value)
+    elif t is S.IfThenElse:
+        uses.visit(s.condition)
+    elif t is S.LetStmt:
+        uses.visit(s.value)
+    elif t is S.For:
+        uses.visit(s.min)
+        uses.visit(s.extent)
+    return uses.found
+
+
+def _collect_paths(body: S.Stmt, wanted: set[E.Buffer]) -> dict[E.Buffer, list[tuple[int, ...]]]:
+    paths: dict[E.Buffer, list[tuple[int, ...]]] = {}
+
+    def walk(s: S.Stmt, path: tuple[int, ...]) -> None:
+        for buf in _own_buffer_uses(s):
+            if buf in wanted:
+                paths.setdefault(buf, []).append(path)
+        for i, child in enumerate(stmt_children(s)):
+            walk(child, path + (i,))
+
+    walk(body, ())
+    return paths
+
+
+def _node_at(root: S.Stmt, path: tuple[int, ...]) -> S.Stmt:
+    node = root
+    for i in path:
+        node = stmt_children(node)[i]
+    return node
+
+
+def _with_child(s: S.Stmt, i: int, child: S.Stmt) -> S.Stmt:
+    t = type(s)
+    if t is S.SeqStmt:
+        items = list(s.seq)
+        items[i] = child
+        return S.SeqStmt(tuple(items))
+    if t is S.For:
+        return S.For(s.loop_var, s.min, s.extent, s.kind, child, s.thread_binding, s.annotations)
+    if t is S.LetStmt:
+        return S.LetStmt(s.var, s.value, child)
+    if t is S.IfThenElse:
+        if i == 0:
+            return S.IfThenElse(s.condition, child, s.else_case)
+        return S.IfThenElse(s.condition, s.then_case, child)
+    if t is Allocate:
+        return Allocate(s.buffer, child)
+    raise AssertionError(f"{t.__name__} has no children")
+
+
+def _replace_at(root: S.Stmt, path: tuple[int, ...], fn: Callable[[S.Stmt], S.Stmt]) -> S.Stmt:
+    if not path:
+        return fn(root)
+    child = stmt_children(root)[path[0]]
+    return _with_child(root, path[0], _replace_at(child, path[1:], fn))
+
+
+def _common_prefix(paths: list[tuple[int, ...]]) -> tuple[int, ...]:
+    first = paths[0]
+    n = len(first)
+    for p in paths[1:]:
+        n = min(n, len(p))
+        for k in range(n):
+            if p[k] != first[k]:
+                n = k
+                break
+    return first[:n]
+
+
+def plan_allocations(body: S.Stmt, buffers: list[E.Buffer]) -> S.Stmt:
+    """Wrap the lowest common ancestor of each buffer's uses in an `Allocate` (TVM's rule).
+
+    Inside a loop the buffer is allocated per iteration (so a parallel loop gives each thread
+    its own), never inside a vectorized loop (lanes must share it for the vector code). A
+    buffer nobody uses is dropped."""
+    wanted = set(buffers)
+    for buf in buffers:
+        static_shape(buf)
+        paths = _collect_paths(body, {buf}).get(buf)
+        if not paths:
+            logger.debug("dropping unused buffer %s", buf.name)
+            continue
+        lca = _common_prefix(paths)
+        # never inside a vectorized loop: stop at the outermost one on the path
+        node = body
+        for depth, i in enumerate(lca):
+            if type(node) is S.For and node.kind == S.ForKind.VECTORIZED:
+                lca = lca[:depth]
+                break
+            node = stmt_children(node)[i]
+        node = _node_at(body, lca)
+        # descend into loop bodies when every use is inside (allocate per iteration)
+        while (type(node) is S.For and node.kind != S.ForKind.VECTORIZED
+               and all(len(p) > len(lca) for p in paths)):
+            lca = lca + (0,)
+            node = node.body
+        if type(node) is S.SeqStmt:
+            below = [p[len(lca)] for p in paths if len(p) > len(lca)]
+            first, last = min(below), max(below)
+            if (first, last) != (0, len(node.seq) - 1):
+                def wrap_range(s: S.Stmt, first: int = first, last: int = last, buf: E.Buffer = buf) -> S.Stmt:
+                    inner = Allocate(buf, S.seq(*s.seq[first:last + 1]))
+                    return S.SeqStmt(tuple(s.seq[:first]) + (inner,) + tuple(s.seq[last + 1:]))
+
+                body = _replace_at(body, lca, wrap_range)
+                continue
+        body = _replace_at(body, lca, lambda s, buf=buf: Allocate(buf, s))
+    del wanted
+    return body
+
+
+# =============================================================================================
+# Compaction
+# =============================================================================================
+
+
+class _LoopRanges(IRVisitor):
+    """Ranges of every loop under a statement and the vars bound by lets."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ranges: dict[E.Var, E.Range] = {}
+        self.lets: set[E.Var] = set()
+
+    def visit_For(self, node: S.For) -> None:
+        self.ranges[node.loop_var] = E.Range(node.min, node.extent)
+        self.visit(node.body)
+
+    def visit_LetStmt(self, node: S.LetStmt) -> None:
+        self.lets.add(node.var)
+        self.visit(node.body)
+
+    def visit_Allocate(self, node: Allocate) -> None:
+        self.visit(node.body)
+
+    def visit_PrimExpr(self, node: E.PrimExpr) -> None:
+        pass
+
+
+class _AccessCollector(IRVisitor):
+    def __init__(self, buf: E.Buffer) -> None:
+        super().__init__()
+        self.buf = buf
+        self.accesses: list[tuple[E.PrimExpr, ...]] = []
+
+    def visit_BufferLoad(self, node: E.BufferLoad) -> None:
+        if node.buffer is self.buf:
+            self.accesses.append(node.indices)
+        for i in node.indices:
+            self.visit(i)
+
+    def visit_BufferStore(self, node: S.BufferStore) -> None:
+        if node.buffer is self.buf:
+            self.accesses.append(node.indices)
+        self.visit(node.value)
+        for i in node.indices:
+            self.visit(i)
+
+    def visit_Allocate(self, node: Allocate) -> None:
+        self.visit(node.body)
+
+
+def _dim_plan(indices: list[E.PrimExpr], inner: set[E.Var], ranges: dict[E.Var, E.Range], extent: int) -> tuple[int, int] | None:
+    """(offset-from-outer-part lo, new extent) for one dimension, or None to keep it."""
+    signature = None
+    lo_all, hi_all = None, None
+    for index in indices:
+        form = affine(index)
+        inner_keys, outer = [], []
+        for key, (coef, atom) in form.terms.items():
+            used = vars_in(atom)
+            has_inner = bool(used & inner)
+            if has_inner and (used - inner):
+                return None
+            if has_inner:
+                inner_keys.append(key)
+            else:
+                outer.append((key, coef))
+        sig = frozenset(outer)
+        if signature is None:
+            signature = sig
+        elif sig != signature:
+            return None
+        inner_expr = form.render(index.dtype, inner_keys)
+        lo, hi = const_int_bound(inner_expr, ranges)
+        if hi - lo >= extent:
+            return None
+        lo_all = lo if lo_all is None else min(lo_all, lo)
+        hi_all = hi if hi_all is None else max(hi_all, hi)
+    assert lo_all is not None and hi_all is not None
+    new_extent = hi_all - lo_all + 1
+    if new_extent >= extent:
+        return None
+    return lo_all, new_extent
+
+
+class _Compactor(IRMutator):
+    """Rewrites accesses of one buffer: dimension d's index keeps only its inner part minus lo."""
+
+    def __init__(self, old: E.Buffer, new: E.Buffer, plans: list[tuple[int, int] | None], inner: set[E.Var]) -> None:
+        super().__init__()
+        self.old, self.new, self.plans, self.inner = old, new, plans, inner
+
+    def _indices(self, indices: tuple[E.PrimExpr, ...]) -> tuple[E.PrimExpr, ...]:
+        out = []
+        for index, plan in zip(indices, self.plans):
+            if plan is None:
+                out.append(index)
+                continue
+            form = affine(index)
+            keys = [k for k, (_, atom) in form.terms.items() if vars_in(atom) & self.inner]
+            shifted = type(form)(form.terms, form.const - plan[0])
+            out.append(shifted.render(index.dtype, keys))
+        return tuple(out)
+
+    def visit_BufferLoad(self, node: E.BufferLoad) -> E.PrimExpr:
+        indices = self._exprs(node.indices)
+        if node.buffer is self.old:
+            return E.BufferLoad(self.new, self._indices(indices))
+        return node if indices is node.indices else E.BufferLoad(node.buffer, indices)
+
+    def visit_BufferStore(self, node: S.BufferStore) -> S.Stmt:
+        value = self.visit(node.value)
+        indices = self._exprs(node.indices)
+        if node.buffer is self.old:
+            return S.BufferStore(self.new, value, self._indices(indices))
+        if value is node.value and indices is node.indices:
+            return node
+        return S.BufferStore(node.buffer, value, indices)
+
+    def visit_Allocate(self, node: Allocate) -> S.Stmt:
+        body = self.visit(node.body)
+        return node if body is node.body else Allocate(node.buffer, body)
+
+
+class _CompactPass(IRMutator):
+    def visit_Allocate(self, node: Allocate) -> S.Stmt:
+        body = self.visit(node.body)
+        buf = node.buffer
+        if buf.strides:
+            return Allocate(buf, body) if body is not node.body else node
+        shape = static_shape(buf)
+        loops = _LoopRanges()
+        loops.visit(body)
+        inner = set(loops.ranges) | loops.lets
+        collector = _AccessCollector(buf)
+        collector.visit(body)
+        if not collector.accesses:
+            return body
+        plans: list[tuple[int, int] | None] = []
+        for d, extent in enumerate(shape):
+            plans.append(_dim_plan([acc[d] for acc in collector.accesses], inner, loops.ranges, extent))
+        if all(p is None for p in plans):
+            return Allocate(buf, body) if body is not node.body else node
+        new_shape = tuple(
+            E.IntImm("int32", p[1] if p is not None else extent) for p, extent in zip(plans, shape)
+        )
+        new_buf = E.Buffer(buf.name, new_shape, buf.dtype, buf.scope, (), None, buf.data_alignment,
+                           buf.offset_factor, buf.axis_separators)
+        logger.debug("compacted %s %s -> %s", buf.name, shape, tuple(int(d.value) for d in new_shape))
+        body = _Compactor(buf, new_buf, plans, inner).visit(body)
+        return Allocate(new_buf, body)
+
+
+def compact_allocations(body: S.Stmt) -> S.Stmt:
+    """Shrink every `Allocate` to the region its scope touches (relaxing the loops inside it),
+    re-basing indices; dimensions whose accesses disagree on the outer offset stay whole."""
+    return _CompactPass().visit(body)
+
+
+# =============================================================================================
+# Auto-unroll annotations
+# =============================================================================================
+
+
+def _const_extent(loop: S.For) -> int | None:
+    return loop.extent.value if type(loop.extent) is E.IntImm else None
+
+
+class _AutoUnroll:
+    """TVM's UnrollLoop rule under `pragma_auto_unroll_max_step`: a serial loop is unrolled when
+    nothing below it is a kept loop and extent * (statements below) <= max_step. A vectorized
+    loop counts as one statement (TVM vectorizes before unrolling)."""
+
+    def __init__(self, max_step: int) -> None:
+        self.max_step = max_step
+
+    def visit(self, s: S.Stmt) -> tuple[S.Stmt, int, bool, int]:
+        """(stmt, steps, has_kept_loop, unroll_depth)"""
+        t = type(s)
+        if t is S.For:
+            body, steps, normal, depth = self.visit(s.body)
+            ext = _const_extent(s)
+            if s.kind == S.ForKind.VECTORIZED and ext is not None:
+                return self._rebuild(s, body, s.kind), steps, normal, depth
+            auto = (s.kind == S.ForKind.SERIAL and ext is not None and not normal
+                    and depth <= _AUTO_MAX_DEPTH and ext * steps <= self.max_step)
+            if s.kind == S.ForKind.UNROLLED and ext is not None:
+                auto = True
+            if auto:
+                return self._rebuild(s, body, S.ForKind.UNROLLED), ext * steps, False, depth + 1
+            return self._rebuild(s, body, s.kind), steps, True, depth
+        if t is S.SeqStmt:
+            parts, total, normal, depth = [], 0, False, 0
+            for x in s.seq:
+                p, st, nm, d = self.visit(x)
+                parts.append(p)
+                total += st
+                normal = normal or nm
+                depth = max(depth, d)
+            return S.SeqStmt(tuple(parts)), total, normal, depth
+        if t is S.IfThenElse:
+            then, st1, nm1, d1 = self.visit(s.then_case)
+            if s.else_case is not None:
+                other, st2, nm2, d2 = self.visit(s.else_case)
+            else:
+                other, st2, nm2, d2 = None, 0, False, 0
+            return S.IfThenElse(s.condition, then, other), st1 + st2, nm1 or nm2, max(d1, d2)
+        if t is S.LetStmt:
+            body, st, nm, d = self.visit(s.body)
+            return S.LetStmt(s.var, s.value, body), st, nm, d
+        if t is Allocate:
+            body, st, nm, d = self.visit(s.body)
+            return Allocate(s.buffer, body), st, nm, d
+        return s, 1, False, 0
+
+    @staticmethod
+    def _rebuild(s: S.For, body: S.Stmt, kind: S.ForKind) -> S.Stmt:
+        if body is s.body and kind == s.kind:
+            return s
+        return S.For(s.loop_var, s.min, s.extent, kind, body, s.thread_binding, s.annotations)
+
+
+def _pragma_value(value: Any) -> int:
+    if isinstance(value, E.IntImm):
+        return int(value.value)
+    return int(value)
+
+
+def apply_unroll_pragmas(s: S.Stmt) -> S.Stmt:
+    """Loops annotated `pragma_auto_unroll_max_step` (with `pragma_unroll_explicit` true, as
+    MetaSchedule writes them) get TVM's auto-unroll decisions applied to their subtree. Without
+    the explicit flag TVM's LLVM backend ignores the hint, and so does this pass."""
+    t = type(s)
+    if t is S.For:
+        ann = s.annotations
+        if UNROLL_MAX_STEP in ann and _pragma_value(ann.get(UNROLL_EXPLICIT, 1)):
+            max_step = _pragma_value(ann[UNROLL_MAX_STEP])
+            if max_step > 0:
+                out, _, _, _ = _AutoUnroll(max_step).visit(s)
+                return out
+        body = apply_unroll_pragmas(s.body)
+        return s if body is s.body else S.For(s.loop_var, s.min, s.extent, s.kind, body, s.thread_binding, s.annotations)
+    children = stmt_children(s)
+    out = s
+    for i, child in enumerate(children):
+        new = apply_unroll_pragmas(child)
+        if new is not child:
+            out = _with_child(out, i, new)
+    return out
