@@ -17,7 +17,7 @@ MODES = ("structural", "ignore-tensor", "anchor-block")
 
 def tour(names: list[str]) -> int:
     failures = 0
-    print(f"{'workload':<12} {'GFLOP':>8} {'structural':>17} {'ignore-tensor':>17} {'anchor-block':>17}  round-trip")
+    print(f"{'workload':<18} {'MFLOP':>10} {'structural':>17} {'ignore-tensor':>17} {'anchor-block':>17}  round-trip")
     for name in names:
         mod = zoo.workload(name)
         started = time.perf_counter()
@@ -28,7 +28,7 @@ def tour(names: list[str]) -> int:
         hashes = [structural_hash(mod, mode) for mode in MODES]
         failures += not same
         verdict = f"ok ({elapsed_ms:.1f} ms)" if same else "MISMATCH"
-        print(f"{name:<12} {estimate_flops(mod) / 1e9:>8.3f} {hashes[0]:>17} {hashes[1]:>17} {hashes[2]:>17}  {verdict}")
+        print(f"{name:<18} {estimate_flops(mod) / 1e6:>10.2f} {hashes[0]:>17} {hashes[1]:>17} {hashes[2]:>17}  {verdict}")
     print()
     print(f"TVMScript of GMM as msdb prints it:\n\n{to_script(zoo.workload('GMM'))}")
     return 1 if failures else 0

@@ -326,3 +326,61 @@ def test_annotate_and_unannotate_blocks_and_loops() -> None:
     assert sch.trace.insts[-1].kind == "Unannotate" and sch.trace.insts[-1].attrs == ("ratio",)
     assert_rejected(sch, lambda: sch.unannotate(i, "ratio"), "unannotate", "loop 'i'", "'ratio'")
     assert_rejected(sch, lambda: sch.unannotate(block, "nope"), "block 'C'", "'nope'")
+
+
+# ---- random programs of loop primitives keep the meaning ----------------------------------
+
+
+@st.composite
+def loop_programs(draw: st.DrawFn) -> list[tuple]:
+    steps = []
+    for _ in range(draw(st.integers(1, 6))):
+        op = draw(st.sampled_from(["split", "split", "fuse", "reorder", "parallel", "vectorize", "unroll"]))
+        block = draw(st.sampled_from(["Z", "B", "C"]))
+        pos = draw(st.integers(0, 7))
+        if op == "split":
+            factors = draw(st.lists(st.one_of(st.none(), st.integers(1, 5)), min_size=2, max_size=3))
+            steps.append((op, block, pos, factors))
+        elif op == "fuse":
+            steps.append((op, block, pos, draw(st.integers(1, 3))))
+        elif op == "reorder":
+            steps.append((op, block, pos, draw(st.permutations(range(3)))))
+        else:
+            steps.append((op, block, pos, None))
+    return steps
+
+
+def _apply_program(sch: Schedule, steps: list[tuple]) -> int:
+    applied = 0
+    names = {"Z", "B", "C"} & set(sch._state.index("main").blocks)
+    for op, block_name, pos, arg in steps:
+        if block_name not in names:
+            continue
+        loops = sch.get_loops(sch.get_block(block_name))
+        if not loops:
+            continue
+        first = pos % len(loops)
+        before = sch.mod
+        try:
+            if op == "split":
+                sch.split(loops[first], arg)
+            elif op == "fuse":
+                sch.fuse(*loops[first:first + arg])
+            elif op == "reorder":
+                chosen = loops[first:first + 3]
+                sch.reorder(*[chosen[i] for i in arg if i < len(chosen)])
+            else:
+                getattr(sch, op)(loops[first])
+            applied += 1
+        except ScheduleError:
+            assert sch.mod is before
+    return applied
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(loop_programs(), st.sampled_from(["batch", "chain", "k10"]))
+def test_random_loop_programs_keep_the_meaning(steps: list[tuple], which: str) -> None:
+    mod = load({"batch": BATCH_MATMUL, "chain": CHAIN, "k10": MATMUL_K10.replace('"C"', '"Z"')}[which])
+    sch = Schedule(mod, seed=0)
+    _apply_program(sch, steps)
+    assert_same_results(mod, sch.mod)
