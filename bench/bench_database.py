@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from _timing import fresh_process_seconds, row  # noqa: E402
 
 from msdb.database import JSONDatabase, SQLiteDatabase  # noqa: E402
-from msdb.database.json_database import _RecordLineParser  # noqa: E402
+from msdb.database.json_database import RecordLineParser  # noqa: E402
 from msdb.ir import zoo  # noqa: E402
 from msdb.records import Target, TuningRecord, Workload  # noqa: E402
 
@@ -51,7 +51,7 @@ def shapes(count: int) -> list[tuple[int, int, int]]:
 
 def real_traces() -> list[str]:
     """Trace JSON text of every record in the fixture logs."""
-    parser = _RecordLineParser()
+    parser = RecordLineParser()
     traces = []
     for team in sorted(FIXTURES.iterdir()):
         for line in (team / "database_tuning_record.json").read_text().splitlines():

@@ -14,6 +14,7 @@ target, as in TVM. `dump_pruned` keeps the best records per workload *and* targe
 from __future__ import annotations
 
 import abc
+import heapq
 import threading
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal
@@ -221,7 +222,16 @@ def replay(record: TuningRecord) -> Schedule:
 
 def rank(records: Iterable[tuple[int, TuningRecord]], k: int, target: Target | None) -> list[TuningRecord]:
     """The top k valid records among `(commit_order, record)` pairs matching `target`."""
-    candidates = [(r.mean_run_secs, order, r) for order, r in records
-                  if r.is_valid and (target is None or target.matches(r.target))]
-    candidates.sort(key=lambda c: (c[0], c[1]))
-    return [c[2] for c in candidates[:k]]
+    verdicts: dict[int, bool] = {}  # records share their Target objects: match each once
+    candidates = []
+    for order, record in records:
+        if not record.is_valid:
+            continue
+        if target is not None:
+            verdict = verdicts.get(id(record.target))
+            if verdict is None:
+                verdict = verdicts[id(record.target)] = target.matches(record.target)
+            if not verdict:
+                continue
+        candidates.append((record.mean_run_secs, order, record))
+    return [c[2] for c in heapq.nsmallest(k, candidates, key=lambda c: (c[0], c[1]))]

@@ -41,7 +41,7 @@ from msdb.records.record import check_trace_json
 if TYPE_CHECKING:
     from msdb.ir.function import IRModule, PrimFunc
 
-__all__ = ["JSONDatabase", "WORKLOAD_FILE", "RECORD_FILE", "record_line"]
+__all__ = ["JSONDatabase", "WORKLOAD_FILE", "RECORD_FILE", "record_line", "RecordLineParser"]
 
 logger = logging.getLogger(__name__)
 
@@ -85,14 +85,16 @@ def record_line(workload_index: int, record: TuningRecord) -> str:
     return f"[{workload_index},[{record.trace_text},{run_secs},{target},{dumps(args) if args is not None else 'null'}]]"
 
 
-class _RecordLineParser:
-    """Parses record lines, keeping each trace as its original text. Targets and arg infos
-    repeat across lines, so their parsed values are shared by text."""
+class RecordLineParser:
+    """Parses record lines (`parse(line) -> (workload_index, parts)`), keeping each trace as its
+    original text. Targets and arg infos repeat across lines, so their parsed values are shared
+    by text; identical trace texts share one string."""
 
     def __init__(self) -> None:
         from msdb.schedule.tvm_json import JsonFloat
 
-        self._decoder = json.JSONDecoder(parse_float=JsonFloat)
+        self._decoder = json.JSONDecoder(parse_float=JsonFloat)  # run times keep their spelling
+        self._trace_decoder = json.JSONDecoder()  # all C; the trace is kept as its original text anyway
         self._targets: dict[str, Target | None] = {}
         self._args: dict[str, Any] = {}
         self._traces: dict[str, str] = {}
@@ -112,10 +114,13 @@ class _RecordLineParser:
         if head is None:
             return self._parse_general(line)
         start = head.end()  # where the trace begins
-        trace, end = self._decoder.raw_decode(line, start)
-        check_trace_json(trace)
+        trace, end = self._trace_decoder.raw_decode(line, start)
         trace_text = line[start:end]
-        trace_text = self._traces.setdefault(trace_text, trace_text)
+        seen = self._traces.get(trace_text)
+        if seen is None:  # identical texts share one string, checked once
+            check_trace_json(trace)
+            seen = self._traces[trace_text] = trace_text
+        trace_text = seen
         run_secs, _, end = self._value(line, end)
         target_value, target_text, end = self._value(line, end)
         args_value, args_text, end = self._value(line, end)
@@ -236,7 +241,7 @@ class JSONDatabase(MemoryDatabase):
 
     def _read_records(self) -> None:
         data = self.path_tuning_record.read_bytes()
-        parser = _RecordLineParser()
+        parser = RecordLineParser()
         lines = data.split(b"\n")
         if lines and lines[-1] == b"":
             lines.pop()

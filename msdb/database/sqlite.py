@@ -9,13 +9,15 @@ left exactly as it was. A new (or empty) file gets the schema from the Alembic m
 `msdb.schema`; an older msdb schema is upgraded. Both run inside one write transaction, so
 several processes opening a new file at once create it once. Opening reads no records.
 
-SQLite settings (guarded by the dialect name, so other databases are untouched): WAL journal
+SQLite settings (guarded by the dialect name, so other databases are untouched; WAL, the one
+setting stored in the file, is switched on only after the file has been recognized): WAL journal
 (readers never block the writer), `busy_timeout` 30 s (writers queue instead of failing),
 `synchronous=NORMAL` (safe with WAL: a power cut may lose the last commits, never corrupts),
 foreign keys on, a 32 MiB page cache, and 16 KiB pages for new files (a record's trace JSON is
-2-3 KB; 4 KiB pages would hold one record each and waste a third of the file). Writes start with `BEGIN IMMEDIATE`, so a read-then-write transaction never
-deadlocks against another writer; every write is one transaction, so a process killed at any
-moment leaves every earlier commit intact.
+2-3 KB; 4 KiB pages would hold one record each and waste a third of the file). Writes start
+with `BEGIN IMMEDIATE`, so a read-then-write transaction never deadlocks against another
+writer; every write is one transaction, so a process killed at any moment leaves every earlier
+commit intact.
 
 Queries
 -------

@@ -106,8 +106,13 @@ def _int_dtype(dtype: str) -> bool:
     return is_int(dtype) or is_uint(dtype)
 
 
-def _floordiv_const(a: int, b: int) -> int:
-    return a // b
+def _wrap(value: int, dtype: str) -> int:
+    """`value` converted to an integer dtype the way a cast does (two's complement wrap)."""
+    if dtype == "bool":
+        return int(value != 0)
+    lo, hi = _dtype_limits(dtype)
+    span = hi - lo + 1
+    return (value - lo) % span + lo
 
 
 def _truncdiv_const(a: int, b: int) -> int:
@@ -214,20 +219,9 @@ def _const_sum(value: int, dtype: str) -> _Sum:
     return _Sum({}, value, dtype)
 
 
-def _atom_key(atom: Any) -> Any:
-    if type(atom) is E.Var:
-        return atom
-    if type(atom) is _Digit:
-        return atom.key
-    return ("o", structural_key(atom))
-
-
 # ---------------------------------------------------------------------------------------------
 # The simplifier
 # ---------------------------------------------------------------------------------------------
-
-
-
 
 
 def _bool(value: bool) -> E.IntImm:
@@ -293,7 +287,7 @@ class _Simplifier:
         if t is E.Cast:
             value = self.visit(e.value)
             if type(value) is E.IntImm and _int_dtype(e.dtype):
-                return E.IntImm(e.dtype, value.value)
+                return E.IntImm(e.dtype, _wrap(value.value, e.dtype))
             if type(value) is E.IntImm and e.dtype == "bool":
                 return _bool(value.value != 0)
             if value.dtype == e.dtype:
@@ -453,6 +447,9 @@ class _Simplifier:
         ta = type(a)
         if ta is E.Not:
             return a.a
+        if not (isinstance(a, E.CmpOp) and _int_dtype(a.a.dtype) and _int_dtype(a.b.dtype)):
+            # (for floats `not a < b` is not `b <= a`: NaN compares false both ways)
+            return e if a is e.a else E.Not(a)
         if ta is E.LT:
             return E.LE(a.b, a.a, "bool")
         if ta is E.LE:
@@ -634,8 +631,9 @@ class _Simplifier:
 
     # ---- merging digits of one base ----
     def merge(self, s: _Sum) -> _Sum:
-        """Merge `a*((x % (l*k)) // l)`-style digits of the same base back together:
-        k*s*((x % U) // (l*k)) + s*((x % (l*k)) // l) == s*((x % U) // l)."""
+        """Merge adjacent digits of the same base back together:
+        k*s*((x % U) // (l*k)) + s*((x % (l*k)) // l) == s*((x % U) // l), valid when l*k
+        divides U (or there is no U)."""
         digits = 0
         for atom, _ in s.terms.values():
             if type(atom) is _Digit:
@@ -661,7 +659,8 @@ class _Simplifier:
                             continue
                         _, _, _, l_hi, u_hi, s_hi = hi_m
                         _, _, _, l_lo, u_lo, s_lo = lo_m
-                        if u_lo is not None and u_lo == l_hi and l_hi % l_lo == 0 and s_hi == s_lo * (l_hi // l_lo):
+                        if (u_lo is not None and u_lo == l_hi and l_hi % l_lo == 0
+                                and (u_hi is None or u_hi % l_hi == 0) and s_hi == s_lo * (l_hi // l_lo)):
                             found = (hi_m, lo_m)
                             break
                     if found:
@@ -742,10 +741,11 @@ class _Simplifier:
         if t is E.Select:
             a, b = self.bound_expr(e.true_value), self.bound_expr(e.false_value)
             return min(a[0], b[0]), max(a[1], b[1])
-        if t is E.Cast and _int_dtype(e.value.dtype):
+        if t is E.Cast and _int_dtype(e.value.dtype) and _int_dtype(e.dtype):
             inner = self.bound_expr(e.value)
-            own = _dtype_bound(e.dtype)
-            return max(inner[0], own[0]), min(inner[1], own[1])
+            lo, hi = _dtype_limits(e.dtype)
+            # a value that does not fit wraps around: then nothing better than the dtype is known
+            return inner if lo <= inner[0] and inner[1] <= hi else _dtype_bound(e.dtype)
         if e.dtype == "bool" or isinstance(e, (E.CmpOp, E.Not)):
             return 0, 1
         if t is E.Call and e.op == "if_then_else" and len(e.args) == 3:

@@ -131,7 +131,8 @@ class TuningRecord:
     as text; it is converted lazily. `target` accepts anything `Target` does.
     """
 
-    __slots__ = ("_trace", "_trace_json", "_trace_text", "workload", "run_secs", "target", "_args_info", "_args_json", "_mean")
+    __slots__ = ("_trace", "_trace_json", "_trace_text", "workload", "run_secs", "target", "_args_info", "_args_json",
+                 "_mean", "_valid")
 
     def __init__(self, trace: Trace | list[Any] | str, workload: Workload | IRModule | PrimFunc,
                  run_secs: Sequence[float] | None = None, target: Target | str | dict[str, Any] | None = None,
@@ -157,6 +158,7 @@ class TuningRecord:
             else:
                 self._args_json = args
         self._mean: float | None = None
+        self._valid: bool | None = None
 
     # ---- trace in its three forms ----
     @property
@@ -211,6 +213,11 @@ class TuningRecord:
     @property
     def is_valid(self) -> bool:
         """TVM's rule: a non-postproc instruction and some run time below the 1e10 failure mark."""
+        if self._valid is None:
+            self._valid = self._compute_valid()
+        return self._valid
+
+    def _compute_valid(self) -> bool:
         if not self.run_secs or not any(r < FAILED_RUN_SECS for r in self.run_secs):
             return False
         if self._trace_json is None and self._trace_text is not None:

@@ -171,7 +171,8 @@ def _check_outside_order(scope: T.Scope, loop: S.For, block: S.Block, producers:
                                 "so moving the block there would break a dependency")
 
 
-def _relax_env(inner_loops: list[S.For], outer: dict[E.Var, NumRange]) -> tuple[dict[E.Var, Interval], dict[E.Var, NumRange]]:
+def _relax_env(inner_loops: list[S.For], outer: dict[E.Var, NumRange]
+               ) -> tuple[dict[E.Var, Interval], dict[E.Var, NumRange]]:
     relax: dict[E.Var, Interval] = {}
     bounds = dict(outer)
     for lp in inner_loops:
@@ -227,8 +228,9 @@ def _iter_domains(block: S.Block, provided: tuple[S.BufferRegion, ...], required
                 continue
             if form is None or not single or len(form.terms) != 1 or not set(form.terms) <= block_vars:
                 if reverse:
-                    raise ScheduleError(f"{where}: the block accesses buffer {region.buffer.name!r} dimension {d} "
-                                        "with an index that is not `c * iter_var + offset`; its domain cannot be derived")
+                    raise ScheduleError(
+                        f"{where}: the block accesses buffer {region.buffer.name!r} dimension {d} with an index "
+                        "that is not `c * iter_var + offset`; its domain cannot be derived")
                 continue
             (var, coef), = form.terms.items()
             size = E.const_int(region.buffer.shape[d])

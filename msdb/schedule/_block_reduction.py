@@ -116,7 +116,8 @@ def _is_identity(kind: type, value: E.PrimExpr) -> bool:
     if kind is E.Mul:
         return v == 1
     if kind is E.Max:
-        return v == float("-inf") or (isinstance(value, E.FloatImm) and v <= -3.4e38) or _is_int_extreme(value, low=True)
+        return (v == float("-inf") or (isinstance(value, E.FloatImm) and v <= -3.4e38)
+                or _is_int_extreme(value, low=True))
     return v == float("inf") or (isinstance(value, E.FloatImm) and v >= 3.4e38) or _is_int_extreme(value, low=False)
 
 
@@ -247,7 +248,8 @@ def rfactor(state: ScheduleState, func_name: str, loop_var: E.Var, factor_axis: 
                      for r in block.reads if r.buffer is not buffer)
     rf_block = S.Block(
         tuple(rf_ivs), rf_reads, (S.BufferRegion(rf_buffer, _points(rf_idx)),), rf_name,
-        S.BufferStore(rf_buffer, _combine(kind, E.BufferLoad(rf_buffer, rf_idx), substitute(rhs, rf_map), lhs_first), rf_idx),
+        S.BufferStore(rf_buffer, _combine(kind, E.BufferLoad(rf_buffer, rf_idx), substitute(rhs, rf_map), lhs_first),
+                      rf_idx),
         init=S.BufferStore(rf_buffer, identity, rf_idx), annotations=block.annotations)
     rf_realize = S.BlockRealize(tuple(rf_values), realize.predicate, rf_block)
 

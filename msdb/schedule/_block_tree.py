@@ -21,9 +21,6 @@ from msdb.ir import stmt as S
 from msdb.ir.function import PrimFunc
 from msdb.schedule.state import ScheduleState
 
-_REMOVED = object()
-
-
 def const_true() -> E.PrimExpr:
     return E.IntImm("bool", 1)
 
@@ -221,10 +218,6 @@ class Scope:
         return [b for b in self.blocks if any(r is buffer for r in read_buffers(b))]
 
 
-def scope_of(state: ScheduleState, func_name: str, scope_block: S.Block) -> Scope:
-    return Scope(scope_block, blocks_in(scope_block.body))
-
-
 def output_buffers(func: PrimFunc) -> set[int]:
     """ids of the function's parameter buffers (what an "output block" writes)."""
     return {id(b) for b in func.buffer_map.values()}
@@ -322,10 +315,6 @@ def unique_block_name(state: ScheduleState, func_name: str, wanted: str) -> str:
     while f"{wanted}_{i}" in names:
         i += 1
     return f"{wanted}_{i}"
-
-
-def buffer_ref(buffer: E.Buffer) -> str:
-    return f"buffer {buffer.name!r}"
 
 
 def iter_var_map(block: S.Block, values: tuple[E.PrimExpr, ...]) -> dict[E.Var, E.PrimExpr]:

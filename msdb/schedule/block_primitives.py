@@ -124,17 +124,15 @@ class BlockPrimitives:
         with self._atomic():  # type: ignore[attr-defined]
             name = self._block_name(block)  # type: ignore[attr-defined]
             target = self._lookup(loop, LoopRV)  # type: ignore[attr-defined]
-            if target == ROOT_MARK and not isinstance(target, E.Var):
-                pass
-            elif target == INLINE_MARK and not isinstance(target, E.Var):
+            if isinstance(target, E.Var):
+                _block_compute_at.compute_at(self._state, self._func_name, name, target, bool(preserve_unit_loops),
+                                             _index(index), reverse)
+            elif target == INLINE_MARK:
                 if reverse:
                     _block_inline.reverse_compute_inline(self._state, self._func_name, name)
                 else:
                     _block_inline.compute_inline(self._state, self._func_name, name)
-            elif isinstance(target, E.Var):
-                _block_compute_at.compute_at(self._state, self._func_name, name, target, bool(preserve_unit_loops),
-                                             _index(index), reverse)
-            else:
+            elif target != ROOT_MARK:  # the root location leaves the block where it is (TVM)
                 raise ScheduleError(f"{kind}: {loop!r} does not stand for a loop")
             self._record(kind, [block, loop], [bool(preserve_unit_loops), int(index)], [])  # type: ignore[attr-defined]
 
@@ -240,7 +238,8 @@ class BlockPrimitives:
             annotations = dict(blk.annotations)
             annotations["buffer_dim_align"] = entries
             self._state.replace(self._func_name, blk, with_block(blk, annotations=annotations))
-            self._record("StorageAlign", [block], [buffer_index, axis, factor, offset], [])  # type: ignore[attr-defined]
+            self._record("StorageAlign", [block], [buffer_index, axis, factor, offset],  # type: ignore[attr-defined]
+                         [])
 
     # ---- helpers ----
     def _loop_var(self, loop: LoopRV, prim: str) -> E.Var:

@@ -140,11 +140,10 @@ def loop_lines(mod: IRModule) -> list[str]:
 
 
 def binding_lines(mod: IRModule) -> list[str]:
-    keep = ("T.axis", "T.where", "v", "T.sblock_attr", "T.block_attr")
+    """The iter var bindings and `T.where` lines of the printed script, stripped."""
     lines = []
     for line in ir.to_script(mod).splitlines():
         s = line.strip()
-        if s.startswith(("T.axis", "T.where")) or (" = T.axis." in s) or s.startswith("T.sblock_attr"):
+        if s.startswith("T.where") or " = T.axis." in s:
             lines.append(s)
-    del keep
     return lines

@@ -213,7 +213,8 @@ def test_cache_write_keeps_the_block_name_and_returns_the_copy_block() -> None:
     assert sch.get(c).name_hint == "C"
     assert sch.get(cache).name_hint == "C_global"
     assert [w.buffer.name for w in sch.get(c).writes] == ["C_global"]
-    assert [(r.buffer.name, w.buffer.name) for r, w in zip(sch.get(cache).reads, sch.get(cache).writes)] == [("C_global", "C")]
+    copy = sch.get(cache)
+    assert [(r.buffer.name, w.buffer.name) for r, w in zip(copy.reads, copy.writes)] == [("C_global", "C")]
     assert block_names(sch.mod) == ["root", "C", "C_global", "D"]
     assert root_allocs(sch.mod) == [("C", "global"), ("C_global", "global")]
     inst = sch.trace.insts[-1]

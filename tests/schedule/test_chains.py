@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from msdb.errors import ScheduleError
 from msdb.hashing import structural_equal, structural_hash
@@ -202,4 +204,30 @@ def test_conv_padding_inlined_from_sampled_location() -> None:
     location = sch.sample_compute_location(pad, decision=-2)
     sch.compute_at(pad, location)
     assert [b for b in sch.mod.main.body.block.alloc_buffers] == []
+    _assert_same_results(mod, sch.mod)
+
+
+# ---------------------------------------------------------------- property: any tiling, any level
+
+
+def _tiles(extent: int, parts: int) -> st.SearchStrategy[list[int]]:
+    """Ordered factorizations of `extent` into `parts` factors."""
+    divisors = [d for d in range(1, extent + 1) if extent % d == 0]
+    if parts == 1:
+        return st.just([extent])
+    return st.sampled_from(divisors).flatmap(
+        lambda d: _tiles(extent // d, parts - 1).map(lambda rest: [d] + rest))
+
+
+@settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(i=_tiles(8, 4), j=_tiles(8, 4), k=_tiles(8, 2), level=st.sampled_from([0, 1]), index=st.sampled_from([-1, -2]),
+       preserve=st.booleans())
+def test_any_tiling_with_write_cache_at_any_level_keeps_the_result(i: list[int], j: list[int], k: list[int], level: int,
+                                                                    index: int, preserve: bool) -> None:
+    mod = _matmul(8)
+    sch = Schedule(mod, seed=0)
+    block, s_tiles = _ssrsrs(sch, "C", [i, j], [k])
+    cache = sch.cache_write(block, 0, "global")
+    sch.reverse_compute_at(cache, s_tiles[-1][level], preserve_unit_loops=preserve, index=index)
+    sch.decompose_reduction(block, sch.get_loops(block)[4])  # the first reduction loop
     _assert_same_results(mod, sch.mod)

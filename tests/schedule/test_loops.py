@@ -7,6 +7,8 @@ function (interpreted before and after on the same inputs)."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from msdb.errors import ScheduleError
 from msdb.hashing import structural_equal
@@ -15,7 +17,7 @@ from msdb.schedule import ExprRV, LoopRV, Schedule
 
 from tests.schedule._loop_workloads import (
     BATCH_MATMUL, BRANCHY, CHAIN, MATMUL, MATMUL_K10, MLC_MM, assert_same_results, binding_lines, load,
-    loop_lines, script_of,
+    loop_lines,
 )
 
 
@@ -334,7 +336,7 @@ def test_annotate_and_unannotate_blocks_and_loops() -> None:
 @st.composite
 def loop_programs(draw: st.DrawFn) -> list[tuple]:
     steps = []
-    for _ in range(draw(st.integers(1, 6))):
+    for _ in range(draw(st.integers(2, 8))):
         op = draw(st.sampled_from(["split", "split", "fuse", "reorder", "parallel", "vectorize", "unroll"]))
         block = draw(st.sampled_from(["Z", "B", "C"]))
         pos = draw(st.integers(0, 7))

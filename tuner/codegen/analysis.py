@@ -113,6 +113,12 @@ class _VarCollector(IRVisitor):
     def visit_Var(self, node: E.Var) -> None:
         self.found.add(node)
 
+    def visit_Stmt(self, node: S.Stmt) -> None:
+        """Lowering-only statements (`Allocate`): descend into their body."""
+        body = getattr(node, "body", None)
+        if body is not None:
+            self.visit(body)
+
 
 def vars_in(node: Any) -> set[E.Var]:
     """Every Var used under an expression or statement."""
@@ -140,7 +146,7 @@ def static_shape(buffer: E.Buffer) -> tuple[int, ...]:
     for dim in buffer.shape:
         value = E.const_int(dim) if isinstance(dim, E.PrimExpr) else dim
         if value is None:
-            from tuner.codegen.errors import CodegenError
+            from msdb.tuner.codegen.errors import CodegenError
 
             raise CodegenError(
                 f"buffer {buffer.name} has a symbolic shape {buffer.shape}; the CPU code generator "
@@ -157,7 +163,7 @@ def buffer_strides(buffer: E.Buffer) -> tuple[int, ...]:
         for s in buffer.strides:
             value = E.const_int(s) if isinstance(s, E.PrimExpr) else s
             if value is None:
-                from tuner.codegen.errors import CodegenError
+                from msdb.tuner.codegen.errors import CodegenError
 
                 raise CodegenError(f"buffer {buffer.name} has symbolic strides {buffer.strides}")
             strides.append(int(value))
@@ -173,7 +179,7 @@ def flat_index(buffer: E.Buffer, indices: tuple[E.PrimExpr, ...], dtype: str = "
     """`sum(index[d] * stride[d]) + elem_offset` as one int expression of `dtype`."""
     strides = buffer_strides(buffer)
     if len(indices) != len(strides):
-        from tuner.codegen.errors import CodegenError
+        from msdb.tuner.codegen.errors import CodegenError
 
         raise CodegenError(
             f"buffer {buffer.name} has {len(strides)} dimensions but is indexed with {len(indices)} indices"
@@ -188,7 +194,7 @@ def flat_index(buffer: E.Buffer, indices: tuple[E.PrimExpr, ...], dtype: str = "
     if offset is not None:
         value = E.const_int(offset)
         if value is None:
-            from tuner.codegen.errors import CodegenError
+            from msdb.tuner.codegen.errors import CodegenError
 
             raise CodegenError(f"buffer {buffer.name} has a symbolic elem_offset")
         if value:

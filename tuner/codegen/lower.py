@@ -21,8 +21,8 @@ from msdb.ir import stmt as S
 from msdb.ir.arith import const_int_bound, simplify
 from msdb.ir.function import IRModule, PrimFunc
 from msdb.ir.functor import IRMutator, IRVisitor, substitute
-from tuner.codegen.analysis import affine, stmt_children, static_shape, vars_in
-from tuner.codegen.errors import CodegenError
+from msdb.tuner.codegen.analysis import affine, stmt_children, static_shape, vars_in
+from msdb.tuner.codegen.errors import CodegenError
 
 __all__ = ["Allocate", "LoweredFunc", "lower_func", "lower_module", "NOOP"]
 

@@ -242,6 +242,17 @@ def err_reverse_compute_at_window_access(sch):
     sch.reverse_compute_at(sch.get_sblock("D"), i0, index=-2)
 
 
+def mmrelu_caches_inside_a_shared_loop(sch):
+    c = sch.get_sblock("C")
+    d = sch.get_sblock("D")
+    i, j, k = sch.get_loops(c)
+    i0, i1 = sch.split(i, [4, 4])
+    sch.reorder(i0, j, k, i1)
+    sch.reverse_compute_at(d, i0)
+    sch.cache_write(c, 0, "global")
+    sch.cache_read(d, 0, "local")
+
+
 # ---- illegal uses ----
 
 
@@ -332,6 +343,7 @@ SCENARIOS = {
     "mmrelu_compute_at_reduction_producer": ("mmrelu", mmrelu_compute_at_reduction_producer),
     "chain_cache_read_for_one_consumer": ("chain", chain_cache_read_for_one_consumer),
     "err_reverse_compute_at_window_access": ("chain", err_reverse_compute_at_window_access),
+    "mmrelu_caches_inside_a_shared_loop": ("mmrelu", mmrelu_caches_inside_a_shared_loop),
     "err_decompose_below_reduction_loop": ("mm", err_decompose_below_reduction_loop),
     "err_inline_reduction": ("mm", err_inline_reduction),
     "err_compute_at_consumer_outside": ("chain", err_compute_at_consumer_outside),

@@ -1,0 +1,737 @@
+"""Import TVM MetaSchedule work_dirs (any generation) into an msdb SQL database.
+
+`import_tvm(db, paths)` is `msdb import`. It works in two phases so that a bad line anywhere
+writes nothing (DESIGN.md section 6):
+
+1. `read_import(paths)` reads every work_dir (or file pair) completely, without touching the
+   database: each distinct workload payload is decoded once into msdb IR and hashed; each record
+   line is parsed once, its trace shape-checked and normalized to TVM 0.27's form, its target
+   parsed (once per distinct target), its run_secs spelled as TVM does. Problems are collected
+   as `BadLine`s (`path:line: reason`), never raised half-way.
+2. `commit_import(db, plan)` writes everything in ONE transaction: workloads (deduplicated by
+   structural hash confirmed by structural equality; imported ones keep TVM's payload and
+   shash), targets, one `source` row per work_dir that adds records (file, sha256, user, host,
+   TVM version, time), and the records, deduplicated by (workload, target, trace, run_secs)
+   against the database and within the import, so re-importing a file adds nothing.
+
+Speed (DESIGN.md section 11, >= 20k records/s; TVM itself replays every trace while loading,
+apache/tvm#11680): no trace is replayed or parsed into a `Trace` unless it must be rewritten
+(legacy `GetBlock`, one-attribute `Split`) or `verify=True` asks for replays. A record line is
+split by the C JSON scanner, and the trace is stored as the exact text the file holds, which is
+TVM's own writer output, so its dedup hash is that of TVM's bytes. Lines that are not in TVM's
+compact form take a slower path with the same result. Rows go in with one executemany.
+
+Payloads msdb cannot decode (TVM's <= 0.21 graph format, or a node type msdb's IR lacks) stop
+the import with an error naming the format or node type, unless `opaque=True`: then the workload
+is stored as an opaque payload keyed by TVM's shash (flagged in `workload.ir_format`, see
+`msdb.ops.store`), with its records, and never replayed.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import logging
+import math
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+from msdb.errors import MsdbError
+from msdb.interop.tvm.payload import (
+    LegacyPayloadError, PayloadError, UnsupportedNodeError, decode_graph, graph_tvm_version, load_graph,
+)
+from msdb.interop.tvm.workdir import RECORD_FILE, WORKLOAD_FILE, BadLine, WorkDirError, resolve_paths
+from msdb.ops.store import OPAQUE_LEGACY, OPAQUE_UNSUPPORTED, ProgressFn
+
+if TYPE_CHECKING:
+    from msdb.database.sqlite import SQLiteDatabase
+    from msdb.ir.function import IRModule
+    from msdb.records import Target
+
+__all__ = [
+    "ImportAborted", "ImportPlan", "ImportSummary", "ParsedWorkDir", "ParsedWorkload", "commit_import",
+    "import_tvm", "normalize_trace_json", "read_import", "resolve_import_paths",
+]
+
+logger = logging.getLogger(__name__)
+
+FAILED_RUN_SECS = 1e10
+_PROGRESS_EVERY = 2000
+
+
+class ImportAborted(MsdbError):
+    """A TVM log has bad lines and skipping them was not asked for; nothing was written."""
+
+    def __init__(self, bad_lines: Sequence[BadLine]) -> None:
+        self.bad_lines = list(bad_lines)
+        first = self.bad_lines[0]
+        more = len(self.bad_lines) - 1
+        tail = f" (and {more} more bad line{'s' if more != 1 else ''})" if more else ""
+        super().__init__(f"{first}{tail}; nothing was imported (--skip-bad imports the other lines)")
+
+
+# ---------------------------------------------------------------- paths
+
+
+def resolve_import_paths(paths: Sequence[str | Path]) -> list[tuple[Path, Path]]:
+    """(workload file, record file) for each work_dir in `paths`; consecutive files pair up as
+    (workload file, record file). Raises `WorkDirError` naming the path."""
+    pairs: list[tuple[Path, Path]] = []
+    pending: Path | None = None
+    for raw in paths:
+        path = Path(raw)
+        if path.is_file():
+            if pending is None:
+                pending = path
+                continue
+            first, second = pending, path
+            if first.name == RECORD_FILE and second.name == WORKLOAD_FILE:
+                first, second = second, first
+            pairs.append(resolve_paths(first, second))
+            pending = None
+            continue
+        if pending is not None:
+            raise WorkDirError(f"{pending}: a file must be followed by its partner (the workload file, then the record "
+                               f"file), got {path}")
+        pairs.append(resolve_paths(path))
+    if pending is not None:
+        raise WorkDirError(f"{pending}: a file needs its partner: pass a work_dir, or the workload file followed by "
+                           "the record file")
+    if not pairs:
+        raise WorkDirError("nothing to import: give a work_dir or a workload file and a record file")
+    return pairs
+
+
+# ---------------------------------------------------------------- parsed data
+
+
+@dataclass
+class ParsedWorkload:
+    """One usable workload line: decoded (`mod`, `hashes`) or opaque (`opaque_format`)."""
+
+    line: int
+    tvm_shash: str
+    payload: str
+    tvm_version: str | None
+    mod: IRModule | None = None
+    hashes: dict[str, str] | None = None
+    opaque_format: str | None = None
+    opaque_reason: str | None = None
+
+    @property
+    def is_opaque(self) -> bool:
+        return self.opaque_format is not None
+
+
+#: A parsed record: (line, workload_index, target_key, trace_text, trace_hash, run_secs_text,
+#: mean_run_secs, is_valid, args_text). Tuples, not objects: an import holds 100k of them.
+RecordRow = tuple[int, int, str, str, str, "str | None", "float | None", bool, "str | None"]
+
+
+@dataclass
+class ParsedWorkDir:
+    """Everything read from one work_dir; `workloads[i]` is None for a bad workload line."""
+
+    workload_path: Path
+    record_path: Path
+    workload_sha256: str
+    record_sha256: str
+    workloads: list[ParsedWorkload | None] = field(default_factory=list)
+    records: list[RecordRow] = field(default_factory=list)
+    normalized: int = 0
+
+    @property
+    def tvm_version(self) -> str | None:
+        versions = sorted({w.tvm_version for w in self.workloads if w is not None and w.tvm_version})
+        return versions[-1] if versions else None
+
+    @property
+    def location(self) -> str:
+        return str(self.record_path.resolve())
+
+
+@dataclass
+class ImportPlan:
+    """What `read_import` found: parsed work_dirs, the targets they name, and bad lines."""
+
+    workdirs: list[ParsedWorkDir]
+    targets: dict[str, Target | None]
+    bad_lines: list[BadLine]
+
+    @property
+    def n_records(self) -> int:
+        return sum(len(wd.records) for wd in self.workdirs)
+
+
+@dataclass
+class ImportSummary:
+    """What an import did. `records_invalid` counts the new records TVM ranks as invalid (failed
+    builds or runs, no run_secs); they are stored as TVM stores them."""
+
+    workloads_new: int = 0
+    workloads_known: int = 0
+    records_new: int = 0
+    records_duplicate: int = 0
+    records_invalid: int = 0
+    bad_lines: list[BadLine] = field(default_factory=list)
+    opaque: list[str] = field(default_factory=list)
+    replayed: int = 0
+    replay_failures: list[str] = field(default_factory=list)
+    sources: list[int] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def line(self) -> str:
+        text = (f"workloads: {self.workloads_new} new, {self.workloads_known} known; records: {self.records_new} new, "
+                f"{self.records_duplicate} duplicate, {self.records_invalid} invalid")
+        if self.bad_lines:
+            text += f"; {len(self.bad_lines)} bad line{'s' if len(self.bad_lines) != 1 else ''} skipped"
+        if self.replayed or self.replay_failures:
+            text += f"; {self.replayed} traces replayed, {len(self.replay_failures)} failed"
+        return text + f"; {self.seconds:.2f} s"
+
+
+# ---------------------------------------------------------------- reading
+
+
+_RECORD_HEAD = re.compile(r"\[(-?\d+),\[")
+_raw_decode = json.JSONDecoder().raw_decode
+
+
+@functools.lru_cache(maxsize=1)
+def _legacy_kinds() -> frozenset[str]:
+    """Old spellings of instruction kinds (`GetBlock`), from the instruction registry."""
+    from msdb.schedule.instructions import known_kinds, spec_for
+
+    return frozenset(kind for kind in known_kinds() if spec_for(kind).name != kind)
+
+
+def normalize_trace_json(trace: list[Any]) -> list[Any]:
+    """TVM 0.27's form of a trace's JSON (`GetBlock` -> `GetSBlock`, `Split` attrs padded with
+    `disable_predication`), rewriting only the instructions that need it, with the rules of
+    `msdb.schedule.instructions.normalize_instruction` (the same as `Trace.normalized()`, without
+    building a `Trace`)."""
+    from msdb.schedule.instruction import Instruction
+    from msdb.schedule.instructions import normalize_instruction
+
+    legacy = _legacy_kinds()
+    insts = []
+    for inst in trace[0]:
+        kind, inputs, attrs, outputs = inst
+        if kind in legacy or (kind == "Split" and len(attrs) == 1):
+            new = normalize_instruction(Instruction(kind, tuple(inputs), tuple(attrs), tuple(outputs)))
+            insts.append([new.kind, inputs, list(new.attrs), outputs])
+        else:
+            insts.append(inst)
+    return [insts, trace[1]]
+
+
+def _scan_trace(trace: Any, legacy: frozenset[str]) -> tuple[str | None, bool]:
+    """(why the trace JSON is malformed or None, whether it needs normalizing)."""
+    if type(trace) is not list or len(trace) != 2 or type(trace[0]) is not list or type(trace[1]) is not list:
+        return "trace must be [instructions, decisions]", False
+    insts, decisions = trace
+    needs = False
+    for i, inst in enumerate(insts):
+        if (type(inst) is not list or len(inst) != 4 or type(inst[0]) is not str or type(inst[1]) is not list
+                or type(inst[2]) is not list or type(inst[3]) is not list):
+            return f"trace instruction {i} is not [kind, [inputs], [attrs], [outputs]]: {_short(inst)}", False
+        kind = inst[0]
+        if kind in legacy or (kind == "Split" and len(inst[2]) == 1):
+            needs = True
+    n = len(insts)
+    for j, item in enumerate(decisions):
+        if type(item) is not list or len(item) != 2 or type(item[0]) is not int:
+            return f"trace decision {j} is not [instruction_index, decision]: {_short(item)}", False
+        if not 0 <= item[0] < n:
+            return f"trace decision {j} points at instruction {item[0]}, but the trace has {n}", False
+    return None, needs
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _json_problem(text: str, exc: ValueError) -> str:
+    if isinstance(exc, json.JSONDecodeError):
+        if exc.msg.startswith("Unterminated") or exc.pos >= len(text.rstrip()) - 1:
+            return f"truncated JSON ({exc.msg} at column {exc.colno})"
+        return f"invalid JSON ({exc.msg} at column {exc.colno})"
+    return f"invalid JSON ({exc})"
+
+
+def _loads_tvm(text: str) -> Any:
+    """Standard JSON, or TVM's dialect (`\\xHH` string escapes) when the text uses it."""
+    if "\\x" in text:
+        from msdb.schedule import tvm_json
+
+        return tvm_json.loads(text)
+    return json.loads(text)
+
+
+class _Reader:
+    """Reads work_dirs into an `ImportPlan` (see the module docstring, phase 1)."""
+
+    def __init__(self, *, opaque: bool, progress: ProgressFn | None, total: int) -> None:
+        self.legacy = _legacy_kinds()
+        self.opaque = opaque
+        self.progress = progress
+        self.targets: dict[str, Target | None] = {}
+        self.target_errors: dict[str, str] = {}
+        self.args_texts: dict[str, str | tuple[str]] = {}
+        self.payloads: dict[str, ParsedWorkload | str] = {}
+        self.bad: list[BadLine] = []
+        self.done = 0
+        self.total = total
+
+    # ---- workloads ----
+    def workload_line(self, path: Path, number: int, text: str) -> ParsedWorkload | None:
+        try:
+            value = json.loads(text)
+        except ValueError as exc:
+            return self._bad(path, number, _json_problem(text, exc))
+        if not (isinstance(value, list) and len(value) == 2 and all(isinstance(v, str) for v in value)):
+            return self._bad(path, number, 'expected a workload line ["<shash>", "<base64 payload>"]')
+        shash, payload = value
+        if not shash.isdigit():
+            return self._bad(path, number, f"workload shash {shash!r} is not a decimal integer")
+        cached = self.payloads.get(payload)
+        if cached is None:
+            cached = self.payloads[payload] = self._decode(shash, payload)
+        if isinstance(cached, str):
+            return self._bad(path, number, cached.replace("{shash}", shash))
+        return ParsedWorkload(number, shash, payload, cached.tvm_version, cached.mod, cached.hashes,
+                              cached.opaque_format, cached.opaque_reason)
+
+    def _decode(self, shash: str, payload: str) -> ParsedWorkload | str:
+        try:
+            graph = load_graph(payload)
+        except PayloadError as exc:
+            return str(exc)
+        version = graph_tvm_version(graph)
+        try:
+            mod = decode_graph(graph)
+        except (LegacyPayloadError, UnsupportedNodeError) as exc:
+            kind = OPAQUE_LEGACY if isinstance(exc, LegacyPayloadError) else OPAQUE_UNSUPPORTED
+            if self.opaque:
+                return ParsedWorkload(0, shash, payload, version, opaque_format=kind, opaque_reason=str(exc))
+            return (f"{exc}; msdb cannot decode this workload (--opaque imports it as an opaque payload keyed by "
+                    "TVM's shash {shash}, excluded from replay)")
+        except PayloadError as exc:
+            return str(exc)
+        from msdb.hashing import structural_hash
+        from msdb.records.workload import HASH_MODES
+
+        try:
+            hashes = {mode: structural_hash(mod, mode) for mode in HASH_MODES}
+        except MsdbError as exc:
+            return f"workload decoded but cannot be hashed: {exc}"
+        return ParsedWorkload(0, shash, payload, version, mod=mod, hashes=hashes)
+
+    def _bad(self, path: Path, number: int, reason: str) -> None:
+        self.bad.append(BadLine(path, number, reason))
+        return None
+
+    # ---- records ----
+    def record_line(self, wd: ParsedWorkDir, path: Path, number: int, text: str, n_workloads: int) -> None:
+        fast = self._fast(text)
+        if fast is None:
+            slow = self._slow(text)
+            if isinstance(slow, str):
+                self._bad(path, number, slow)
+                return
+            index, trace, trace_text, run_secs, target, target_key, args, args_key = slow
+        else:
+            index, trace, trace_text, run_secs, target, target_key, args, args_key = fast
+        if not 0 <= index < n_workloads:
+            self._bad(path, number, f"record points at workload index {index}, but {wd.workload_path.name} has "
+                                    f"{n_workloads} workload(s)")
+            return
+        workload = wd.workloads[index]
+        if workload is None:
+            self._bad(path, number, f"record points at workload index {index}, which is a bad line of "
+                                    f"{wd.workload_path.name}")
+            return
+        problem, needs_normalizing = _scan_trace(trace, self.legacy)
+        if problem is not None:
+            self._bad(path, number, problem)
+            return
+        if needs_normalizing:
+            from msdb.schedule.tvm_json import dumps
+
+            trace = normalize_trace_json(trace)
+            trace_text = dumps(trace)
+            wd.normalized += 1
+        elif trace_text is None or " " in trace_text or "\n" in trace_text or "\t" in trace_text:
+            # Not TVM's compact writer output: store (and hash) TVM's spelling instead.
+            from msdb.schedule.tvm_json import dumps
+
+            trace_text = dumps(trace)
+        # run_secs
+        if run_secs is not None:
+            if type(run_secs) is not list:
+                self._bad(path, number, f"run_secs must be a list of numbers or null, got {_short(run_secs)}")
+                return
+            for x in run_secs:
+                if isinstance(x, bool) or not isinstance(x, (int, float)):
+                    self._bad(path, number, f"run_secs must be a list of numbers or null, got {_short(run_secs)}")
+                    return
+                if not math.isfinite(x):
+                    self._bad(path, number, f"run_secs holds {x}, which is not a finite number")
+                    return
+            from msdb.schedule.tvm_json import format_float
+
+            run_text: str | None = "[" + ",".join([format_float(float(x)) for x in run_secs]) + "]"
+            mean = math.fsum(run_secs) / len(run_secs) if run_secs else None
+            valid = bool(run_secs) and any(x < FAILED_RUN_SECS for x in run_secs)
+        else:
+            run_text, mean, valid = None, None, False
+        valid = valid and bool(trace[0]) and trace[0][0][0] != "EnterPostproc"
+        # target
+        if target_key not in self.targets:
+            if target_key in self.target_errors:
+                self._bad(path, number, self.target_errors[target_key])
+                return
+            problem = self._parse_target(target_key, target)
+            if problem is not None:
+                self._bad(path, number, problem)
+                return
+        # args_info
+        args_text: str | None = None
+        if args is not None:
+            cached = self.args_texts.get(args_key)
+            if cached is None:
+                cached = self.args_texts[args_key] = self._check_args(args)
+            if isinstance(cached, tuple):
+                self._bad(path, number, cached[0])
+                return
+            args_text = cached
+        trace_hash = hashlib.blake2b(trace_text.encode("utf-8"), digest_size=8).hexdigest()
+        wd.records.append((number, index, target_key, trace_text, trace_hash, run_text, mean, valid, args_text))
+
+    @staticmethod
+    def _fast(text: str) -> tuple[Any, ...] | None:
+        """Split a line in TVM's compact form `[i,[trace,run_secs,target,args]]`; None when the
+        line is anything else (the slow path then parses it or says what is wrong)."""
+        head = _RECORD_HEAD.match(text)
+        if head is None:
+            return None
+        start = head.end()
+        try:
+            trace, end = _raw_decode(text, start)
+            if text[end] != ",":
+                return None
+            run_secs, end2 = _raw_decode(text, end + 1)
+            if text[end2] != ",":
+                return None
+            target, end3 = _raw_decode(text, end2 + 1)
+            if text[end3] != ",":
+                return None
+            args, end4 = _raw_decode(text, end3 + 1)
+        except (ValueError, IndexError):
+            return None
+        if text[end4:].rstrip() != "]]":
+            return None
+        return (int(head.group(1)), trace, text[start:end], run_secs, target, text[end2 + 1:end3], args,
+                text[end3 + 1:end4])
+
+    @staticmethod
+    def _slow(text: str) -> tuple[Any, ...] | str:
+        """Any JSON spelling of a record line, or the reason it is not one."""
+        try:
+            value = _loads_tvm(text)
+        except ValueError as exc:
+            return _json_problem(text, exc)
+        if not (isinstance(value, list) and len(value) == 2 and type(value[0]) is int):
+            return "expected a record line [workload_index, [trace, run_secs, target, args_info]]"
+        index, body = value
+        if not (isinstance(body, list) and 1 <= len(body) <= 4):
+            return "expected [trace, run_secs, target, args_info] after the workload index"
+        trace, run_secs, target, args = (list(body) + [None, None, None])[:4]
+        target_key = json.dumps(target, sort_keys=True)
+        args_key = json.dumps(args, sort_keys=True)
+        return index, trace, None, run_secs, target, target_key, args, args_key
+
+    def _parse_target(self, key: str, target: Any) -> str | None:
+        from msdb.records import Target, TargetError
+
+        if target is None or (isinstance(target, dict) and not target):
+            self.targets[key] = None
+            return None
+        if not isinstance(target, (dict, str)):
+            problem = f"target must be a config object or a target string, got {_short(target)}"
+            self.target_errors[key] = problem
+            return problem
+        try:
+            self.targets[key] = Target(target)
+        except TargetError as exc:
+            problem = f"bad target: {exc}"
+            self.target_errors[key] = problem
+            return problem
+        return None
+
+    @staticmethod
+    def _check_args(args: Any) -> str | tuple[str]:
+        from msdb.records import ArgInfo
+        from msdb.records.record import RecordFormatError
+        from msdb.schedule.tvm_json import dumps
+
+        if type(args) is not list:
+            return (f"args_info must be a list or null, got {_short(args)}",)
+        try:
+            for arg in args:
+                ArgInfo.from_json(arg)
+        except RecordFormatError as exc:
+            return (f"args_info: {exc}",)
+        return dumps(args)
+
+    # ---- files ----
+    def read(self, workload_path: Path, record_path: Path) -> ParsedWorkDir:
+        try:
+            workload_bytes = workload_path.read_bytes()
+            record_bytes = record_path.read_bytes()
+        except OSError as exc:
+            raise WorkDirError(f"{exc.filename}: cannot read ({exc.strerror})") from None
+        wd = ParsedWorkDir(workload_path, record_path, hashlib.sha256(workload_bytes).hexdigest(),
+                           hashlib.sha256(record_bytes).hexdigest())
+        for number, text in self._lines(workload_path, workload_bytes):
+            wd.workloads.append(self.workload_line(workload_path, number, text))
+        n_workloads = len(wd.workloads)
+        progress, every = self.progress, _PROGRESS_EVERY
+        lines = self._lines(record_path, record_bytes)
+        for count, (number, text) in enumerate(lines, start=1):
+            self.record_line(wd, record_path, number, text, n_workloads)
+            if progress is not None and count % every == 0:
+                progress("reading", min(self.done + count, self.total), self.total)
+        self.done += len(lines)
+        return wd
+
+    def _lines(self, path: Path, data: bytes) -> list[tuple[int, str]]:
+        """Non-blank lines with their 1-based numbers (TVM 0.27 segfaults on a blank line; msdb
+        skips it); a line that is not UTF-8 is reported."""
+        try:
+            lines = data.decode("utf-8").split("\n")
+        except UnicodeDecodeError:
+            out = []
+            for number, raw in enumerate(data.split(b"\n"), start=1):
+                if not raw.strip():
+                    continue
+                try:
+                    out.append((number, raw.decode("utf-8")))
+                except UnicodeDecodeError:
+                    self._bad(path, number, "line is not UTF-8 text")
+            return out
+        return [(number, line) for number, line in enumerate(lines, start=1) if line and not line.isspace()]
+
+
+def read_import(paths: Sequence[str | Path], *, opaque: bool = False,
+                progress: ProgressFn | None = None) -> ImportPlan:
+    """Phase 1: read and check every work_dir; the database is not touched. `paths` are
+    work_dirs and files (see `resolve_import_paths`)."""
+    resolved = resolve_import_paths(paths)
+    reader = _Reader(opaque=opaque, progress=progress, total=sum(_line_count(record) for _, record in resolved))
+    workdirs = [reader.read(workload, record) for workload, record in resolved]
+    if progress is not None:
+        progress("reading", reader.total, reader.total)
+    bad = sorted(reader.bad, key=lambda b: (_order(resolved, b.path), b.line))
+    return ImportPlan(workdirs, reader.targets, bad)
+
+
+def _line_count(path: Path) -> int:
+    try:
+        with open(path, "rb") as handle:
+            return sum(chunk.count(b"\n") for chunk in iter(lambda: handle.read(1 << 20), b""))
+    except OSError:
+        return 0
+
+
+def _order(pairs: list[tuple[Path, Path]], path: Path) -> int:
+    for i, (workload, record) in enumerate(pairs):
+        if path == workload:
+            return 2 * i
+        if path == record:
+            return 2 * i + 1
+    return len(pairs) * 2
+
+
+# ---------------------------------------------------------------- replay
+
+
+def replay_plan(plan: ImportPlan, progress: ProgressFn | None = None) -> tuple[int, list[str]]:
+    """Replay every distinct (workload, trace) of the plan on the decoded workload, as TVM does
+    when it loads a log; returns (replayed, ["path:line: replay failed: reason", ...]). Opaque
+    workloads are never replayed."""
+    from msdb.schedule import Schedule, Trace
+
+    seen: dict[tuple[int, str], str | None] = {}
+    failures: list[str] = []
+    total = plan.n_records
+    done = replayed = 0
+    for wd in plan.workdirs:
+        for row in wd.records:
+            done += 1
+            number, index, _, trace_text, trace_hash = row[:5]
+            workload = wd.workloads[index]
+            if workload is None or workload.mod is None:
+                continue
+            key = (id(workload.mod), trace_hash)
+            if key not in seen:
+                try:
+                    sch = Schedule(workload.mod)
+                    Trace.from_json(trace_text).apply_to_schedule(sch, remove_postproc=False)
+                    seen[key] = None
+                except MsdbError as exc:
+                    seen[key] = str(exc)
+                except Exception as exc:  # noqa: BLE001 - a replay bug must not abort the import
+                    seen[key] = f"{type(exc).__name__}: {exc}"
+                replayed += 1
+            if seen[key] is not None:
+                failures.append(f"{wd.record_path}:{number}: replay failed: {seen[key]}")
+            if progress is not None and done % 100 == 0:
+                progress("replaying", done, total)
+    if progress is not None:
+        progress("replaying", total, total)
+    return replayed, failures
+
+
+# ---------------------------------------------------------------- writing
+
+
+_RECORD_COLUMNS = ("workload_id", "target_id", "source_id", "trace", "trace_hash", "run_secs", "mean_run_secs",
+                   "is_valid", "args_info")
+
+
+def commit_import(db: SQLiteDatabase, plan: ImportPlan, *, user: str | None = None, host: str | None = None,
+                  model: str | None = None, summary: ImportSummary | None = None,
+                  progress: ProgressFn | None = None) -> ImportSummary:
+    """Phase 2: write the plan's good lines in one transaction (see the module docstring)."""
+    from msdb.database import models as M
+    from msdb.ops import store
+
+    summary = summary if summary is not None else ImportSummary()
+    user = user if user is not None else store.default_user()
+    host = host if host is not None else store.default_host()
+    total = plan.n_records
+    done = 0
+    with store.write_transaction(db) as conn:
+        targets = store.TargetRows(conn)
+        target_ids: dict[str, int] = {}
+        by_key: dict[tuple[str, bool], int] = {}  # (shash, opaque) -> row id, this import
+        keys: set[tuple[int, int, str, str | None]] = set()
+        keys_loaded: set[int] = set()
+        for wd in plan.workdirs:
+            row_ids: list[int | None] = []
+            for workload in wd.workloads:
+                if workload is None:
+                    row_ids.append(None)
+                    continue
+                workload_id, is_new, name = _workload_id(conn, workload, by_key)
+                row_ids.append(workload_id)
+                if is_new:
+                    summary.workloads_new += 1
+                    keys_loaded.add(workload_id)  # a new workload has no stored records
+                    if workload.is_opaque:
+                        summary.opaque.append(f"{wd.workload_path}:{workload.line}: imported as an opaque payload "
+                                              f"(TVM shash {workload.tvm_shash}): {workload.opaque_reason}")
+                else:
+                    summary.workloads_known += 1
+                if model is not None:
+                    store.ensure_task(conn, model, workload_id, name or f"workload{workload_id}")
+            rows: list[tuple[Any, ...]] = []
+            for number, index, target_key, trace_text, trace_hash, run_text, mean, valid, args_text in wd.records:
+                workload_id = row_ids[index]
+                assert workload_id is not None
+                if workload_id not in keys_loaded:
+                    keys |= store.record_keys_of(conn, workload_id)
+                    keys_loaded.add(workload_id)
+                target_id = target_ids.get(target_key)
+                if target_id is None:
+                    target_id = target_ids[target_key] = targets.id_for(plan.targets[target_key])
+                key = (workload_id, target_id, trace_hash, run_text)
+                done += 1
+                if key in keys:
+                    summary.records_duplicate += 1
+                    continue
+                keys.add(key)
+                rows.append((workload_id, target_id, None, trace_text, trace_hash, run_text, mean, valid, args_text))
+                if not valid:
+                    summary.records_invalid += 1
+            if rows:
+                source_id = store.insert_source(conn, kind="import", location=wd.location, sha256=wd.record_sha256,
+                                                username=user, host=host, tvm_version=wd.tvm_version)
+                summary.sources.append(source_id)
+                rows = [(r[0], r[1], source_id) + r[3:] for r in rows]
+                for chunk in store.chunks(rows, 20000):
+                    store.insert_many(conn, M.tuning_record, _RECORD_COLUMNS, chunk)
+                    if progress is not None:
+                        progress("writing", min(done, total), total)
+                summary.records_new += len(rows)
+            if progress is not None:
+                progress("writing", done, total)
+    return summary
+
+
+def _workload_id(conn: Any, workload: ParsedWorkload, by_key: dict[tuple[str, bool], int]) -> tuple[int, bool, str | None]:
+    """(row id, inserted now, name) of a parsed workload, inserting it when new."""
+    from sqlalchemy import insert, select
+
+    from msdb.database import models as M
+    from msdb.ops import store
+
+    if workload.is_opaque:
+        shash = store.opaque_shash(workload.tvm_shash)
+        mod = None
+    else:
+        assert workload.hashes is not None
+        shash = workload.hashes["structural"]
+        mod = workload.mod
+    key = (shash, workload.is_opaque)
+    known = by_key.get(key)
+    if known is None:
+        known = store.find_workload_id(conn, shash, mod)
+    if known is not None:
+        by_key[key] = known
+        name = conn.execute(select(M.workload.c.name).where(M.workload.c.id == known)).scalar()
+        return known, False, name
+    if workload.is_opaque:
+        assert workload.opaque_format is not None
+        row = store.opaque_workload_row(tvm_shash=workload.tvm_shash, payload=workload.payload,
+                                        ir_format=workload.opaque_format, reason=workload.opaque_reason or "")
+    else:
+        from msdb.ops.naming import workload_name
+
+        assert mod is not None and workload.hashes is not None
+        row = store.workload_row(mod, hashes=workload.hashes, name=workload_name(mod, shash),
+                                 tvm_payload=workload.payload, tvm_shash=workload.tvm_shash)
+    workload_id = int(conn.execute(insert(M.workload).values(**row)).inserted_primary_key[0])
+    by_key[key] = workload_id
+    return workload_id, True, row["name"]
+
+
+# ---------------------------------------------------------------- one call
+
+
+def import_tvm(db: SQLiteDatabase, paths: Sequence[str | Path], *, skip_bad: bool = False, opaque: bool = False,
+               user: str | None = None, host: str | None = None, model: str | None = None, verify: bool = False,
+               progress: ProgressFn | None = None) -> ImportSummary:
+    """Import TVM work_dirs (or file pairs) into `db` in one transaction; see the module
+    docstring. Raises `ImportAborted` (nothing written) when a line is bad and `skip_bad` is
+    False, `WorkDirError` for a path that is not a work_dir."""
+    start = time.perf_counter()
+    plan = read_import(paths, opaque=opaque, progress=progress)
+    if plan.bad_lines and not skip_bad:
+        raise ImportAborted(plan.bad_lines)
+    summary = ImportSummary(bad_lines=list(plan.bad_lines))
+    if verify:
+        summary.replayed, summary.replay_failures = replay_plan(plan, progress)
+    commit_import(db, plan, user=user, host=host, model=model, summary=summary, progress=progress)
+    summary.seconds = time.perf_counter() - start
+    logger.info("import: %s", summary.line())
+    return summary
