@@ -144,8 +144,8 @@ def relax(index: E.PrimExpr, ranges: dict[E.Var, tuple[E.PrimExpr, E.PrimExpr]])
 
 
 def _union(accesses: list[list[tuple[E.PrimExpr, E.PrimExpr]]], buffer: E.Buffer) -> S.BufferRegion:
-    """One region covering every access; identical or contained accesses collapse, constant
-    bounds merge numerically, anything else widens to the full dimension."""
+    """One region covering every access: identical accesses collapse, accesses at constant
+    offsets from each other merge into one span, anything else widens to the full dimension."""
     dims: list[E.Range] = []
     for d in range(len(buffer.shape)):
         cands = [acc[d] for acc in accesses]
@@ -154,15 +154,37 @@ def _union(accesses: list[list[tuple[E.PrimExpr, E.PrimExpr]]], buffer: E.Buffer
         if same:
             dims.append(E.Range(first_min, first_ext))
             continue
-        consts = [(E.const_int(m) if m is not None else None, E.const_int(e) if e is not None else None) for m, e in cands]
-        if all(m is not None and e is not None for m, e in consts):
-            lo = min(m for m, _ in consts)
-            hi = max(m + e for m, e in consts)
-            dims.append(E.Range(E.IntImm(first_ext.dtype, lo), E.IntImm(first_ext.dtype, hi - lo)))
+        merged = _merge_offsets(cands)
+        if merged is not None:
+            dims.append(merged)
             continue
         zero = E.make_const(0, buffer.shape[d].dtype)
         dims.append(E.Range(zero, buffer.shape[d]))
     return S.BufferRegion(buffer, tuple(dims))
+
+
+def _merge_offsets(cands: list[tuple[E.PrimExpr, E.PrimExpr]]) -> E.Range | None:
+    """Merge accesses whose starts differ from the first one's by constants and whose extents
+    are constants (`C[v]`, `C[v + 1]`, `C[v + 2]` -> `C[v:v + 3]`, as TVM does); None when they
+    don't line up that way."""
+    from msdb.ir.arith import simplify
+
+    base, _ = cands[0]
+    if base is None:
+        return None
+    spans: list[tuple[int, int]] = []
+    for start, extent in cands:
+        ext = E.const_int(extent) if extent is not None else None
+        if start is None or ext is None:
+            return None
+        offset = E.const_int(simplify(start - base))
+        if offset is None:
+            return None
+        spans.append((offset, offset + ext))
+    lo = min(a for a, _ in spans)
+    hi = max(b for _, b in spans)
+    start = base if lo == 0 else simplify(base + lo)
+    return E.Range(start, E.IntImm(cands[0][1].dtype, hi - lo))
 
 
 def _same(a: E.PrimExpr | None, b: E.PrimExpr | None) -> bool:

@@ -43,7 +43,7 @@ __all__ = [
     "OPAQUE_PREFIX", "OPAQUE_LEGACY", "OPAQUE_UNSUPPORTED", "NULL_TARGET", "ProgressFn", "is_opaque",
     "open_database", "write_transaction", "TargetRows", "insert_many", "workload_row", "opaque_workload_row",
     "opaque_shash", "find_workload_id", "record_keys_of", "insert_source", "ensure_task", "load_workload_ir",
-    "default_user", "default_host", "now", "run_secs_text", "mean_of",
+    "default_user", "default_host", "now", "run_secs_text", "mean_of", "file_of", "redact", "chunks",
 ]
 
 logger = logging.getLogger(__name__)
@@ -86,7 +86,7 @@ def default_host() -> str:
 # ---------------------------------------------------------------- opening
 
 
-def _redact(location: str) -> str:
+def redact(location: str) -> str:
     """A URL with its password hidden (error messages end up in logs and bug reports)."""
     if "://" not in location:
         return location
@@ -112,11 +112,11 @@ def open_database(location: str | os.PathLike[str], *, create: bool = False) -> 
     from msdb.database.sqlite import SQLiteDatabase
 
     text = os.fspath(location)
-    shown = _redact(text)
+    shown = redact(text)
     if not text.strip():
         raise DatabaseOpenError("empty database location; give a file path or an SQLAlchemy URL")
     if not create:
-        path = _file_of(text)
+        path = file_of(text)
         if path is not None and not path.exists():
             raise DatabaseOpenError(f"{path}: no such database file")
     try:
@@ -131,7 +131,7 @@ def open_database(location: str | os.PathLike[str], *, create: bool = False) -> 
         raise DatabaseOpenError(f"cannot open database {shown!r}: {exc.strerror or exc}") from None
 
 
-def _file_of(text: str) -> Path | None:
+def file_of(text: str) -> Path | None:
     """The file behind a path or an sqlite URL; None for other URLs and in-memory SQLite."""
     if "://" not in text:
         return Path(text).expanduser()

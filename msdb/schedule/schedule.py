@@ -428,17 +428,37 @@ class Schedule(BlockPrimitives):
 
     @contextlib.contextmanager
     def _atomic(self) -> Iterator[None]:
-        saved = (self._state.copy(), dict(self._symbols), len(self._insts), dict(self._decisions), self._rng.getstate())
+        # The RNG state (a 625-word tuple) is saved lazily, by `_sampler()`, only when a
+        # primitive inside actually draws: most primitives never do, and copying it for every
+        # instruction was the largest single cost of replaying a trace.
+        frames: list[list[Any]] = self.__dict__.setdefault("_rng_frames", [])
+        frame: list[Any] = [None]
+        frames.append(frame)
+        saved = (self._state.copy(), dict(self._symbols), len(self._insts), dict(self._decisions))
         try:
             yield
         except ScheduleError:
-            state, symbols, n_insts, decisions, rng_state = saved
+            state, symbols, n_insts, decisions = saved
             self._state = state
             self._symbols = symbols
             del self._insts[n_insts:]
             self._decisions = decisions
-            self._rng.setstate(rng_state)
+            if frame[0] is not None:
+                self._rng.setstate(frame[0])
             raise
+        finally:
+            frames.pop()
+
+    def _sampler(self) -> random.Random:
+        """The RNG, for a primitive about to draw from it: first saves its state in every
+        enclosing `_atomic()` that has not saved it yet, so a failure can rewind it."""
+        frames = self.__dict__.get("_rng_frames")
+        if frames and frames[-1][0] is None:
+            state = self._rng.getstate()
+            for frame in frames:
+                if frame[0] is None:
+                    frame[0] = state
+        return self._rng
 
     # =========================================================================================
     # Internal helpers shared by the primitives below (and usable by mixins)
@@ -1043,7 +1063,7 @@ class Schedule(BlockPrimitives):
             else:
                 if extent < 1:
                     raise ScheduleError(f"sample_perfect_tile: loop {target.loop_var.name!r} has extent {extent}")
-                result = sampling.sample_perfect_tile(self._rng, extent, n, max_innermost_factor)
+                result = sampling.sample_perfect_tile(self._sampler(), extent, n, max_innermost_factor)
             rvs = [self._new_expr_rv(v) for v in result]
             self._record("SamplePerfectTile", [loop], [n, max_innermost_factor], rvs, decision=list(result))
             return rvs
@@ -1065,7 +1085,7 @@ class Schedule(BlockPrimitives):
                 index = decision
             else:
                 try:
-                    index = sampling.sample_categorical(self._rng, weights)
+                    index = sampling.sample_categorical(self._sampler(), weights)
                 except ValueError as exc:
                     raise ScheduleError(f"sample_categorical: {exc}") from None
             rv = self._new_expr_rv(cands[index])
@@ -1089,7 +1109,7 @@ class Schedule(BlockPrimitives):
                 else:
                     chosen, target = -1, ROOT_MARK
             else:
-                pick = sampling.sample_int(self._rng, 0, len(indices))
+                pick = sampling.sample_int(self._sampler(), 0, len(indices))
                 chosen, target = indices[pick], targets[pick]
             rv = LoopRV()
             self._symbols[rv] = target

@@ -675,7 +675,7 @@ def int_exprs(draw, leaves, dtype, depth=0):
     return getattr(E, kind)(a, b)
 
 
-@settings(max_examples=100, deadline=None, derandomize=True)
+@settings(max_examples=80, deadline=None, derandomize=True)
 @given(data=st.data(), dtype=st.sampled_from(["int8", "int32"]))
 def test_integer_expressions_match_python_reference(data, dtype):
     i, j = E.Var("i", dtype), E.Var("j", dtype)
@@ -866,7 +866,7 @@ def test_aliased_arguments_keep_sequential_semantics():
     run_both(f, y, z)
 
 
-@settings(max_examples=50, deadline=None, derandomize=True)
+@settings(max_examples=40, deadline=None, derandomize=True)
 @given(data=st.data(), dtype=st.sampled_from(["int8", "int32"]))
 def test_vectorized_integer_expressions_match_python_reference(data, dtype):
     i, j = E.Var("i", dtype), E.Var("j", dtype)

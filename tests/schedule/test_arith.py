@@ -298,7 +298,7 @@ def test_simplify_is_idempotent(expr: E.PrimExpr) -> None:
 def test_casts_fold_with_wraparound_and_bound_safely() -> None:
     assert simplify(E.Cast("int8", c(300))).value == 44
     assert simplify(E.Cast("uint8", c(-1))).value == 255
-    assert simplify(E.Cast("int32", i)) is i or show(simplify(E.Cast("int32", i))) == "i"
+    assert simplify(E.Cast("int32", i)) is i
     assert const_int_bound(E.Cast("int64", i % 4), RANGES) == (0, 3)
     assert const_int_bound(E.Cast("int8", x)) == (-128, 127)
 

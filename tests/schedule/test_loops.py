@@ -269,6 +269,26 @@ def test_parallel_vectorize_unroll() -> None:
     assert_same_results(mod, sch.mod)
 
 
+def test_two_block_chain_transformations_keep_meaning() -> None:
+    mod = load(CHAIN)
+    sch = Schedule(mod)
+    block_b, block_c = sch.get_block("B"), sch.get_block("C")
+    ib, jb = sch.get_loops(block_b)
+    jb0, jb1 = sch.split(jb, [None, 5])  # 12 = 3 * 5 - 3: guarded
+    sch.reorder(jb0, ib)
+    sch.parallel(jb0)
+    ic, jc = sch.get_loops(block_c)
+    fused = sch.fuse(ic, jc)
+    outer, inner = sch.split(fused, [None, 8])
+    sch.vectorize(inner)
+    sch.parallel(outer)
+    assert loop_lines(sch.mod) == [
+        "for j_0 in T.parallel(3):", "for i, j_1 in T.grid(16, 5):",
+        "for i_j_fused_0 in T.parallel(24):", "for i_j_fused_1 in T.vectorized(8):",
+    ]
+    assert_same_results(mod, sch.mod)
+
+
 def test_vectorize_or_parallelize_a_reduction_loop_is_rejected() -> None:
     sch = Schedule(load(MATMUL))
     i, j, k = sch.get_loops(sch.get_block("C"))

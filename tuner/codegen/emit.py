@@ -803,14 +803,27 @@ class _Emitter:
                     vec.lane0 = False
                 value = fn.builder.load(ptr, typ=ir.VectorType(mt, vec.lanes), align=align)
                 return self.from_memory(fn, value, buf.dtype)
-            # gather: per-lane addresses
-            offsets = self.expr(fn, flat)
-            base = fn.buffers[buf]
-            out = ir.Constant(ir.VectorType(mt, vec.lanes), ir.Undefined)
+            # gather: one scalar load per lane. Strided: lane l is at lane 0's address + l * stride
+            # (constant offsets LLVM folds into addressing); otherwise the index is evaluated per
+            # lane with the loop variable bound to that lane's scalar value.
             b = fn.builder
-            for lane in range(vec.lanes):
-                off = b.extract_element(offsets, ir.Constant(I32, lane))
-                ptr = b.gep(base, [off], inbounds=True, source_etype=mt)
+            out = ir.Constant(ir.VectorType(mt, vec.lanes), ir.Undefined)
+            vec.lane0 = True
+            base_value = vec.base
+            try:
+                if stride is not None:
+                    ptr0 = self.address(fn, buf, flat)
+                    ptrs = [ptr0 if lane == 0 else b.gep(ptr0, [ir.Constant(I64, lane * stride)], inbounds=True,
+                                                         source_etype=mt) for lane in range(vec.lanes)]
+                else:
+                    ptrs = []
+                    for lane in range(vec.lanes):
+                        vec.base = self.int_op(fn, "add", base_value, ir.Constant(base_value.type, lane), vec.var.dtype)
+                        ptrs.append(self.address(fn, buf, flat))
+            finally:
+                vec.lane0 = False
+                vec.base = base_value
+            for lane, ptr in enumerate(ptrs):
                 out = b.insert_element(out, b.load(ptr, typ=mt, align=align), ir.Constant(I32, lane))
             return self.from_memory(fn, out, buf.dtype)
         ptr = self.address(fn, buf, flat)

@@ -145,6 +145,29 @@ class _MatchBufferRewriter(IRMutator):
         return S.BufferStore(node.buffer, value, indices)
 
 
+class _IndexSimplifier(IRMutator):
+    """Simplifies buffer indices under the enclosing loop ranges (TVM's Simplify pass): block
+    bodies substituted with their bindings carry things like `(co_2 * 8 + co_3) // 64` that are
+    constant over the loops, and the vectorizer needs them gone to see contiguous accesses."""
+
+    def __init__(self, owner: "_BlockLowering") -> None:
+        super().__init__()
+        self.owner = owner
+
+    def visit_BufferLoad(self, node: E.BufferLoad) -> E.PrimExpr:
+        indices = tuple(self.owner.simplify(self.visit(i)) for i in node.indices)
+        if all(a is b for a, b in zip(indices, node.indices)):
+            return node
+        return E.BufferLoad(node.buffer, indices)
+
+    def visit_BufferStore(self, node: S.BufferStore) -> S.Stmt:
+        value = self.visit(node.value)
+        indices = tuple(self.owner.simplify(self.visit(i)) for i in node.indices)
+        if value is node.value and all(a is b for a, b in zip(indices, node.indices)):
+            return node
+        return S.BufferStore(node.buffer, value, indices)
+
+
 class _BlockLowering:
     """Replaces every BlockRealize by its body with iter vars bound to their values, the
     predicate as an `if`, and the init under `if all reduce vars are at their minimum` (TVM's
@@ -154,6 +177,7 @@ class _BlockLowering:
         self.allocs: list[E.Buffer] = []
         self.ranges: dict[E.Var, E.Range] = {}
         self.unit: dict[E.Var, E.PrimExpr] = {}
+        self.indices = _IndexSimplifier(self)
 
     def sub(self, node: Any) -> Any:
         return substitute(node, self.unit) if self.unit else node
@@ -190,14 +214,16 @@ class _BlockLowering:
             return self.realize(s)
         if t is S.Block:
             return self.realize(S.BlockRealize((), E.IntImm("bool", 1), s))
-        if t is S.BufferStore or t is S.Evaluate:
-            return self.sub(s)
+        if t is S.BufferStore:
+            return self.indices.visit(self.sub(s))
+        if t is S.Evaluate:
+            return self.indices.visit(self.sub(s))
         raise CodegenError(f"cannot lower statement {t.__name__}")
 
     def loop(self, s: S.For) -> S.Stmt:
         lo = self.simplify(self.sub(s.min))
         ext = self.simplify(self.sub(s.extent))
-        if _is_const(ext, 1):
+        if _is_const(ext, 1) and not any(k.startswith("pragma_") for k in s.annotations):
             self.unit[s.loop_var] = lo
             try:
                 return self.stmt(s.body)
@@ -651,3 +677,66 @@ def apply_unroll_pragmas(s: S.Stmt) -> S.Stmt:
         if new is not child:
             out = _with_child(out, i, new)
     return out
+
+
+# =============================================================================================
+# Debug printing
+# =============================================================================================
+
+
+def _fmt_expr(e: Any) -> str:
+    t = type(e)
+    if t is E.Var:
+        return e.name
+    if t is E.IntImm:
+        return str(e.value) if e.dtype in ("int32", "bool") else f"{e.dtype}({e.value})"
+    if t is E.FloatImm:
+        return repr(e.value)
+    if t is E.BufferLoad:
+        return f"{e.buffer.name}[{', '.join(_fmt_expr(i) for i in e.indices)}]"
+    if isinstance(e, E.BinaryOp):
+        sym = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.Div: "/", E.Mod: "%%", E.FloorDiv: "//", E.FloorMod: "%",
+               E.EQ: "==", E.NE: "!=", E.LT: "<", E.LE: "<=", E.GT: ">", E.GE: ">=", E.And: "and",
+               E.Or: "or"}.get(t)
+        if sym is None:
+            return f"{t.__name__.lower()}({_fmt_expr(e.a)}, {_fmt_expr(e.b)})"
+        return f"({_fmt_expr(e.a)} {sym} {_fmt_expr(e.b)})"
+    if t is E.Not:
+        return f"not {_fmt_expr(e.a)}"
+    if t is E.Cast:
+        return f"{e.dtype}({_fmt_expr(e.value)})"
+    if t is E.Select:
+        return f"select({_fmt_expr(e.condition)}, {_fmt_expr(e.true_value)}, {_fmt_expr(e.false_value)})"
+    if t is E.Call:
+        return f"{e.op}({', '.join(_fmt_expr(a) for a in e.args)})"
+    return repr(e)
+
+
+def format_lowered(node: S.Stmt | LoweredFunc, indent: int = 0) -> str:
+    """A readable listing of a lowered body (for logs, tests and debugging)."""
+    if isinstance(node, LoweredFunc):
+        head = f"def {node.name}({', '.join(f'{b.name}: {b.dtype}{list(static_shape(b))}' for b in node.params)}):"
+        return head + "\n" + format_lowered(node.body, 1)
+    pad = "    " * indent
+    t = type(node)
+    if t is S.SeqStmt:
+        return "\n".join(format_lowered(x, indent) for x in node.seq)
+    if t is S.For:
+        kind = "" if node.kind == S.ForKind.SERIAL else f" {node.kind.script_name}"
+        head = f"{pad}for {node.loop_var.name} in range({_fmt_expr(node.min)}, +{_fmt_expr(node.extent)}){kind}:"
+        return head + "\n" + format_lowered(node.body, indent + 1)
+    if t is S.IfThenElse:
+        out = f"{pad}if {_fmt_expr(node.condition)}:\n" + format_lowered(node.then_case, indent + 1)
+        if node.else_case is not None:
+            out += f"\n{pad}else:\n" + format_lowered(node.else_case, indent + 1)
+        return out
+    if t is S.LetStmt:
+        return f"{pad}{node.var.name} = {_fmt_expr(node.value)}\n" + format_lowered(node.body, indent)
+    if t is Allocate:
+        shape = [int(d.value) if type(d) is E.IntImm else _fmt_expr(d) for d in node.buffer.shape]
+        return f"{pad}{node.buffer.name} = alloc({node.buffer.dtype}{shape}, {node.buffer.scope})\n" + format_lowered(node.body, indent)
+    if t is S.BufferStore:
+        return f"{pad}{node.buffer.name}[{', '.join(_fmt_expr(i) for i in node.indices)}] = {_fmt_expr(node.value)}"
+    if t is S.Evaluate:
+        return f"{pad}{_fmt_expr(node.value)}"
+    return f"{pad}{node!r}"

@@ -54,7 +54,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ImportAborted", "ImportPlan", "ImportSummary", "ParsedWorkDir", "ParsedWorkload", "commit_import",
-    "import_tvm", "normalize_trace_json", "read_import", "resolve_import_paths",
+    "import_tvm", "legacy_kinds", "normalize_trace_json", "read_import", "replay_plan", "resolve_import_paths",
+    "scan_trace",
 ]
 
 logger = logging.getLogger(__name__)
@@ -202,7 +203,7 @@ _raw_decode = json.JSONDecoder().raw_decode
 
 
 @functools.lru_cache(maxsize=1)
-def _legacy_kinds() -> frozenset[str]:
+def legacy_kinds() -> frozenset[str]:
     """Old spellings of instruction kinds (`GetBlock`), from the instruction registry."""
     from msdb.schedule.instructions import known_kinds, spec_for
 
@@ -217,7 +218,7 @@ def normalize_trace_json(trace: list[Any]) -> list[Any]:
     from msdb.schedule.instruction import Instruction
     from msdb.schedule.instructions import normalize_instruction
 
-    legacy = _legacy_kinds()
+    legacy = legacy_kinds()
     insts = []
     for inst in trace[0]:
         kind, inputs, attrs, outputs = inst
@@ -229,7 +230,7 @@ def normalize_trace_json(trace: list[Any]) -> list[Any]:
     return [insts, trace[1]]
 
 
-def _scan_trace(trace: Any, legacy: frozenset[str]) -> tuple[str | None, bool]:
+def scan_trace(trace: Any, legacy: frozenset[str]) -> tuple[str | None, bool]:
     """(why the trace JSON is malformed or None, whether it needs normalizing)."""
     if type(trace) is not list or len(trace) != 2 or type(trace[0]) is not list or type(trace[1]) is not list:
         return "trace must be [instructions, decisions]", False
@@ -280,7 +281,7 @@ class _Reader:
     """Reads work_dirs into an `ImportPlan` (see the module docstring, phase 1)."""
 
     def __init__(self, *, opaque: bool, progress: ProgressFn | None, total: int) -> None:
-        self.legacy = _legacy_kinds()
+        self.legacy = legacy_kinds()
         self.opaque = opaque
         self.progress = progress
         self.targets: dict[str, Target | None] = {}
@@ -359,7 +360,7 @@ class _Reader:
             self._bad(path, number, f"record points at workload index {index}, which is a bad line of "
                                     f"{wd.workload_path.name}")
             return
-        problem, needs_normalizing = _scan_trace(trace, self.legacy)
+        problem, needs_normalizing = scan_trace(trace, self.legacy)
         if problem is not None:
             self._bad(path, number, problem)
             return

@@ -1,0 +1,274 @@
+"""What a database holds, for people: `msdb ls` and `msdb show`.
+
+`list_workloads` gives one row per workload and target (a workload without records gets one row
+with no target): its hash, name, FLOPs, how many records, the best valid mean run time, GFLOPS
+and how many provenance sources contributed. The figures come from one GROUP BY over
+`tuning_record`; "best" is TVM's ranking (the minimum mean run_secs of valid records).
+
+`show_workload` resolves a hash (a unique prefix of msdb's structural hash, or TVM's decimal
+shash) and returns the workload's TVMScript with, per target, its best record's trace printed as
+schedule code (`def apply_trace(sch)`, as TVM prints a trace).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from msdb.database.errors import DatabaseError
+from msdb.ops.store import NULL_TARGET, is_opaque
+
+if TYPE_CHECKING:
+    from msdb.database.sqlite import SQLiteDatabase
+    from msdb.records import Target
+
+__all__ = ["CatalogRow", "WorkloadNotFound", "AmbiguousHash", "WorkloadDetails", "BestRecord", "list_workloads",
+           "show_workload", "target_label", "format_table"]
+
+
+class WorkloadNotFound(DatabaseError):
+    """No workload with this hash in the database."""
+
+
+class AmbiguousHash(DatabaseError):
+    """A hash prefix that several workloads share."""
+
+
+def target_label(config: dict[str, Any] | None) -> str:
+    """A short target description for tables: the kind, then the attributes that tell devices
+    apart (`llvm -num-cores=1`, `cuda -arch=sm_80`); `-` for records without a target."""
+    if config is None:
+        return "-"
+    parts = [str(config.get("kind", "?"))]
+    for key, value in config.items():
+        if key in ("kind", "keys", "tag", "mtriple", "host") or value in ("", [], None):
+            continue
+        if isinstance(value, list):
+            value = ",".join(str(v) for v in value)
+        elif isinstance(value, bool):
+            value = "true" if value else "false"
+        parts.append(f"-{key}={value}")
+    return " ".join(parts)
+
+
+@dataclass
+class CatalogRow:
+    """One workload on one target."""
+
+    shash: str
+    name: str | None
+    flops: int | None
+    target: dict[str, Any] | None
+    records: int
+    valid: int
+    best_run_secs: float | None
+    sources: int
+    opaque: bool = False
+
+    @property
+    def best_us(self) -> float | None:
+        return None if self.best_run_secs is None else self.best_run_secs * 1e6
+
+    @property
+    def gflops(self) -> float | None:
+        if self.best_run_secs is None or not self.flops or self.best_run_secs <= 0:
+            return None
+        return self.flops / self.best_run_secs / 1e9
+
+    def as_json(self) -> dict[str, Any]:
+        return {"shash": self.shash, "name": self.name, "flops": self.flops, "target": self.target,
+                "records": self.records, "valid_records": self.valid, "best_run_secs": self.best_run_secs,
+                "best_us": self.best_us, "gflops": self.gflops, "sources": self.sources, "opaque": self.opaque}
+
+
+def _matching(query: Target | None, config: str) -> bool:
+    if query is None:
+        return True
+    if config == NULL_TARGET:
+        return False
+    from msdb.records import Target
+
+    return query.matches(Target(json.loads(config)))
+
+
+def list_workloads(db: SQLiteDatabase, *, target: Target | str | dict[str, Any] | None = None) -> list[CatalogRow]:
+    """One `CatalogRow` per workload and target, in commit order of workloads and targets; with
+    `target`, only targets matching it (msdb's policy) and only workloads that have such records."""
+    from sqlalchemy import case, distinct, func, select, true
+
+    from msdb.database import models as M
+    from msdb.records import Target as TargetCls
+
+    query = TargetCls.coerce(target)
+    r, w, t = M.tuning_record.c, M.workload.c, M.target.c
+    stats = (select(r.workload_id, r.target_id, func.count().label("n"),
+                    func.sum(case((r.is_valid == true(), 1), else_=0)).label("valid"),
+                    func.min(case((r.is_valid == true(), r.mean_run_secs), else_=None)).label("best"),
+                    func.count(distinct(r.source_id)).label("sources"))
+             .group_by(r.workload_id, r.target_id).order_by(r.workload_id, r.target_id))
+    with db.engine.connect() as conn:
+        workloads = {row.id: row for row in conn.execute(select(w.id, w.shash, w.name, w.flops, w.ir_format).order_by(w.id))}
+        targets = {row.id: row.config for row in conn.execute(select(t.id, t.config))}
+        groups: dict[int, list[Any]] = {}
+        for row in conn.execute(stats):
+            groups.setdefault(row.workload_id, []).append(row)
+    out: list[CatalogRow] = []
+    for workload_id, wl in workloads.items():
+        rows = [g for g in groups.get(workload_id, []) if _matching(query, targets[g.target_id])]
+        if not rows:
+            if query is None:
+                out.append(CatalogRow(wl.shash, wl.name, wl.flops, None, 0, 0, None, 0, is_opaque(wl.ir_format)))
+            continue
+        for g in rows:
+            config = targets[g.target_id]
+            out.append(CatalogRow(wl.shash, wl.name, wl.flops, None if config == NULL_TARGET else json.loads(config),
+                                  int(g.n), int(g.valid or 0), None if g.best is None else float(g.best),
+                                  int(g.sources), is_opaque(wl.ir_format)))
+    return out
+
+
+def format_table(rows: list[CatalogRow]) -> str:
+    """`msdb ls`'s text table (fixed columns, numbers right-aligned)."""
+    header = ("hash", "name", "target", "FLOPs", "records", "best_us", "GFLOPS", "sources")
+    body = []
+    for row in rows:
+        body.append((
+            row.shash, row.name or "-", target_label(row.target), "-" if row.flops is None else str(row.flops),
+            str(row.records), "-" if row.best_us is None else f"{row.best_us:.2f}",
+            "-" if row.gflops is None else f"{row.gflops:.2f}", str(row.sources),
+        ))
+    numeric = {3, 4, 5, 6, 7}
+    widths = [max(len(cells[i]) for cells in [header, *body]) for i in range(len(header))]
+
+    def fmt(cells: tuple[str, ...]) -> str:
+        return "  ".join(c.rjust(widths[i]) if i in numeric else c.ljust(widths[i]) for i, c in enumerate(cells)).rstrip()
+
+    return "\n".join([fmt(header)] + [fmt(cells) for cells in body])
+
+
+# ---------------------------------------------------------------- show
+
+
+@dataclass
+class BestRecord:
+    """The best valid record of a workload on one target."""
+
+    record_id: int
+    target: dict[str, Any] | None
+    mean_run_secs: float
+    flops: int | None
+    trace: str
+    source: str | None
+
+    @property
+    def gflops(self) -> float | None:
+        if not self.flops or self.mean_run_secs <= 0:
+            return None
+        return self.flops / self.mean_run_secs / 1e9
+
+    def schedule_code(self) -> str:
+        """The trace as schedule code (`def apply_trace(sch): ...`, TVM's print of a trace)."""
+        from msdb.schedule import Trace
+
+        return Trace.from_json(self.trace).as_apply_trace()
+
+
+@dataclass
+class WorkloadDetails:
+    """A workload for `msdb show`."""
+
+    shash: str
+    name: str | None
+    flops: int | None
+    script: str
+    opaque: bool
+    tvm_shash: str | None
+    records: int
+    best: list[BestRecord] = field(default_factory=list)
+
+
+def resolve_hash(db: SQLiteDatabase, text: str) -> int:
+    """The workload row id for a hash: a unique prefix of msdb's 16-hex structural hash, or
+    TVM's decimal shash."""
+    from sqlalchemy import or_, select
+
+    from msdb.database import models as M
+
+    w = M.workload.c
+    key = text.strip().lower()
+    if not key:
+        raise WorkloadNotFound("empty workload hash; give a prefix of a hash from `msdb ls`")
+    conditions = []
+    if all(c in "0123456789abcdef" for c in key) and len(key) <= 16:
+        conditions.append(w.shash.like(key.replace("%", "") + "%"))
+    if key.isdigit():
+        conditions.append(w.tvm_shash == key)
+    if not conditions:
+        raise WorkloadNotFound(f"{text!r} is not a workload hash (16 hex digits, a prefix of one, or TVM's decimal shash)")
+    with db.engine.connect() as conn:
+        rows = conn.execute(select(w.id, w.shash).where(or_(*conditions)).order_by(w.id)).all()
+    if not rows:
+        raise WorkloadNotFound(f"no workload with hash {text!r} in {db.path or db.url}; `msdb ls` lists them")
+    if len({row.shash for row in rows}) > 1:
+        shown = ", ".join(row.shash for row in rows[:5])
+        raise AmbiguousHash(f"hash prefix {text!r} matches {len(rows)} workloads ({shown}); give more digits")
+    return int(rows[0].id)
+
+
+def show_workload(db: SQLiteDatabase, text: str, *, target: Target | str | dict[str, Any] | None = None) -> WorkloadDetails:
+    """The workload `text` names (see `resolve_hash`) with its best record per target."""
+    from sqlalchemy import func, select, true
+
+    from msdb.database import models as M
+    from msdb.records import Target as TargetCls
+
+    query = TargetCls.coerce(target)
+    workload_id = resolve_hash(db, text)
+    w, r, t, s = M.workload.c, M.tuning_record.c, M.target.c, M.source.c
+    with db.engine.connect() as conn:
+        wl = conn.execute(select(w.shash, w.name, w.flops, w.script, w.ir_format, w.tvm_shash)
+                          .where(w.id == workload_id)).one()
+        count = int(conn.execute(select(func.count()).select_from(M.tuning_record)
+                                 .where(r.workload_id == workload_id)).scalar() or 0)
+        details = WorkloadDetails(wl.shash, wl.name, wl.flops, wl.script, is_opaque(wl.ir_format), wl.tvm_shash, count)
+        target_ids = [row[0] for row in conn.execute(select(r.target_id).where(r.workload_id == workload_id,
+                                                                               r.is_valid == true())
+                                                     .distinct().order_by(r.target_id))]
+        for target_id in target_ids:
+            config = conn.execute(select(t.config).where(t.id == target_id)).scalar_one()
+            if not _matching(query, config):
+                continue
+            best = conn.execute(select(r.id, r.mean_run_secs, r.trace, r.source_id)
+                                .where(r.workload_id == workload_id, r.target_id == target_id, r.is_valid == true())
+                                .order_by(r.mean_run_secs, r.id).limit(1)).one()
+            source = None
+            if best.source_id is not None:
+                src = conn.execute(select(s.kind, s.location, s.username, s.host).where(s.id == best.source_id)).one()
+                who = "@".join(x for x in (src.username, src.host) if x)
+                source = f"{src.kind} {src.location or ''}{f' by {who}' if who else ''}".strip()
+            details.best.append(BestRecord(int(best.id), None if config == NULL_TARGET else json.loads(config),
+                                           float(best.mean_run_secs), wl.flops, best.trace, source))
+    return details
+
+
+def format_details(details: WorkloadDetails) -> str:
+    """`msdb show`'s text: the TVMScript, then per target the best trace as schedule code."""
+    head = f"# workload {details.shash}"
+    if details.name:
+        head += f" ({details.name})"
+    facts = []
+    if details.flops is not None:
+        facts.append(f"{details.flops} FLOPs")
+    facts.append(f"{details.records} record{'s' if details.records != 1 else ''}")
+    if details.tvm_shash:
+        facts.append(f"TVM shash {details.tvm_shash}")
+    parts = [head + ": " + ", ".join(facts), details.script.rstrip("\n")]
+    if not details.best:
+        parts.append("# no valid record" + (" for this target" if details.records else ""))
+    for best in details.best:
+        gflops = f", {best.gflops:.2f} GFLOPS" if best.gflops is not None else ""
+        line = f"# best on {target_label(best.target)}: {best.mean_run_secs * 1e6:.2f} us{gflops} (record {best.record_id}"
+        line += f", {best.source})" if best.source else ")"
+        parts.append(line + "\n" + best.schedule_code())
+    return "\n\n".join(parts) + "\n"

@@ -1,0 +1,191 @@
+"""Merge msdb databases (`msdb merge DEST SRC...`): the team-wide database out of everyone's.
+
+TVM can only union databases in memory at query time (mlc-llm#206) and cannot concatenate two
+work_dirs (record lines point at workload line numbers). msdb merges the SQL rows instead, in one
+transaction on DEST per SRC:
+
+- workloads are deduplicated by structural hash (opaque ones by TVM's shash, which is their
+  key); a new one is copied with everything it holds (IR, TVMScript, TVM payload and shash);
+- targets by canonical config;
+- records by (workload, target, trace hash, run_secs): the same measurement is stored once,
+  whichever database it came through, so merging is idempotent and merging A and B gives the
+  records importing both logs would give;
+- provenance is preserved: each copied record keeps its original `source` row (copied once,
+  matched on every column), and records that had none get one `merge` source naming SRC;
+- models and tasks are copied by name.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from msdb.database.errors import DatabaseError
+from msdb.ops import store
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
+
+    from msdb.database.sqlite import SQLiteDatabase
+
+__all__ = ["MergeSummary", "merge_databases"]
+
+_BATCH = 5000
+_RECORD_COLUMNS = ("workload_id", "target_id", "source_id", "trace", "trace_hash", "run_secs", "mean_run_secs",
+                   "is_valid", "args_info")
+_SOURCE_FIELDS = ("kind", "location", "sha256", "username", "host", "tvm_version", "msdb_version", "created_at")
+_WORKLOAD_FIELDS = ("shash", "ignore_tensor_hash", "anchor_hash", "name", "flops", "script", "ir_format", "ir_blob",
+                    "tvm_payload", "tvm_shash", "created_at")
+
+
+@dataclass
+class MergeSummary:
+    """What merging one SRC into DEST did."""
+
+    source: str
+    workloads_new: int = 0
+    workloads_known: int = 0
+    records_new: int = 0
+    records_duplicate: int = 0
+    records_invalid: int = 0
+    sources_copied: int = 0
+    seconds: float = 0.0
+
+    def line(self) -> str:
+        return (f"{self.source}: workloads: {self.workloads_new} new, {self.workloads_known} known; records: "
+                f"{self.records_new} new, {self.records_duplicate} duplicate, {self.records_invalid} invalid; "
+                f"{self.seconds:.2f} s")
+
+
+def _where(db: SQLiteDatabase) -> str:
+    return str(db.path) if db.path is not None else store.redact(db.url)
+
+
+def merge_databases(dest: SQLiteDatabase, src: SQLiteDatabase, *, user: str | None = None, host: str | None = None,
+                    progress: store.ProgressFn | None = None) -> MergeSummary:
+    """Copy what `src` has and `dest` lacks into `dest`, in one transaction (module docstring)."""
+    from sqlalchemy import func, select
+
+    from msdb.database import models as M
+
+    start = time.perf_counter()
+    if (dest.path is not None and dest.path == src.path) or (dest.path is None and dest.url == src.url):
+        raise DatabaseError(f"cannot merge {_where(src)} into itself")
+    summary = MergeSummary(_where(src))
+    w, r = M.workload.c, M.tuning_record.c
+    with src.engine.connect() as read:
+        src_workloads = read.execute(select(w.id, *[w[name] for name in _WORKLOAD_FIELDS]).order_by(w.id)).all()
+        src_targets = {row.id: row.config for row in read.execute(select(M.target.c.id, M.target.c.config))}
+        src_sources = {row.id: row for row in read.execute(select(M.source.c.id, *[M.source.c[f] for f in _SOURCE_FIELDS]))}
+        src_tasks = read.execute(select(M.model.c.name.label("model"), M.task.c.name, M.task.c.workload_id,
+                                        M.task.c.weight).join(M.model, M.model.c.id == M.task.c.model_id)
+                                 .order_by(M.task.c.id)).all()
+        total = int(read.execute(select(func.count()).select_from(M.tuning_record)).scalar() or 0)
+        with store.write_transaction(dest) as conn:
+            workload_map, known = _merge_workloads(conn, src_workloads, summary)
+            targets = store.TargetRows(conn)
+            target_map = {tid: targets.id_for_config(config) for tid, config in src_targets.items()}
+            sources = _SourceMap(conn, src_sources, summary, location=_where(src), user=user, host=host)
+            keys: set[tuple[Any, ...]] = set()
+            loaded: set[int] = set()
+            done = 0
+            result = read.execution_options(stream_results=True, yield_per=_BATCH).execute(
+                select(r.workload_id, r.target_id, r.source_id, r.trace, r.trace_hash, r.run_secs, r.mean_run_secs,
+                       r.is_valid, r.args_info).order_by(r.id))
+            for batch in result.partitions(_BATCH):
+                rows = []
+                for row in batch:
+                    workload_id = workload_map[row.workload_id]
+                    if workload_id in known and workload_id not in loaded:
+                        keys |= store.record_keys_of(conn, workload_id)
+                        loaded.add(workload_id)
+                    target_id = target_map[row.target_id]
+                    key = (workload_id, target_id, row.trace_hash, row.run_secs)
+                    if key in keys:
+                        summary.records_duplicate += 1
+                        continue
+                    keys.add(key)
+                    rows.append((workload_id, target_id, sources.id_for(row.source_id), row.trace, row.trace_hash,
+                                 row.run_secs, row.mean_run_secs, bool(row.is_valid), row.args_info))
+                    if not row.is_valid:
+                        summary.records_invalid += 1
+                store.insert_many(conn, M.tuning_record, _RECORD_COLUMNS, rows)
+                summary.records_new += len(rows)
+                done += len(batch)
+                if progress is not None:
+                    progress("merging", done, total)
+            for task in src_tasks:
+                store.ensure_task(conn, task.model, workload_map[task.workload_id], task.name, task.weight)
+    summary.seconds = time.perf_counter() - start
+    return summary
+
+
+def _merge_workloads(conn: Connection, rows: list[Any], summary: MergeSummary) -> tuple[dict[int, int], set[int]]:
+    """src workload id -> dest workload id (copying new ones), and the dest ids that existed."""
+    from sqlalchemy import insert, select
+
+    from msdb.database import models as M
+
+    w = M.workload.c
+    mapping: dict[int, int] = {}
+    known: set[int] = set()
+    for row in rows:
+        opaque = store.is_opaque(row.ir_format)
+        match = None
+        for candidate in conn.execute(select(w.id, w.ir_format).where(w.shash == row.shash).order_by(w.id)):
+            if store.is_opaque(candidate.ir_format) == opaque:
+                match = int(candidate.id)
+                break
+        if match is None:
+            values = {name: getattr(row, name) for name in _WORKLOAD_FIELDS}
+            match = int(conn.execute(insert(M.workload).values(**values)).inserted_primary_key[0])
+            summary.workloads_new += 1
+        else:
+            known.add(match)
+            summary.workloads_known += 1
+        mapping[row.id] = match
+    return mapping, known
+
+
+class _SourceMap:
+    """src source id -> dest source id, copying a source row the first time a new record needs
+    it (matched on every column, so merging twice copies nothing)."""
+
+    def __init__(self, conn: Connection, rows: dict[int, Any], summary: MergeSummary, *, location: str,
+                 user: str | None, host: str | None) -> None:
+        self.conn = conn
+        self.rows = rows
+        self.summary = summary
+        self.location = location
+        self.user = user
+        self.host = host
+        self.ids: dict[int | None, int] = {}
+
+    def id_for(self, source_id: int | None) -> int:
+        known = self.ids.get(source_id)
+        if known is not None:
+            return known
+        if source_id is None or source_id not in self.rows:
+            dest_id = store.insert_source(
+                self.conn, kind="merge", location=self.location, sha256=None,
+                username=self.user if self.user is not None else store.default_user(),
+                host=self.host if self.host is not None else store.default_host(), tvm_version=None)
+        else:
+            dest_id = self._find_or_copy(self.rows[source_id])
+        self.ids[source_id] = dest_id
+        return dest_id
+
+    def _find_or_copy(self, row: Any) -> int:
+        from sqlalchemy import select
+
+        from msdb.database import models as M
+
+        s = M.source.c
+        conditions = [(s[f].is_(None) if getattr(row, f) is None else s[f] == getattr(row, f)) for f in _SOURCE_FIELDS]
+        found = self.conn.execute(select(s.id).where(*conditions).order_by(s.id)).scalar()
+        if found is not None:
+            return int(found)
+        self.summary.sources_copied += 1
+        values = {f: getattr(row, f) for f in _SOURCE_FIELDS}
+        return store.insert_source(self.conn, **values)
