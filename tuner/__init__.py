@@ -1,2 +1,45 @@
 """msdb's own tuner (DESIGN.md section 8): search space, search, cost models, codegen,
-measurement, task scheduling and compile. Imports point one way: tuner -> msdb."""
+measurement, task scheduling and compile. Imports point one way: tuner -> msdb.
+
+Code generation and measurement (this package's CPU backend):
+
+    kernel = build(mod)                         # llvmlite: lower -> LLVM IR -> O3 -> object code
+    kernel(a, b, c)                             # numpy arrays, outputs written in place
+    kernel.time_evaluator(number=3, repeat=1, min_repeat_ms=100)(a, b, c).results
+
+    LocalBuilder(max_workers, timeout_sec).build([BuilderInput(mod), ...]) -> [BuilderResult]
+    LocalRunner(timeout_sec, number, repeat, min_repeat_ms).run([RunnerInput(path), ...]) -> [RunnerResult]
+
+Names are loaded lazily so that `import msdb.tuner` does not import llvmlite.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_LAZY = {
+    "build": ("msdb.tuner.build", "build"),
+    "Kernel": ("msdb.tuner.build", "Kernel"),
+    "load_kernel": ("msdb.tuner.build", "load_kernel"),
+    "TimingResult": ("msdb.tuner.timing", "TimingResult"),
+    "LocalBuilder": ("msdb.tuner.builder", "LocalBuilder"),
+    "BuilderInput": ("msdb.tuner.builder", "BuilderInput"),
+    "BuilderResult": ("msdb.tuner.builder", "BuilderResult"),
+    "LocalRunner": ("msdb.tuner.runner", "LocalRunner"),
+    "RunnerInput": ("msdb.tuner.runner", "RunnerInput"),
+    "RunnerResult": ("msdb.tuner.runner", "RunnerResult"),
+    "CodegenError": ("msdb.tuner.codegen.errors", "CodegenError"),
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module_name, attr = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'msdb.tuner' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module_name), attr)
+    globals()[name] = value
+    return value

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import sys
+import types
 from typing import Any, Callable, Sequence
 
 from msdb.ir.function import IRModule, PrimFunc
@@ -116,3 +118,15 @@ def load_kernel(object_code: bytes, meta: dict[str, Any]) -> Kernel:
     compiled = CompiledModule(meta["name"], meta["entry"], meta["packed"], meta["timed"], args,
                               object_code, dict(meta["target"]))
     return Kernel(compiled)
+
+
+class _CallableModule(types.ModuleType):
+    """`msdb.tuner.build` names both this module and its `build` function; once the module is
+    imported Python binds the package attribute to the module, so the module itself forwards
+    calls to the function and `msdb.tuner.build(mod)` works either way."""
+
+    def __call__(self, mod: IRModule | PrimFunc, target: Any = None, **kwargs: Any) -> Kernel:
+        return build(mod, target, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -354,3 +354,25 @@ def loop_bounds(loops: Iterable[object]) -> dict[E.Var, NumRange]:
         if lo is not None and ext is not None and ext > 0:
             out[loop.loop_var] = (lo, lo + ext - 1)  # type: ignore[attr-defined]
     return out
+
+
+def range_predicate(checks: Iterable[tuple[Affine, NumRange]], bounds: Mapping[E.Var, NumRange]) -> E.PrimExpr:
+    """`lo <= value < hi + 1` for each (value, (lo, hi)) in `checks`, keeping only the halves
+    that `bounds` cannot prove; the conjunction, or constant true when nothing is left.
+
+    This is the predicate TVM puts on a block whose generated loops may overshoot the region
+    that is valid for it (compute_at over a tile a non-divisible split cut short, a cache
+    stage inside such a tile): the loops keep a constant extent and the predicate skips the
+    overshoot."""
+    pred: E.PrimExpr | None = None
+    for value, (lo, hi) in checks:
+        rng = value.numeric(bounds)
+        expr = value.to_expr()
+        conds = []
+        if rng is None or rng[0] < lo:
+            conds.append(E.GE(expr, E.IntImm(expr.dtype, lo)))
+        if rng is None or rng[1] > hi:
+            conds.append(E.LT(expr, E.IntImm(expr.dtype, hi + 1)))
+        for c in conds:
+            pred = c if pred is None else E.And(pred, c)
+    return pred if pred is not None else E.IntImm("bool", 1)

@@ -11,13 +11,15 @@ consumers), right between them; an input buffer's copy goes first in the scope.
 from __future__ import annotations
 
 import dataclasses
+from typing import NamedTuple
 
 from msdb.errors import ScheduleError
 from msdb.ir import expr as E
 from msdb.ir import stmt as S
 from msdb.ir.functor import replace_buffers, substitute
 from msdb.schedule import _block_tree as T
-from msdb.schedule._block_arith import Affine, IntervalEvaluator, loop_bounds, union_intervals
+from msdb.schedule._block_arith import (Affine, IntervalEvaluator, NumRange, loop_bounds, numeric_range,
+                                        range_predicate, union_intervals)
 from msdb.schedule.state import ScheduleState
 
 
@@ -45,10 +47,10 @@ def cache_read(state: ScheduleState, func_name: str, block_name: str, index: int
         region = _relaxed_write_region(state, func_name, writer, buffer, loc)
     else:
         loc, pos = scope_block, 0
-        region = [(Affine(None, 0), _static_dim(buffer, d)) for d in range(len(buffer.shape))]
+        region = [_Dim(Affine(None, 0), _static_dim(buffer, d), None) for d in range(len(buffer.shape))]
 
     new_name = T.unique_block_name(state, func_name, f"{buffer.name}_{scope_name}")
-    stage = _copy_stage(new_name, src=buffer, dst=cache, region=region)
+    stage = _copy_stage(new_name, src=buffer, dst=cache, region=region, outer=_outer_bounds(state, func_name, loc))
     readers = consumers or [b for b in scope.readers(buffer) if not any(b is w for w in writers)]
     replace: dict[object, S.Stmt | None] = {}
     for reader in readers:
@@ -82,7 +84,7 @@ def cache_write(state: ScheduleState, func_name: str, block_name: str, index: in
     region = _relaxed_write_region(state, func_name, block, buffer, loc)
 
     new_name = T.unique_block_name(state, func_name, f"{buffer.name}_{scope_name}")
-    stage = _copy_stage(new_name, src=cache, dst=buffer, region=region)
+    stage = _copy_stage(new_name, src=cache, dst=buffer, region=region, outer=_outer_bounds(state, func_name, loc))
     replace: dict[object, S.Stmt | None] = {block: replace_buffers(block, {buffer: cache})}
     for consumer in consumers:
         replace[consumer] = _rewrite_reads(consumer, buffer, cache)
@@ -164,15 +166,32 @@ def _detect_location(scope_block: S.Block, block: S.Block, related: list[S.Block
     return st["loc"], st["pos"]
 
 
+class _Dim(NamedTuple):
+    """One dimension of a cache stage: the loop covers `lo + [0, extent)`; `bound` is the
+    inclusive index range the copy may touch (None: the loop provably stays inside it)."""
+
+    lo: Affine
+    extent: int
+    bound: NumRange | None
+
+
 def _relaxed_write_region(state: ScheduleState, func_name: str, block: S.Block, buffer: E.Buffer,
-                          loc: S.Stmt) -> list[tuple[Affine, int]]:
-    """(min, extent) per dimension of what `block` writes of `buffer`, over all iterations of
-    the loops between it and `loc`, in terms of the loops above."""
+                          loc: S.Stmt) -> list[_Dim]:
+    """What `block` writes of `buffer` over all iterations of the loops between it and `loc`,
+    per dimension, in terms of the loops above `loc`.
+
+    Relaxing the loops alone overshoots when a non-divisible split cut the block's nest short
+    (`i_0 * 19 + i_1` over 2 x 19 iterations reaches 37 of a 24-long dimension; the block's
+    predicate skips the overshoot). Like TVM, which relaxes under the predicate, the region is
+    intersected with what the block's iter var domains (which the predicate enforces) and the
+    buffer's shape allow: a constant region shrinks to the intersection (TVM's `[0, 24)`); a
+    region that moves with the loops above `loc` keeps its constant extent and gets a bound
+    that the copy block's predicate enforces (TVM emits a symbolic loop extent instead)."""
     realize = state.realize(func_name, block.name_hint)
     top = loc if isinstance(loc, S.For) else None
     inner = T.loops_between(state, func_name, realize, top)
-    outer_loops = T.enclosing_loops(state, func_name, loc, include_self=True) if isinstance(loc, S.For) else []
-    bounds = loop_bounds(outer_loops)
+    outer = _outer_bounds(state, func_name, loc)
+    bounds = dict(outer)
     relax = {}
     for lp in inner:
         lo, ext = E.const_int(lp.min), E.const_int(lp.extent)
@@ -181,43 +200,101 @@ def _relaxed_write_region(state: ScheduleState, func_name: str, block: S.Block, 
             bounds[lp.loop_var] = (lo, lo + ext - 1)
     ev = IntervalEvaluator(relax, bounds)
     vmap = T.iter_var_map(block, realize.iter_values)
+    domains = _iter_domains(block)
     written = [w for w in block.writes if w.buffer is buffer]
-    out: list[tuple[Affine, int]] = []
+    out: list[_Dim] = []
     for d in range(len(buffer.shape)):
+        valid = (0, _static_dim(buffer, d) - 1)
         ends = []
         for w in written:
             rng = w.region[d]
             ext = E.const_int(rng.extent)
             got = ev.eval(substitute(rng.min, vmap)) if ext is not None else None
-            if got is None:
+            allowed = numeric_range(rng.min, domains) if ext is not None else None
+            if got is None or allowed is None:
                 ends = None
                 break
             ends.append((got[0], got[1] + (ext - 1)))
+            valid = (max(valid[0], allowed[0]), min(valid[1], allowed[1] + ext - 1))
+        if valid[0] > valid[1]:
+            raise ScheduleError(f"block {block.name_hint!r} writes no element of buffer {buffer.name!r} "
+                                f"dimension {d} inside its bounds")
+        lo = hi = None
         if ends:
             try:
-                lo, hi = union_intervals(ends, bounds)
+                lo, hi = union_intervals(ends, outer)
             except ValueError:
-                lo = hi = None  # type: ignore[assignment]
-            if lo is not None and (hi - lo).is_const():
-                out.append((lo, (hi - lo).const + 1))
-                continue
-        out.append((Affine(None, 0), _static_dim(buffer, d)))
+                lo = hi = None
+        out.append(_clamp(lo, hi, valid, outer))
     return out
 
 
-def _copy_stage(name: str, src: E.Buffer, dst: E.Buffer, region: list[tuple[Affine, int]]) -> S.Stmt:
+def _outer_bounds(state: ScheduleState, func_name: str, loc: S.Stmt) -> dict[E.Var, NumRange]:
+    """Ranges of the loops around the place the cache stage goes (`loc` included)."""
+    if not isinstance(loc, S.For):
+        return {}
+    return loop_bounds(T.enclosing_loops(state, func_name, loc, include_self=True))
+
+
+def _iter_domains(block: S.Block) -> dict[E.Var, NumRange]:
+    """Inclusive ranges of the block's iter vars with static domains."""
+    out: dict[E.Var, NumRange] = {}
+    for iv in block.iter_vars:
+        lo, ext = E.const_int(iv.dom.min), E.const_int(iv.dom.extent)
+        if lo is not None and ext is not None and ext > 0:
+            out[iv.var] = (lo, lo + ext - 1)
+    return out
+
+
+def _clamp(lo: Affine | None, hi: Affine | None, valid: NumRange, outer: dict[E.Var, NumRange]) -> _Dim:
+    """The cache stage dimension for the relaxed interval [lo, hi] (None: unknown) restricted
+    to the index range `valid`."""
+    full = _Dim(Affine(None, valid[0]), valid[1] - valid[0] + 1, None)
+    if lo is None or hi is None or not (hi - lo).is_const():
+        if lo is not None and hi is not None:
+            nlo, nhi = lo.numeric(outer), hi.numeric(outer)
+            if nlo is not None and nhi is not None:
+                a, b = max(nlo[0], valid[0]), min(nhi[1], valid[1])
+                if a <= b:
+                    return _Dim(Affine(None, a), b - a + 1, None)
+        return full
+    if lo.is_const():
+        a, b = max(lo.const, valid[0]), min(hi.const, valid[1])
+        return _Dim(Affine(None, a), b - a + 1, None) if a <= b else full
+    nlo, nhi = lo.numeric(outer), hi.numeric(outer)
+    if nlo is None or nhi is None:
+        return full
+    if nlo[0] >= valid[0] and nhi[1] <= valid[1]:
+        return _Dim(lo, (hi - lo).const + 1, None)
+    if nlo[1] <= valid[0] and nhi[0] >= valid[1]:
+        return full  # every position of the window covers all valid indices
+    if (hi - lo).const + 1 >= full.extent:
+        return full
+    return _Dim(lo, (hi - lo).const + 1, valid)
+
+
+def _copy_stage(name: str, src: E.Buffer, dst: E.Buffer, region: list[_Dim],
+                outer: dict[E.Var, NumRange]) -> S.Stmt:
     """`for ax...: block name: dst[v...] = src[v...]` over `region` (TVM's cache stage): one
-    loop per dimension over the region's extent, iter vars over the whole buffer."""
+    loop per dimension over the region's extent, iter vars over the whole buffer, and a
+    predicate where a dimension's window may leave its bound (`outer`: ranges of the loops
+    above the stage)."""
     loop_vars = []
     iter_vars = []
     values = []
-    for i, (lo, ext) in enumerate(region):
+    checks: list[tuple[Affine, NumRange]] = []
+    bounds = dict(outer)
+    for i, dim_info in enumerate(region):
         dim = dst.shape[i]
         dtype = _dim_dtype(dim)
         lv = E.Var(f"ax{i}", dtype)
         loop_vars.append(lv)
+        bounds[lv] = (0, dim_info.extent - 1)
         iter_vars.append(S.IterVar(E.Range(E.IntImm(dtype, 0), dim), E.Var(f"v{i}", dtype), S.IterType.DATA_PAR))
-        values.append((lo + Affine.of(lv)).to_expr(dtype))
+        value = dim_info.lo + Affine.of(lv)
+        values.append(value.to_expr(dtype))
+        if dim_info.bound is not None:
+            checks.append((value, dim_info.bound))
     vars_ = tuple(iv.var for iv in iter_vars)
     point = tuple(E.Range(v, E.IntImm(v.dtype, 1)) for v in vars_)
     block = S.Block(
@@ -227,7 +304,7 @@ def _copy_stage(name: str, src: E.Buffer, dst: E.Buffer, region: list[tuple[Affi
         name,
         S.BufferStore(dst, E.BufferLoad(src, vars_), vars_),
     )
-    stmt: S.Stmt = S.BlockRealize(tuple(values), T.const_true(), block)
-    for lv, (_, ext) in reversed(list(zip(loop_vars, region))):
-        stmt = S.For(lv, E.IntImm(lv.dtype, 0), E.IntImm(lv.dtype, ext), S.ForKind.SERIAL, stmt)
+    stmt: S.Stmt = S.BlockRealize(tuple(values), range_predicate(checks, bounds), block)
+    for lv, dim_info in reversed(list(zip(loop_vars, region))):
+        stmt = S.For(lv, E.IntImm(lv.dtype, 0), E.IntImm(lv.dtype, dim_info.extent), S.ForKind.SERIAL, stmt)
     return stmt

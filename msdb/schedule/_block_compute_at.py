@@ -19,7 +19,7 @@ from msdb.ir import stmt as S
 from msdb.ir.functor import substitute
 from msdb.schedule import _block_tree as T
 from msdb.schedule._block_arith import (Affine, IntervalEvaluator, NumRange, as_affine, loop_bounds,
-                                        union_intervals)
+                                        range_predicate, union_intervals)
 from msdb.schedule.state import ScheduleState
 
 Interval = tuple[Affine, Affine]
@@ -139,7 +139,7 @@ def compute_at(state: ScheduleState, func_name: str, block_name: str, loop_var: 
         values.append(value.to_expr(iv.var.dtype))
         if bound is not None:
             checks.append((value, bound))
-    predicate = _predicate(checks, new_bounds)
+    predicate = range_predicate(checks, new_bounds)
     stmt: S.Stmt = S.BlockRealize(tuple(values), predicate, block)
     for var, extent in reversed(list(zip(loop_vars, extents))):
         stmt = S.For(var, E.IntImm(var.dtype, 0), E.IntImm(var.dtype, extent), S.ForKind.SERIAL, stmt)
@@ -317,18 +317,3 @@ def _cover(iv: S.IterVar, dom: Interval | None, bound: NumRange | None, outer: d
     if (hi - lo).const < 0:
         raise ScheduleError(f"{where}: the block would have an empty domain for iter var {iv.var.name!r}")
     return lo, hi, result_bound
-
-
-def _predicate(checks: list[tuple[Affine, NumRange]], bounds: dict[E.Var, NumRange]) -> E.PrimExpr:
-    pred: E.PrimExpr | None = None
-    for value, (lo, hi) in checks:
-        rng = value.numeric(bounds)
-        expr = value.to_expr()
-        conds = []
-        if rng is None or rng[0] < lo:
-            conds.append(E.GE(expr, E.IntImm(expr.dtype, lo)))
-        if rng is None or rng[1] > hi:
-            conds.append(E.LT(expr, E.IntImm(expr.dtype, hi + 1)))
-        for c in conds:
-            pred = c if pred is None else E.And(pred, c)
-    return pred if pred is not None else T.const_true()

@@ -105,6 +105,20 @@ def test_a_failed_primitive_changes_nothing() -> None:
     assert len(sch.get_loops(sch.get_block("C"))) == 4
 
 
+def test_a_failure_after_sampling_rewinds_the_random_state() -> None:
+    fresh = Schedule(load(MATMUL), seed=8)
+    expected = [fresh.get(fresh.sample_categorical(list(range(100)), [1.0] * 100)) for _ in range(3)]
+    sch = Schedule(load(MATMUL), seed=8)
+    with pytest.raises(ScheduleError):
+        with sch._atomic():  # a composite step that samples and then fails
+            sch.sample_categorical(list(range(100)), [1.0] * 100)
+            with sch._atomic():
+                sch.sample_categorical(list(range(100)), [1.0] * 100)
+            raise ScheduleError("later step failed")
+    assert sch.trace.insts == ()
+    assert [sch.get(sch.sample_categorical(list(range(100)), [1.0] * 100)) for _ in range(3)] == expected
+
+
 def test_removed_loop_rvs_report_the_loop_is_gone() -> None:
     sch = Schedule(load(MATMUL))
     i, j, k = sch.get_loops(sch.get_block("C"))

@@ -136,6 +136,7 @@ _LLVM_BINARY = {"pow": "pow", "copysign": "copysign"}
 _LIBM_UNARY = frozenset(["tan", "tanh", "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh",
                          "atanh", "erf", "log1p", "expm1"])
 _LIBM_BINARY = frozenset(["atan2", "hypot", "fmod", "nextafter"])
+_EXTERN_CALLS = frozenset(["call_extern", "call_pure_extern", "tir.call_extern", "tir.call_pure_extern"])
 _FLOAT_MAX = {"float16": 65504.0, "float32": 3.4028234663852886e38, "float64": 1.7976931348623157e308}
 
 
@@ -257,6 +258,8 @@ class _VectorPlan:
             elif isinstance(node, E.Call) and node.op in ("if_then_else", "tir.if_then_else"):
                 if self.varying(node.args[0]) and _has_load(node.args[1:]):
                     self.fail("if_then_else with a lane-dependent condition guards a load")
+            elif isinstance(node, E.Call) and node.op in _EXTERN_CALLS:
+                self.fail(f"external call {node.op} (it must run once per lane)")
 
         from msdb.ir.functor import post_order_visit
 
@@ -1112,6 +1115,8 @@ class _Emitter:
         bld = fn.builder
         if op == "if_then_else":
             return self.if_then_else(fn, e)
+        if e.op in _EXTERN_CALLS:
+            return self.extern_call(fn, e)
         if op in ("likely", "assume"):
             return self.expr(fn, args[0])
         if op in ("max_value", "min_value"):
@@ -1156,6 +1161,20 @@ class _Emitter:
                 return self.cast_value(fn, self.expr(fn, args[0]), args[0].dtype, e.dtype)
             raise CodegenError(f"call {op!r} with dtype {e.dtype} is not supported by the CPU code generator")
         return self.float_call(fn, op, e)
+
+    def extern_call(self, fn: _Fn, e: E.Call) -> ir.Value:
+        """`T.call_extern(dtype, "name", args...)`: a C function of this process (libc, libm,
+        libgomp...), declared from the argument and result dtypes."""
+        if not e.args or not isinstance(e.args[0], E.StringImm):
+            raise CodegenError(f"{e.op} needs the function name as its first argument")
+        name = e.args[0].value
+        vals = [self.expr(fn, a) for a in e.args[1:]]
+        if any(isinstance(v.type, ir.VectorType) for v in vals):
+            raise CodegenError(f"{e.op} {name!r} with lane-dependent arguments")
+        ret = VOID if e.dtype == "void" else scalar_type(e.dtype)
+        decl = self._declare(name, ret, [v.type for v in vals])
+        result = fn.builder.call(decl, vals)
+        return ir.Constant(I32, 0) if e.dtype == "void" else result
 
     def float_call(self, fn: _Fn, op: str, e: E.Call) -> ir.Value:
         bld = fn.builder

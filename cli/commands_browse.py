@@ -1,0 +1,64 @@
+"""`msdb ls` and `msdb show`: what a database holds."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from msdb.cli.common import open_db, target_option
+
+
+@click.command(name="ls")
+@click.argument("db", metavar="DB")
+@target_option("Only targets that match T (msdb's target policy: same kind and device).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per row, in a JSON list, with full precision.")
+def ls_command(db: str, target: object, as_json: bool) -> None:
+    """List the workloads of DB, one row per workload and target.
+
+    Columns: structural hash, name, target, FLOPs, records, best latency in microseconds
+    (the minimum mean run time of valid records), GFLOPS at that latency, and the number of
+    provenance sources (imports, merges, tuning runs) its records came from.
+
+    \b
+    Example:
+        msdb ls msdb.sqlite
+        msdb ls msdb.sqlite --target 'llvm -num-cores=1' --json
+    """
+    from msdb.ops.catalog import format_table, list_workloads
+
+    database = open_db(db)
+    try:
+        rows = list_workloads(database, target=target)
+    finally:
+        database.close()
+    if as_json:
+        click.echo(json.dumps([row.as_json() for row in rows], indent=2))
+    else:
+        click.echo(format_table(rows))
+
+
+@click.command(name="show")
+@click.argument("db", metavar="DB")
+@click.argument("workload_hash", metavar="HASH")
+@target_option("Only the best records for targets that match T.")
+def show_command(db: str, workload_hash: str, target: object) -> None:
+    """Show a workload of DB as TVMScript and its best trace as schedule code.
+
+    HASH is msdb's structural hash from `msdb ls` (a unique prefix is enough) or TVM's
+    decimal shash from a log. For every target with a valid record, the best one is printed
+    as `def apply_trace(sch): ...`, the way TVM prints a trace.
+
+    \b
+    Example:
+        msdb show msdb.sqlite cd74d25f
+        msdb show msdb.sqlite 7523732197612418965 --target llvm
+    """
+    from msdb.ops.catalog import format_details, show_workload
+
+    database = open_db(db)
+    try:
+        details = show_workload(database, workload_hash, target=target)
+    finally:
+        database.close()
+    click.echo(format_details(details), nl=False)

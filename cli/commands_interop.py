@@ -1,0 +1,136 @@
+"""`msdb import`, `msdb merge`, `msdb export`: TVM logs in, databases together, TVM logs out."""
+
+from __future__ import annotations
+
+import click
+
+from msdb.cli.common import ProgressBars, err, open_db, target_option
+
+
+@click.command(name="import")
+@click.argument("db", metavar="DB")
+@click.argument("paths", metavar="PATH...", nargs=-1, required=True)
+@click.option("--skip-bad", is_flag=True, help="List bad lines on stderr and import the rest (default: a bad line "
+                                               "stops the import and nothing is written).")
+@click.option("--opaque", is_flag=True, help="Import workloads msdb cannot decode (TVM <= 0.21 graph format, unknown "
+                                             "node types) as opaque payloads keyed by TVM's shash; never replayed.")
+@click.option("--user", metavar="U", help="Who produced the logs (provenance; default: the current user).")
+@click.option("--host", metavar="H", help="Where the logs were produced (provenance; default: this host).")
+@click.option("--model", metavar="NAME", help="Note that model NAME uses the imported workloads (one task each).")
+@click.option("--verify", is_flag=True, help="Replay every trace on its workload first and report the ones that fail "
+                                             "(slow: TVM does this on every load).")
+def import_command(db: str, paths: tuple[str, ...], skip_bad: bool, opaque: bool, user: str | None,
+                   host: str | None, model: str | None, verify: bool) -> None:
+    """Import TVM MetaSchedule logs into DB.
+
+    DB is a file path or an SQLAlchemy URL (created if missing). Each PATH is a work_dir
+    holding database_workload.json and database_tuning_record.json, or the two files given
+    one after the other. Logs of every TVM generation are accepted; traces are stored in
+    TVM 0.27's form.
+
+    One transaction for the whole invocation: a malformed or truncated line stops it with
+    `path:line: reason` and nothing is written, unless --skip-bad. Blank lines are ignored.
+    Workloads and records already in DB are not added again (records are the same when
+    workload, target, trace and run_secs are), so re-importing a file adds nothing.
+
+    Prints: workloads new/known; records new/duplicate/invalid (invalid: failed runs, kept as
+    TVM keeps them); seconds.
+
+    \b
+    Example:
+        msdb import msdb.sqlite ~/tune/work_dir --user alice --model resnet50
+        msdb import sqlite:///team.db a/database_workload.json a/database_tuning_record.json
+    """
+    import time
+
+    from msdb.interop.tvm.importer import ImportAborted, commit_import, read_import, replay_plan
+
+    start = time.perf_counter()
+    with ProgressBars() as progress:
+        plan = read_import(paths, opaque=opaque, progress=progress)
+        if plan.bad_lines and not skip_bad:
+            raise ImportAborted(plan.bad_lines)
+        for bad in plan.bad_lines:
+            err(f"{bad} (skipped)")
+        database = open_db(db, create=True)
+        try:
+            from msdb.interop.tvm.importer import ImportSummary
+
+            summary = ImportSummary(bad_lines=list(plan.bad_lines))
+            if verify:
+                summary.replayed, summary.replay_failures = replay_plan(plan, progress)
+            commit_import(database, plan, user=user, host=host, model=model, summary=summary, progress=progress)
+        finally:
+            database.close()
+    for note in summary.opaque:
+        err(note)
+    for failure in summary.replay_failures:
+        err(failure)
+    summary.seconds = time.perf_counter() - start
+    click.echo(summary.line())
+
+
+@click.command(name="merge")
+@click.argument("dest", metavar="DEST")
+@click.argument("sources", metavar="SRC...", nargs=-1, required=True)
+@click.option("--user", metavar="U", help="Recorded on the merge source row that records without provenance get.")
+@click.option("--host", metavar="H", help="Likewise, the host.")
+def merge_command(dest: str, sources: tuple[str, ...], user: str | None, host: str | None) -> None:
+    """Merge msdb databases SRC... into DEST.
+
+    DEST and every SRC are file paths or SQLAlchemy URLs (DEST is created if missing; every
+    SRC must exist and is only read). Workloads are deduplicated by structural hash, records
+    by (workload, target, trace, run_secs); each record keeps its provenance. Merging again
+    adds nothing. One transaction per SRC; every SRC is opened before anything is written.
+
+    \b
+    Example:
+        msdb merge team.sqlite alice.sqlite bob.sqlite
+        msdb merge postgresql://db.lab/msdb ./msdb.sqlite
+    """
+    from msdb.ops.merge import merge_databases
+
+    opened = [open_db(src) for src in sources]
+    target = None
+    try:
+        target = open_db(dest, create=True)
+        with ProgressBars() as progress:
+            for src in opened:
+                click.echo(merge_databases(target, src, user=user, host=host, progress=progress).line())
+    finally:
+        for database in opened:
+            database.close()
+        if target is not None:
+            target.close()
+
+
+@click.command(name="export")
+@click.argument("db", metavar="DB")
+@click.argument("outdir", metavar="OUTDIR", type=click.Path(file_okay=False))
+@click.option("--top-k", "top_k", type=int, default=1, show_default=True, metavar="N",
+              help="Best N valid records per workload and target.")
+@target_option("Only records whose target matches T (e.g. 'llvm -mcpu=skylake-avx512', 'cuda -arch=sm_80').")
+def export_command(db: str, outdir: str, top_k: int, target: object) -> None:
+    """Export DB as a TVM 0.27 work_dir in OUTDIR.
+
+    Writes database_workload.json and database_tuning_record.json with the best N valid
+    records of every workload and target, which TVM's JSONDatabase(work_dir=OUTDIR) loads.
+    Workloads imported from TVM keep their payload byte for byte; workloads msdb created are
+    encoded in TVM 0.27's graph format. The work_dir is written beside OUTDIR and renamed into
+    place, so OUTDIR never holds a half-written export.
+
+    \b
+    Example:
+        msdb export msdb.sqlite ./tvm_work_dir --top-k 1 --target 'llvm -num-cores=1'
+    """
+    from msdb.interop.tvm.exporter import export_workdir
+
+    database = open_db(db)
+    try:
+        with ProgressBars() as progress:
+            summary = export_workdir(database, outdir, top_k=top_k, target=target, progress=progress)
+    finally:
+        database.close()
+    for note in summary.skipped:
+        err(f"left out {note}")
+    click.echo(summary.line())

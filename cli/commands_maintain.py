@@ -1,0 +1,81 @@
+"""`msdb verify`, `msdb prune`, `msdb migrate`: keeping a database healthy."""
+
+from __future__ import annotations
+
+import click
+
+from msdb.cli.common import ProgressBars, open_db
+
+
+@click.command(name="verify")
+@click.argument("db", metavar="DB")
+@click.option("--replay/--no-replay", default=True, show_default=True,
+              help="Replay every distinct trace on its workload (the slow part).")
+def verify_command(db: str, replay: bool) -> None:
+    """Check DB: integrity, rehash, replay.
+
+    Integrity: SQLite's integrity check, dangling references, and every record's stored
+    trace, trace hash, mean and validity. Rehash: every workload's IR hashes to the stored
+    hashes, and an imported payload still decodes to the same workload. Replay: every
+    distinct trace applies to its workload. Prints one line per problem and a summary;
+    exits with status 1 when there is a problem. Changes nothing.
+
+    \b
+    Example:
+        msdb verify msdb.sqlite
+        msdb verify msdb.sqlite --no-replay
+    """
+    from msdb.ops.verify import verify_database
+
+    database = open_db(db)
+    try:
+        with ProgressBars() as progress:
+            report = verify_database(database, replay=replay, progress=progress)
+    finally:
+        database.close()
+    for problem in report.problems:
+        click.echo(problem)
+    click.echo(report.line())
+    if not report.ok:
+        raise SystemExit(1)
+
+
+@click.command(name="prune")
+@click.argument("db", metavar="DB")
+@click.option("--top-k", "top_k", type=int, required=True, metavar="N",
+              help="Records to keep per workload and target (the N best valid ones).")
+def prune_command(db: str, top_k: int) -> None:
+    """Keep only the N best valid records per workload and target of DB.
+
+    Every other record (failed ones included) is deleted in one transaction; workloads,
+    targets and provenance stay. Like TVM's dump_pruned, in place and per target.
+
+    \b
+    Example:
+        msdb prune msdb.sqlite --top-k 5
+    """
+    from msdb.ops.maintain import prune
+
+    database = open_db(db)
+    try:
+        click.echo(prune(database, top_k=top_k).line())
+    finally:
+        database.close()
+
+
+@click.command(name="migrate")
+@click.argument("db", metavar="DB")
+def migrate_command(db: str) -> None:
+    """Upgrade the schema of DB to this msdb's newest revision.
+
+    Opening a database with an older schema upgrades it anyway; this does it explicitly and
+    says which revision it was at. A database written by a newer msdb is refused, unchanged.
+
+    \b
+    Example:
+        msdb migrate msdb.sqlite
+        msdb migrate postgresql://db.lab/msdb
+    """
+    from msdb.ops.maintain import migrate
+
+    click.echo(migrate(db).line())

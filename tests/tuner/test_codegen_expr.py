@@ -1,0 +1,160 @@
+"""Expression and statement semantics of the CPU code generator, checked against msdb's
+interpreter: integer division flavours, casts and wrap-around, select / lazy if_then_else,
+min/max, math intrinsics, float16 storage, bool buffers, lets, and the same expressions inside
+vectorized loops."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from msdb.ir import expr as E
+from msdb.ir import from_script
+from msdb.ir import stmt as S
+from msdb.tuner import CodegenError, build
+from tests.tuner._util import check_against_interpreter, one_buffer_module, random_arrays
+
+INT_SCRIPT = '''
+from tvm.script import tir as T
+@T.prim_func
+def main(A: T.Buffer((64,), "int32"), B: T.Buffer((64,), "int32"), O: T.Buffer((64, 10), "int32")):
+    for i in range(64):
+        with T.block("b"):
+            vi = T.axis.spatial(64, i)
+            O[vi, 0] = T.floordiv(A[vi], B[vi])
+            O[vi, 1] = T.floormod(A[vi], B[vi])
+            O[vi, 2] = T.truncdiv(A[vi], B[vi])
+            O[vi, 3] = T.truncmod(A[vi], B[vi])
+            O[vi, 4] = T.max(A[vi], B[vi]) * 100 + T.min(A[vi], B[vi])
+            O[vi, 5] = T.Select(A[vi] < 0, A[vi] * 3, B[vi] - 7)
+            O[vi, 6] = T.Cast("int32", T.Cast("int8", A[vi] * 11))
+            O[vi, 7] = T.if_then_else(vi > 0, A[vi - 1], 5)
+            O[vi, 8] = T.floordiv(A[vi], 4) + T.floormod(A[vi], 4) * 1000 + T.floordiv(A[vi], -3) * 7
+            O[vi, 9] = T.Cast("int32", (A[vi] > B[vi]) and (A[vi] != 3) or (B[vi] <= -5))
+'''
+
+FLOAT_SCRIPT = '''
+from tvm.script import tir as T
+@T.prim_func
+def main(A: T.Buffer((64,), "int32"), F: T.Buffer((64,), "float32"), H: T.Buffer((64,), "float16"),
+         D: T.Buffer((64,), "float64"), G: T.Buffer((64, 10), "float32")):
+    for i in range(64):
+        with T.block("b"):
+            vi = T.axis.spatial(64, i)
+            G[vi, 0] = T.exp(F[vi]) + T.sqrt(F[vi]) * T.log(F[vi] + T.float32(1))
+            G[vi, 1] = T.fabs(F[vi] - T.float32(0.5)) + T.floor(F[vi] * T.float32(3.3)) + T.ceil(F[vi])
+            G[vi, 2] = T.tanh(F[vi]) + T.sigmoid(F[vi])
+            G[vi, 3] = T.Cast("float32", A[vi]) / T.float32(3)
+            G[vi, 4] = T.max(F[vi], T.float32(0.3)) - T.min(F[vi], T.float32(0.6))
+            G[vi, 5] = T.pow(F[vi], T.float32(2.5)) + T.erf(F[vi])
+            G[vi, 6] = T.Cast("float32", H[vi] * H[vi] + T.float16(1))
+            G[vi, 7] = T.floordiv(F[vi] * T.float32(10) - T.float32(5), T.float32(3)) + T.floormod(F[vi] * T.float32(10) - T.float32(5), T.float32(3))
+            G[vi, 8] = T.Cast("float32", D[vi] * T.float64(1.5) + T.Cast("float64", F[vi]))
+            G[vi, 9] = T.Cast("float32", T.Cast("int32", F[vi] * T.float32(20) - T.float32(10)))
+'''
+
+
+def _int_inputs(mod):
+    arrays = random_arrays(mod, seed=3)
+    rng = np.random.default_rng(4)
+    b = rng.integers(1, 9, size=64).astype("int32") * rng.choice([-1, 1], size=64).astype("int32")
+    arrays[1][...] = b  # no division by zero, both signs
+    return arrays
+
+
+def test_integer_semantics_match_the_interpreter() -> None:
+    mod = from_script(INT_SCRIPT)
+    check_against_interpreter(mod, arrays=_int_inputs(mod), rtol=0, atol=0)
+
+
+def test_float_and_math_semantics_match_the_interpreter() -> None:
+    mod = from_script(FLOAT_SCRIPT)
+    arrays = random_arrays(mod, seed=5)
+    check_against_interpreter(mod, arrays=arrays, rtol=1e-4, atol=1e-4)
+
+
+def test_floor_division_has_python_semantics() -> None:
+    mod = from_script(INT_SCRIPT)
+    arrays = _int_inputs(mod)
+    a, b, out = arrays
+    build(mod)(a, b, out)
+    assert (out[:, 0] == a // b).all()
+    assert (out[:, 1] == a % b).all()
+    assert (out[:, 2] == np.trunc(a / b).astype("int32")).all()
+    assert (out[:, 3] == np.fmod(a, b)).all()
+
+
+VECTOR_SCRIPT = '''
+from tvm.script import tir as T
+@T.prim_func
+def main(F: T.Buffer((4, 32), "float32"), A: T.Buffer((4, 32), "int32"), G: T.Buffer((4, 32), "float32"),
+         O: T.Buffer((4, 32), "int32")):
+    for i in range(4):
+        for j in T.vectorized(32):
+            with T.block("b"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                G[vi, vj] = T.exp(F[vi, vj]) * T.max(F[vi, vj], T.float32(0.25)) + T.Select(vj < 7, F[vi, 31 - vj], T.float32(2)) + T.if_then_else(vi > 0, F[vi - 1, vj], T.float32(0))
+                O[vi, vj] = T.floordiv(A[vi, vj], 3) + T.floormod(vj * 5, 7) + T.Cast("int32", F[vi, vj] > T.float32(0.5))
+'''
+
+
+def test_vectorized_loop_with_mixed_accesses_matches_the_interpreter() -> None:
+    mod = from_script(VECTOR_SCRIPT)
+    check_against_interpreter(mod, arrays=random_arrays(mod, seed=7), rtol=1e-5, atol=1e-6)
+
+
+DTYPE_SCRIPT = '''
+from tvm.script import tir as T
+@T.prim_func
+def main(A: T.Buffer((40,), "int8"), B: T.Buffer((40,), "uint8"), C: T.Buffer((40,), "int64"),
+         M: T.Buffer((40,), "bool"), O: T.Buffer((40, 5), "int64"), P: T.Buffer((40,), "bool"), Q: T.Buffer((40,), "int8")):
+    for i in T.vectorized(40):
+        with T.block("b"):
+            vi = T.axis.spatial(40, i)
+            O[vi, 0] = T.Cast("int64", A[vi]) * C[vi]
+            O[vi, 1] = T.Cast("int64", B[vi]) + T.Cast("int64", T.Cast("int8", B[vi]))
+            O[vi, 2] = T.Select(M[vi], C[vi], T.int64(-9))
+            O[vi, 3] = T.floordiv(C[vi], T.int64(5))
+            O[vi, 4] = T.Cast("int64", T.Cast("uint8", A[vi]) // T.uint8(3))
+            P[vi] = M[vi] and (A[vi] > T.int8(0))
+            Q[vi] = A[vi] * T.int8(9) + T.int8(100)
+'''
+
+
+def test_small_and_wide_integer_dtypes_and_bool_buffers() -> None:
+    mod = from_script(DTYPE_SCRIPT)
+    check_against_interpreter(mod, arrays=random_arrays(mod, seed=11), rtol=0, atol=0)
+
+
+def test_let_statements_and_serial_loops_with_offsets() -> None:
+    def body(A: E.Buffer, i: E.Var) -> S.Stmt:
+        x = E.Var("x", "float32")
+        k = E.Var("k", "int64")
+        inner = S.For(k, E.IntImm("int64", 2), E.IntImm("int64", 3), S.ForKind.SERIAL,
+                      S.BufferStore(A, E.Add(E.BufferLoad(A, (i,)), E.Mul(x, E.Cast("float32", k))), (i,)))
+        return S.For(i, E.IntImm("int64", 1), E.IntImm("int64", 15), S.ForKind.SERIAL,
+                     S.LetStmt(x, E.Add(E.BufferLoad(A, (E.Sub(i, E.IntImm("int64", 1)),)), E.FloatImm("float32", 1.0)), inner))
+
+    mod = one_buffer_module(16, body)
+    check_against_interpreter(mod, arrays=random_arrays(mod, seed=2))
+
+
+def test_unsupported_dtype_is_a_clear_error() -> None:
+    mod = one_buffer_module(4, lambda A, i: S.For(i, E.IntImm("int64", 0), E.IntImm("int64", 4), S.ForKind.SERIAL,
+                                                  S.BufferStore(A, E.FloatImm("bfloat16", 1.0), (i,))), dtype="bfloat16")
+    with pytest.raises(CodegenError, match="bfloat16"):
+        build(mod)
+
+
+def test_wrong_arguments_are_rejected_before_the_call() -> None:
+    mod = from_script(INT_SCRIPT)
+    kernel = build(mod)
+    a, b, out = _int_inputs(mod)
+    with pytest.raises(CodegenError, match="takes 3 arrays"):
+        kernel(a, b)
+    with pytest.raises(CodegenError, match="dtype"):
+        kernel(a.astype("float32"), b, out)
+    with pytest.raises(CodegenError, match="shape"):
+        kernel(a[:10], b, out)
+    with pytest.raises(CodegenError, match="contiguous"):
+        kernel(a, b, np.asfortranarray(out))

@@ -1,0 +1,181 @@
+"""`LocalBuilder`: compile candidates to object code in isolated worker processes (TVM's
+LocalBuilder: one `BuilderResult(artifact_path, error_msg)` per input, in order).
+
+    builder = LocalBuilder(max_workers=2, timeout_sec=30)
+    results = builder.build([BuilderInput(sch.mod) for sch in candidates])
+
+Each artifact is an object file (`<dir>/<name>-<id>.o`) with a JSON sidecar (`.o.json`: entry
+symbols, argument shapes and dtypes, target), which is all `LocalRunner` needs. Modules travel
+to the workers pickled (IR nodes pickle by value; their read-only annotation maps are rebuilt
+on load), so a worker never re-parses TVMScript.
+"""
+
+from __future__ import annotations
+
+import copyreg
+import io
+import json
+import logging
+import os
+import pickle
+import tempfile
+import threading
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Sequence
+
+from msdb.ir.function import IRModule, PrimFunc
+from msdb.ir.stmt import frozen_map
+from msdb.tuner._worker import Worker, WorkerCrashed, WorkerFailed, WorkerTimeout
+
+__all__ = ["BuilderInput", "BuilderResult", "LocalBuilder", "build_artifact", "dump_module", "load_module"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class BuilderInput:
+    """A module to build; `target` is an msdb Target, config dict, string or None (host)."""
+
+    mod: IRModule | PrimFunc
+    target: Any = None
+    params: Any = None
+
+
+@dataclass(frozen=True)
+class BuilderResult:
+    """Path of the built artifact, or why there is none."""
+
+    artifact_path: str | None
+    error_msg: str | None
+
+    @property
+    def ok(self) -> bool:
+        return self.artifact_path is not None
+
+
+class _IRPickler(pickle.Pickler):
+    dispatch_table = copyreg.dispatch_table.copy()
+    dispatch_table[MappingProxyType] = lambda m: (frozen_map, (dict(m),))
+
+
+def dump_module(mod: IRModule | PrimFunc) -> bytes:
+    """Pickle an IR module (read-only maps included)."""
+    buf = io.BytesIO()
+    _IRPickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(mod)
+    return buf.getvalue()
+
+
+def load_module(data: bytes) -> IRModule | PrimFunc:
+    return pickle.loads(data)
+
+
+def _target_json(target: Any) -> Any:
+    if target is None:
+        return None
+    from msdb.records.target import Target
+
+    return Target.coerce(target).config  # type: ignore[union-attr]
+
+
+def build_artifact(mod: IRModule | PrimFunc, target: Any, artifact_dir: str) -> str:
+    """Compile `mod` and write `<dir>/<name>-<id>.o` plus its `.json` sidecar; returns the
+    object file's path. Runs in a builder worker (or anywhere)."""
+    from msdb.tuner.codegen import compile_module
+
+    compiled = compile_module(mod, target)
+    os.makedirs(artifact_dir, exist_ok=True)
+    path = os.path.join(artifact_dir, f"{compiled.name}-{uuid.uuid4().hex[:12]}.o")
+    meta = compiled.meta()
+    meta["timings"] = compiled.timings
+    _atomic_write(path + ".json", json.dumps(meta).encode())
+    _atomic_write(path, compiled.object_code)
+    return path
+
+
+def _atomic_write(path: str, data: bytes) -> None:
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def _build_in_worker(payload: bytes, target: Any, artifact_dir: str) -> str:
+    return build_artifact(load_module(payload), target, artifact_dir)
+
+
+def _preload() -> None:
+    from msdb.tuner.codegen import jit
+
+    jit.host_spec()
+
+
+class LocalBuilder:
+    """Builds candidates in `max_workers` isolated processes, at most `timeout_sec` each."""
+
+    def __init__(self, max_workers: int | None = None, timeout_sec: float = 30.0, artifact_dir: str | None = None) -> None:
+        self.max_workers = max(1, int(max_workers or os.cpu_count() or 1))
+        self.timeout_sec = float(timeout_sec)
+        self.artifact_dir = artifact_dir or tempfile.mkdtemp(prefix="msdb-build-")
+        self._workers: list[Worker] = []
+        self._free: list[Worker] = []
+        self._lock = threading.Lock()
+
+    def _acquire(self) -> Worker:
+        with self._lock:
+            if self._free:
+                return self._free.pop()
+            worker = Worker(preload=["msdb.tuner.builder:_preload"], name="builder")
+            self._workers.append(worker)
+            return worker
+
+    def _release(self, worker: Worker) -> None:
+        with self._lock:
+            self._free.append(worker)
+
+    def _build_one(self, item: BuilderInput) -> BuilderResult:
+        try:
+            payload = dump_module(item.mod)
+            target = _target_json(item.target)
+        except Exception as err:  # an input we cannot even send is this candidate's failure
+            return BuilderResult(None, f"LocalBuilder: cannot serialize the module: {type(err).__name__}: {err}")
+        worker = self._acquire()
+        try:
+            path = worker.call("msdb.tuner.builder:_build_in_worker", (payload, target, self.artifact_dir),
+                               self.timeout_sec)
+            return BuilderResult(path, None)
+        except WorkerTimeout as err:
+            return BuilderResult(None, f"LocalBuilder: {err}")
+        except WorkerCrashed as err:
+            return BuilderResult(None, f"LocalBuilder: {err}")
+        except WorkerFailed as err:
+            return BuilderResult(None, f"LocalBuilder: {err}")
+        except Exception as err:  # the worker could not start; report, keep going
+            return BuilderResult(None, f"LocalBuilder: {type(err).__name__}: {err}")
+        finally:
+            self._release(worker)
+
+    def build(self, build_inputs: Sequence[BuilderInput]) -> list[BuilderResult]:
+        """One result per input, in order; failures are results, never exceptions."""
+        items = list(build_inputs)
+        if not items:
+            return []
+        if len(items) == 1 or self.max_workers == 1:
+            return [self._build_one(item) for item in items]
+        with ThreadPoolExecutor(max_workers=min(self.max_workers, len(items))) as pool:
+            return list(pool.map(self._build_one, items))
+
+    def close(self) -> None:
+        with self._lock:
+            for worker in self._workers:
+                worker.close()
+            self._workers.clear()
+            self._free.clear()
+
+    def __enter__(self) -> LocalBuilder:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
