@@ -446,7 +446,9 @@ class SQLiteDatabase(Database):
         if not records:
             return 0
         with self._write() as conn:
+            # records of one batch share workload, target and args objects: resolve each once
             workload_ids: dict[int, int] = {}
+            target_ids: dict[int, int] = {}
             args_text: dict[int, str | None] = {}
             rows: list[tuple[Any, ...]] = []
             for record in records:
@@ -454,6 +456,9 @@ class SQLiteDatabase(Database):
                 workload_id = workload_ids.get(id(workload))
                 if workload_id is None:
                     workload_id = workload_ids[id(workload)] = self._record_workload_id(conn, workload)
+                target_id = target_ids.get(id(record.target))
+                if target_id is None:
+                    target_id = target_ids[id(record.target)] = self._target_id(conn, record.target)
                 args = record.args_info_json()
                 if args is None:
                     args_json = None
@@ -465,7 +470,7 @@ class SQLiteDatabase(Database):
                 trace = record.trace_text
                 rows.append((
                     workload_id,
-                    self._target_id(conn, record.target),
+                    target_id,
                     source_id,
                     trace,
                     trace_json_hash(trace),
