@@ -68,7 +68,7 @@ class ProgressBars:
             self.phase = phase
             self.last = 0
             if total > self.threshold:
-                self.bar = click.progressbar(length=total, label=phase, file=click.get_text_stream("stderr"))
+                self.bar = click.progressbar(length=total, label=phase, file=sys.stderr)
                 self.bar.__enter__()
         if self.bar is not None and done > self.last:
             self.bar.update(done - self.last)

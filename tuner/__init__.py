@@ -19,7 +19,9 @@ import importlib
 from typing import Any
 
 _LAZY = {
-    "build": ("msdb.tuner.build", "build"),
+    # the module itself: it is callable and forwards to its `build` function, so the package
+    # attribute means the same thing before and after `import msdb.tuner.build`
+    "build": ("msdb.tuner.build", None),
     "Kernel": ("msdb.tuner.build", "Kernel"),
     "load_kernel": ("msdb.tuner.build", "load_kernel"),
     "TimingResult": ("msdb.tuner.timing", "TimingResult"),
@@ -40,6 +42,7 @@ def __getattr__(name: str) -> Any:
         module_name, attr = _LAZY[name]
     except KeyError:
         raise AttributeError(f"module 'msdb.tuner' has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(module_name), attr)
+    module = importlib.import_module(module_name)
+    value = module if attr is None else getattr(module, attr)
     globals()[name] = value
     return value

@@ -8,6 +8,9 @@ exactly that: relaxing an affine index over the inner loops is exact, and the di
 ends is a plain subtraction of coefficient maps. Anything that is not affine (`floordiv`,
 `floormod`, products of variables, `min`, `select`) falls back to numeric bounds over the known
 loop ranges, which is always correct but can be wider than necessary (TVM widens the same way).
+The exception is a non-affine index that involves no relaxed variable (`i_j_fused // 5` under
+the fused loop itself): it is one point per iteration of the loops outside, kept exactly as an
+opaque `Atom` term of the affine form (TVM keeps such points symbolic too).
 
 Vocabulary used by callers:
 - `bounds`: inclusive numeric ranges `{var: (lo, hi)}` of every variable whose value is known to
@@ -20,8 +23,45 @@ from __future__ import annotations
 from typing import Iterable, Mapping
 
 from msdb.ir import expr as E
+from msdb.ir.arith import structural_key
+from msdb.ir.functor import free_vars
 
 NumRange = tuple[int, int]
+
+
+class Atom:
+    """A non-affine integer expression used as a variable of an affine form (equal to another
+    atom when the expressions are structurally equal)."""
+
+    __slots__ = ("expr", "key")
+
+    def __init__(self, expr: E.PrimExpr) -> None:
+        self.expr = expr
+        self.key = structural_key(expr)
+
+    @property
+    def dtype(self) -> str:
+        return self.expr.dtype
+
+    @property
+    def name(self) -> str:
+        return f"<{type(self.expr).__name__}>"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Atom) and other.key == self.key
+
+    def __hash__(self) -> int:
+        return hash(("atom", self.key))
+
+
+def _term_range(var: E.Var | Atom, bounds: Mapping[E.Var, NumRange]) -> NumRange | None:
+    if isinstance(var, Atom):
+        return numeric_range(var.expr, bounds)
+    return bounds.get(var)
+
+
+def _term_expr(var: E.Var | Atom) -> E.PrimExpr:
+    return var.expr if isinstance(var, Atom) else var
 
 
 class Affine:
@@ -82,7 +122,7 @@ class Affine:
         """Numeric (lo, hi) over `bounds`; None if some variable is unbounded."""
         lo = hi = self.const
         for var, coef in self.terms.items():
-            rng = bounds.get(var)
+            rng = _term_range(var, bounds)
             if rng is None:
                 return None
             a, b = coef * rng[0], coef * rng[1]
@@ -96,9 +136,10 @@ class Affine:
         result: E.PrimExpr | None = None
         for var, coef in items:
             mag = abs(coef)
-            term: E.PrimExpr = var if mag == 1 else E.Mul(var, E.IntImm(var.dtype, mag))
+            atom = _term_expr(var)
+            term: E.PrimExpr = atom if mag == 1 else E.Mul(atom, E.IntImm(var.dtype, mag))
             if result is None:
-                result = term if coef > 0 else E.Mul(var, E.IntImm(var.dtype, coef))
+                result = term if coef > 0 else E.Mul(atom, E.IntImm(var.dtype, coef))
             else:
                 result = E.Add(result, term) if coef > 0 else E.Sub(result, term)
         if result is None:
@@ -224,6 +265,10 @@ class IntervalEvaluator:
         return Affine(None, rng[0]), Affine(None, rng[1])
 
     def _eval(self, expr: E.PrimExpr) -> tuple[Affine, Affine] | None:
+        if isinstance(expr, (E.FloorDiv, E.FloorMod, E.Div, E.Mod, E.Min, E.Max, E.Select, E.Call, E.Mul)):
+            point = self._fixed_point(expr)
+            if point is not None:
+                return point, point
         if isinstance(expr, E.IntImm):
             c = Affine(None, expr.value)
             return c, c
@@ -258,6 +303,21 @@ class IntervalEvaluator:
         if isinstance(expr, E.Cast) and _is_int(expr.dtype) and _is_int(expr.value.dtype):
             return self._eval(expr.value)
         return self._numeric(expr)
+
+    def _fixed_point(self, expr: E.PrimExpr) -> Affine | None:
+        """`expr` as a single (symbolic) point when it mentions no relaxed variable and is not
+        affine; None otherwise (the interval rules then apply)."""
+        if not _is_int(expr.dtype):
+            return None
+        used = free_vars(expr)
+        if any(v in self.relax for v in used) or as_affine(expr) is not None:
+            return None
+        rng = numeric_range(expr, self.bounds)
+        if rng is not None and rng[0] == rng[1]:
+            return Affine(None, rng[0])
+        if any(v in self.points for v in used):
+            return None  # a unit loop inside: leave it to the interval rules (they pin it)
+        return Affine({Atom(expr): 1})  # type: ignore[dict-item]
 
     def _const_divisor(self, expr: E.BinaryOp) -> int | None:
         c = E.const_int(expr.b)
@@ -376,3 +436,122 @@ def range_predicate(checks: Iterable[tuple[Affine, NumRange]], bounds: Mapping[E
         for c in conds:
             pred = c if pred is None else E.And(pred, c)
     return pred if pred is not None else E.IntImm("bool", 1)
+
+
+#: Most points `implied_by_domains` enumerates before it gives up (and answers "not implied").
+MAX_ENUMERATED_POINTS = 1 << 20
+
+
+def implied_by_domains(predicate: E.PrimExpr, bindings: Iterable[tuple[E.PrimExpr, NumRange]],
+                       bounds: Mapping[E.Var, NumRange]) -> bool:
+    """Whether `predicate` (over loop variables) holds wherever every binding lies in its range.
+
+    A block's predicate usually only keeps its iter vars inside their domains (what a
+    non-divisible split adds); primitives that rebuild the block's loops (compute_at) regenerate
+    exactly those conditions and may drop the old predicate. A predicate that says more (rfactor
+    of a non-divisible split bounds `vk_0 * 3 + vk_1`, a sum of two iter vars) must not be
+    dropped. Decided exactly by enumerating the loop variables the predicate uses (bindings that
+    need other variables are ignored, which can only answer "not implied")."""
+    if isinstance(predicate, E.IntImm):
+        return predicate.value != 0
+    used = sorted(free_vars(predicate), key=lambda v: v.name)
+    if any(v not in bounds for v in used):
+        return False
+    total = 1
+    for v in used:
+        total *= bounds[v][1] - bounds[v][0] + 1
+    if total > MAX_ENUMERATED_POINTS:
+        return False
+    import numpy as np
+
+    grids = np.meshgrid(*[np.arange(bounds[v][0], bounds[v][1] + 1, dtype=np.int64) for v in used],
+                        indexing="ij") if used else []
+    env = {v: g.ravel() for v, g in zip(used, grids)}
+    ok = np.ones(total, dtype=bool)
+    usable = set(used)
+    try:
+        for value, (lo, hi) in bindings:
+            if not free_vars(value) <= usable:
+                continue
+            got = _evaluate(value, env, total)
+            ok &= (got >= lo) & (got <= hi)
+        holds = _evaluate(predicate, env, total).astype(bool)
+    except _Unsupported:
+        return False
+    return bool(np.all(holds | ~ok))
+
+
+class _Unsupported(Exception):
+    """An expression `_evaluate` does not know."""
+
+
+def _evaluate(expr: E.PrimExpr, env: Mapping[E.Var, object], n: int) -> object:
+    """Vectorized integer/boolean evaluation of `expr` with numpy arrays for its variables."""
+    import numpy as np
+
+    if isinstance(expr, E.IntImm):
+        return np.full(n, expr.value, dtype=np.int64)
+    if isinstance(expr, E.Var):
+        if expr not in env:
+            raise _Unsupported(expr.name)
+        return env[expr]
+    if isinstance(expr, E.Cast) and (_is_int(expr.dtype) or expr.dtype == "bool"):
+        return _evaluate(expr.value, env, n)
+    if isinstance(expr, E.Not):
+        return ~_evaluate(expr.a, env, n).astype(bool)  # type: ignore[union-attr]
+    if isinstance(expr, E.Select):
+        c = _evaluate(expr.condition, env, n).astype(bool)  # type: ignore[union-attr]
+        return np.where(c, _evaluate(expr.true_value, env, n), _evaluate(expr.false_value, env, n))
+    if isinstance(expr, E.BinaryOp):
+        a, b = _evaluate(expr.a, env, n), _evaluate(expr.b, env, n)
+        ops = {
+            E.Add: lambda: a + b, E.Sub: lambda: a - b, E.Mul: lambda: a * b,
+            E.Min: lambda: np.minimum(a, b), E.Max: lambda: np.maximum(a, b),
+            E.LT: lambda: a < b, E.LE: lambda: a <= b, E.GT: lambda: a > b, E.GE: lambda: a >= b,
+            E.EQ: lambda: a == b, E.NE: lambda: a != b,
+            E.And: lambda: a.astype(bool) & b.astype(bool), E.Or: lambda: a.astype(bool) | b.astype(bool),
+        }
+        op = ops.get(type(expr))
+        if op is not None:
+            return op()
+        if isinstance(expr, (E.FloorDiv, E.FloorMod, E.Div, E.Mod)):
+            if np.any(b == 0):
+                raise _Unsupported("division by zero")
+            if isinstance(expr, E.FloorDiv):
+                return np.floor_divide(a, b)
+            if isinstance(expr, E.FloorMod):
+                return np.mod(a, b)
+            q = (np.abs(a) // np.abs(b)) * np.sign(a) * np.sign(b)  # truncating division (C semantics)
+            return q if isinstance(expr, E.Div) else a - q * b
+    raise _Unsupported(type(expr).__name__)
+
+
+def repeats_points(loops: list[tuple[E.Var, NumRange]], keep: int, bindings: list[E.PrimExpr],
+                   predicate: E.PrimExpr, limit: int = 1 << 16) -> bool | None:
+    """Whether two iterations of the loop nest `loops` (outermost first) that agree on the first
+    `keep` loops and satisfy `predicate` give the same values of `bindings`: a block whose
+    iterations repeat (a loop its bindings do not use, or only partly, as `fused % 2` of a
+    4-long loop) recomputes its points. None when the nest has more than `limit` iterations or
+    uses variables other than the loops."""
+    total = 1
+    for _, (lo, hi) in loops:
+        total *= hi - lo + 1
+    if total > limit or total <= 0:
+        return None
+    import numpy as np
+
+    grids = np.meshgrid(*[np.arange(lo, hi + 1, dtype=np.int64) for _, (lo, hi) in loops], indexing="ij")
+    env = {v: g.ravel() for (v, _), g in zip(loops, grids)}
+    try:
+        mask = np.asarray(_evaluate(predicate, env, total)).astype(bool)
+        columns = [env[v] for v, _ in loops[:keep]] + [np.asarray(_evaluate(b, env, total)) for b in bindings]
+    except _Unsupported:
+        return None
+    if not columns:
+        return int(mask.sum()) > 1
+    rows = np.stack(columns, axis=1)[mask]
+    if len(rows) < 2:
+        return False
+    order = np.lexsort(rows.T[::-1])
+    rows = rows[order]
+    return bool(np.any(np.all(rows[1:] == rows[:-1], axis=1)))

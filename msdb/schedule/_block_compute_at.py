@@ -16,10 +16,10 @@ from __future__ import annotations
 from msdb.errors import ScheduleError
 from msdb.ir import expr as E
 from msdb.ir import stmt as S
-from msdb.ir.functor import substitute
+from msdb.ir.functor import free_vars, substitute
 from msdb.schedule import _block_tree as T
-from msdb.schedule._block_arith import (Affine, IntervalEvaluator, NumRange, as_affine, loop_bounds,
-                                        range_predicate, union_intervals)
+from msdb.schedule._block_arith import (Affine, IntervalEvaluator, NumRange, as_affine, implied_by_domains,
+                                        loop_bounds, range_predicate, union_intervals)
 from msdb.schedule.state import ScheduleState
 
 Interval = tuple[Affine, Affine]
@@ -88,6 +88,9 @@ def compute_at(state: ScheduleState, func_name: str, block_name: str, loop_var: 
                 f"{where}: reverse_compute_at into a loop that would break a dependency: the block's producer(s) "
                 f"{missing} are not under that loop, so the block would read data before it is produced")
     _check_outside_order(scope, loop, block, producers, consumers, reverse, where)
+    _check_predicate_regenerated(state, func_name, realize, where)
+    if reverse and block.init is not None:
+        _check_producers_final(state, func_name, loop, required_realizes, where)
     if last_producer >= first_consumer:
         raise ScheduleError(f"{where}: under the loop a consumer of the block comes before one of its producers")
     if index == -1:
@@ -169,6 +172,43 @@ def _check_outside_order(scope: T.Scope, loop: S.For, block: S.Block, producers:
         if reverse and any(b is c for c in consumers) and i < first:
             raise ScheduleError(f"{where}: the block's consumer {b.name_hint!r} runs before that loop, "
                                 "so moving the block there would break a dependency")
+
+
+def _check_producers_final(state: ScheduleState, func_name: str, loop: S.For,
+                           producers: list[S.BlockRealize], where: str) -> None:
+    """A reduction block moved under `loop` accumulates what its producers wrote in each
+    iteration of `loop`; that must be their final value. It is not when a producer is itself a
+    reduction over `loop` or a loop around it (the consumer would add up partial sums, once per
+    iteration). A complete consumer is not affected: its last computation, after the
+    producer's last update, overwrites the others. TVM does not check this."""
+    outer = {lp.loop_var for lp in T.enclosing_loops(state, func_name, loop, include_self=True)}
+    for r in producers:
+        if r.block.init is None:
+            continue
+        for iv, value in zip(r.block.iter_vars, r.iter_values):
+            if iv.iter_type == S.IterType.COMM_REDUCE and free_vars(value) & outer:
+                raise ScheduleError(
+                    f"{where}: the block is a reduction and its producer {r.block.name_hint!r} reduces over "
+                    "that loop (or one around it), so the block would accumulate partial results once per "
+                    "iteration")
+
+
+def _check_predicate_regenerated(state: ScheduleState, func_name: str, realize: S.BlockRealize, where: str) -> None:
+    """The moved block gets a new predicate that only keeps its iter vars inside their domains;
+    refuse when the old one said more (TVM drops it silently, and the block then runs on points
+    it never ran on, e.g. an rfactor block of a non-divisible split reading out of bounds)."""
+    if T.is_const_true(realize.predicate):
+        return
+    block = realize.block
+    bindings = []
+    for iv, value in zip(block.iter_vars, realize.iter_values):
+        lo, ext = E.const_int(iv.dom.min), E.const_int(iv.dom.extent)
+        if lo is not None and ext is not None:
+            bindings.append((value, (lo, lo + ext - 1)))
+    bounds = loop_bounds(T.enclosing_loops(state, func_name, realize, include_self=False))
+    if not implied_by_domains(realize.predicate, bindings, bounds):
+        raise ScheduleError(f"{where}: the block's predicate does more than keep its iter vars inside their "
+                            "domains, and moving the block would drop it")
 
 
 def _relax_env(inner_loops: list[S.For], outer: dict[E.Var, NumRange]

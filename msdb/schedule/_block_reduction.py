@@ -14,6 +14,8 @@ from msdb.ir import expr as E
 from msdb.ir import stmt as S
 from msdb.ir.functor import free_vars, substitute
 from msdb.schedule import _block_tree as T
+from msdb.ir.arith import simplify
+from msdb.schedule._block_arith import as_affine, loop_bounds, range_predicate, repeats_points
 from msdb.schedule.state import ScheduleState
 
 
@@ -30,6 +32,48 @@ def _join_and(conds: list[E.PrimExpr]) -> E.PrimExpr:
     for c in conds[1:]:
         out = E.And(out, c)
     return out
+
+
+def _init_predicate(realize: S.BlockRealize, iter_vars: list[S.IterVar], values: list[E.PrimExpr],
+                    block_loops: list[S.For], loops: list[S.For], used: set[E.Var]) -> E.PrimExpr:
+    """The init block's predicate: the conjuncts of the block's predicate that only use loops the
+    init nest keeps (TVM's rule). A discarded loop of extent 1 is replaced by its value first:
+    a split with `preserve_unit_iters=False` leaves `j_0 * 4 + j_1 < 5` in the predicate while the
+    binding no longer mentions `j_0`, and dropping that conjunct would let the init run out of
+    bounds (TVM drops it). When a conjunct still has to go, the init's iter vars get explicit
+    domain bounds instead, so the init never leaves its buffer."""
+    discarded = {lp.loop_var for lp in loops if lp.loop_var not in used}
+    unit = {lp.loop_var: lp.min for lp in loops if lp.loop_var in discarded and E.const_int(lp.extent) == 1}
+    kept: list[E.PrimExpr] = []
+    dropped = False
+    for c in _split_and(realize.predicate):
+        if T.is_const_true(c):
+            continue
+        if free_vars(c) & set(unit):
+            c = simplify(substitute(c, unit))
+            if T.is_const_true(c):
+                continue
+        if free_vars(c) & discarded:
+            dropped = True
+        else:
+            kept.append(c)
+    if dropped:
+        bounds = loop_bounds([lp for lp in block_loops if lp.loop_var not in discarded])
+        checks = []
+        for iv, value in zip(iter_vars, values):
+            lo, ext = E.const_int(iv.dom.min), E.const_int(iv.dom.extent)
+            form = as_affine(value)
+            if lo is not None and ext is not None and form is not None:
+                checks.append((form, (lo, lo + ext - 1)))
+        extra = range_predicate(checks, bounds)
+        if not T.is_const_true(extra):
+            kept.extend(_split_and(extra))
+    return _join_and(kept)
+
+
+def _loop_range(loop: S.For) -> tuple[int, int] | None:
+    lo, ext = E.const_int(loop.min), E.const_int(loop.extent)
+    return (lo, lo + ext - 1) if lo is not None and ext is not None and ext > 0 else None
 
 
 def _copy_loop(loop: S.For, var: E.Var, body: S.Stmt) -> S.For:
@@ -60,6 +104,20 @@ def decompose_reduction(state: ScheduleState, func_name: str, block_name: str, l
     if higher:
         raise ScheduleError(f"{where}: the loop must be above every loop the reduction iter vars use, but "
                             f"{higher} enclose it; the init would run once per iteration of them")
+    # A loop no iter var uses re-runs the whole reduction, init included, on each iteration; with
+    # the init hoisted above it the updates would accumulate once per iteration. TVM does not
+    # check this and silently changes the result; msdb refuses.
+    bound_vars: set[E.Var] = set().union(*(free_vars(v) for v in realize.iter_values)) if realize.iter_values else set()
+    unbound = [lp.loop_var.name for lp in loops if lp.loop_var not in bound_vars and E.const_int(lp.extent) != 1]
+    if unbound:
+        raise ScheduleError(f"{where}: loop(s) {unbound} between the loop and the block are used by no iter var, so "
+                            "each of their iterations recomputes the reduction from its init; decomposing there "
+                            "would accumulate it several times")
+    nest = [(lp.loop_var, b) for lp in block_loops if (b := _loop_range(lp)) is not None]
+    if len(nest) == len(block_loops) and repeats_points(nest, position, list(realize.iter_values), realize.predicate):
+        raise ScheduleError(f"{where}: the loops from there down run some iterations of the block more than once "
+                            "(a loop its bindings use only partly), each recomputing the reduction from its init; "
+                            "decomposing there would accumulate it several times")
 
     # Init block: the spatial iter vars only, same bindings.
     var_map: dict[E.Var, E.PrimExpr] = {}
@@ -79,8 +137,7 @@ def decompose_reduction(state: ScheduleState, func_name: str, block_name: str, l
 
     used = set().union(*(free_vars(v) for v in values)) if values else set()
     chosen = [lp for lp in loops if lp.loop_var in used]
-    discarded = {lp.loop_var for lp in loops if lp.loop_var not in used}
-    pred = _join_and([c for c in _split_and(realize.predicate) if not (free_vars(c) & discarded)])
+    pred = _init_predicate(realize, iter_vars, values, block_loops, loops, used)
     stmt: S.Stmt = S.BlockRealize(tuple(values), pred, init_block)
     loop_map: dict[E.Var, E.PrimExpr] = {}
     for lp in reversed(chosen):
@@ -171,7 +228,14 @@ def _combine(kind: type, acc: E.PrimExpr, value: E.PrimExpr, lhs_first: bool) ->
 
 
 def rfactor(state: ScheduleState, func_name: str, loop_var: E.Var, factor_axis: int) -> str:
-    """Returns the name of the rfactor block."""
+    """Returns the name of the rfactor block.
+
+    TVM's layout: the rfactor block goes into a copy of the block's whole loop nest (fresh loop
+    vars, same names), inserted right before the outermost loop of that nest; the original nest
+    keeps its loops (and so its LoopRVs) minus the ones only reduction iter vars use other than
+    `loop`, and holds the write-back block where the reduction block was. So a reduction that
+    compute_at moved under a consumer's loop keeps its write-back there, before the consumer.
+    """
     loop = state.loop(func_name, loop_var)
     where = f"rfactor: loop {loop_var.name!r}"
     realizes = T.blocks_in(loop.body)
@@ -184,6 +248,8 @@ def rfactor(state: ScheduleState, func_name: str, loop_var: E.Var, factor_axis: 
     where = f"rfactor: loop {loop_var.name!r} of block {name!r}"
     if state.scope_block(func_name, block) is not state.scope_block(func_name, loop):
         raise ScheduleError(f"{where}: the block is in an inner scope of the loop")
+    if loop.kind != S.ForKind.SERIAL:
+        raise ScheduleError(f"{where}: the loop must be serial, it is {loop.kind.name.lower()}")
     scope_block = state.scope_block(func_name, block)
     scope = T.Scope(scope_block, T.blocks_in(scope_block.body))
     problem = T.reduction_block_problem(scope, block)
@@ -201,91 +267,136 @@ def rfactor(state: ScheduleState, func_name: str, loop_var: E.Var, factor_axis: 
     if not 0 <= factor_axis <= ndim:
         raise ScheduleError(f"{where}: factor_axis {factor_axis} is out of range [{-(ndim + 1)}, {ndim}]")
 
-    all_loops = T.enclosing_loops(state, func_name, realize, include_self=False)
+    loops = T.enclosing_loops(state, func_name, realize, include_self=False)
     spatial_vars: set[E.Var] = set()
     reduce_vars: set[E.Var] = set()
     for iv, value in zip(block.iter_vars, realize.iter_values):
         (spatial_vars if iv.iter_type == S.IterType.DATA_PAR else reduce_vars).update(free_vars(value))
-    for lp in all_loops:
-        if lp.loop_var in spatial_vars and lp.loop_var in reduce_vars:
-            raise ScheduleError(f"{where}: loop {lp.loop_var.name!r} is used by both spatial and reduction iter vars")
     if loop_var not in reduce_vars or loop_var in spatial_vars:
         raise ScheduleError(f"{where}: the loop is not a reduction loop of the block (only reduction iter vars "
                             "may use it)")
-    reduce_loops = [lp for lp in all_loops if lp.loop_var in reduce_vars]
+    _check_rfactor_loops(state, func_name, loops, block, spatial_vars, reduce_vars, where)
 
-    # ---- the rfactor block, in the original loop nest ----
+    # ---- the rfactor block: reduction iter vars using `loop` become one iter var per loop ----
     rf_var = E.Var(f"v{loop_var.name}", loop_var.dtype)
-    rf_iv = S.IterVar(E.Range(loop.min, loop.extent), rf_var, S.IterType.DATA_PAR)
-    rf_ivs = [rf_iv]
+    rf_ivs = [S.IterVar(E.Range(loop.min, loop.extent), rf_var, S.IterType.DATA_PAR)]
     rf_values: list[E.PrimExpr] = [loop_var]
-    spatial_map: dict[E.Var, E.PrimExpr] = {}
+    loop_to_iter: dict[E.Var, E.PrimExpr] = {loop_var: rf_var}
+    loop_of = {lp.loop_var: lp for lp in loops}
+    rf_map: dict[E.Var, E.PrimExpr] = {}
     for iv, value in zip(block.iter_vars, realize.iter_values):
-        if iv.iter_type == S.IterType.DATA_PAR:
-            new = E.Var(iv.var.name, iv.var.dtype)
-            spatial_map[iv.var] = new
-            rf_ivs.append(S.IterVar(iv.dom, new, iv.iter_type, iv.thread_tag))
+        if iv.iter_type == S.IterType.DATA_PAR or loop_var not in free_vars(value):
+            rf_ivs.append(iv)
             rf_values.append(value)
-    loop_to_var: dict[E.Var, E.PrimExpr] = {loop_var: rf_var}
-    for lp in reduce_loops:
-        if lp is loop:
             continue
-        new = E.Var(f"v{lp.loop_var.name}", lp.loop_var.dtype)
-        loop_to_var[lp.loop_var] = new
-        rf_ivs.append(S.IterVar(E.Range(lp.min, lp.extent), new, S.IterType.COMM_REDUCE))
-        rf_values.append(lp.loop_var)
-    rf_map = dict(spatial_map)
-    for iv, value in zip(block.iter_vars, realize.iter_values):
-        if iv.iter_type == S.IterType.COMM_REDUCE:
-            rf_map[iv.var] = substitute(value, loop_to_var)
+        for var in _vars_in_order(value):
+            lp = loop_of.get(var)
+            if lp is None or var in loop_to_iter:
+                continue
+            new = E.Var(f"v{var.name}", var.dtype)
+            loop_to_iter[var] = new
+            rf_ivs.append(S.IterVar(E.Range(lp.min, lp.extent), new, S.IterType.COMM_REDUCE))
+            rf_values.append(var)
+        rf_map[iv.var] = substitute(value, loop_to_iter)
+    has_reduce = any(iv.iter_type == S.IterType.COMM_REDUCE for iv in rf_ivs)
 
     rf_buffer = E.Buffer(f"{buffer.name}_rf", buffer.shape[:factor_axis] + (loop.extent,) + buffer.shape[factor_axis:],
                          buffer.dtype, buffer.scope)
-    out_idx = tuple(substitute(i, spatial_map) for i in store.indices)
-    rf_idx = out_idx[:factor_axis] + (rf_var,) + out_idx[factor_axis:]
+    rf_idx = tuple(store.indices[:factor_axis]) + (rf_var,) + tuple(store.indices[factor_axis:])
     rf_name = T.unique_block_name(state, func_name, f"{name}_rf")
     rf_reads = tuple(S.BufferRegion(r.buffer, tuple(substitute(x, rf_map) for x in r.region))
                      for r in block.reads if r.buffer is not buffer)
+    rf_write_region = tuple(block.writes[0].region[:factor_axis]) + (E.Range(rf_var, E.IntImm(rf_var.dtype, 1)),) \
+        + tuple(block.writes[0].region[factor_axis:])
+    rf_value = _combine(kind, E.BufferLoad(rf_buffer, rf_idx), rhs, lhs_first) if has_reduce else rhs
     rf_block = S.Block(
-        tuple(rf_ivs), rf_reads, (S.BufferRegion(rf_buffer, _points(rf_idx)),), rf_name,
-        S.BufferStore(rf_buffer, _combine(kind, E.BufferLoad(rf_buffer, rf_idx), substitute(rhs, rf_map), lhs_first),
-                      rf_idx),
-        init=S.BufferStore(rf_buffer, identity, rf_idx), annotations=block.annotations)
-    rf_realize = S.BlockRealize(tuple(rf_values), realize.predicate, rf_block)
+        tuple(rf_ivs), rf_reads,
+        (S.BufferRegion(rf_buffer, tuple(substitute(x, rf_map) for x in rf_write_region)),), rf_name,
+        substitute(S.BufferStore(rf_buffer, rf_value, rf_idx), rf_map),
+        init=substitute(S.BufferStore(rf_buffer, identity, rf_idx), rf_map) if has_reduce else None,
+        annotations=block.annotations)
+    fresh = {lp.loop_var: E.Var(lp.loop_var.name, lp.loop_var.dtype) for lp in loops}
+    rf_nest: S.Stmt = S.BlockRealize(tuple(substitute(v, fresh) for v in rf_values),
+                                     substitute(realize.predicate, fresh), rf_block)
+    for lp in reversed(loops):
+        rf_nest = _copy_loop(lp, fresh[lp.loop_var], rf_nest)  # type: ignore[arg-type]
 
-    # ---- the write-back block, after the nest ----
-    kept = [lp for lp in all_loops if lp.loop_var in spatial_vars or lp is loop]
-    new_loop_vars = {lp.loop_var: E.Var(lp.loop_var.name, lp.loop_var.dtype) for lp in kept}
+    # ---- the write-back block, where the reduction block was ----
     wb_rf_var = E.Var(f"v{loop_var.name}", loop_var.dtype)
     wb_ivs = [S.IterVar(E.Range(loop.min, loop.extent), wb_rf_var, S.IterType.COMM_REDUCE)]
-    wb_values: list[E.PrimExpr] = [new_loop_vars[loop_var]]
+    wb_values: list[E.PrimExpr] = [loop_var]
     wb_map: dict[E.Var, E.PrimExpr] = {}
     for iv, value in zip(block.iter_vars, realize.iter_values):
         if iv.iter_type == S.IterType.DATA_PAR:
             new = E.Var(iv.var.name, iv.var.dtype)
             wb_map[iv.var] = new
             wb_ivs.append(S.IterVar(iv.dom, new, iv.iter_type, iv.thread_tag))
-            wb_values.append(substitute(value, new_loop_vars))
+            wb_values.append(value)
     wb_idx = tuple(substitute(i, wb_map) for i in store.indices)
     wb_rf_idx = wb_idx[:factor_axis] + (wb_rf_var,) + wb_idx[factor_axis:]
-    kept_vars = {lp.loop_var for lp in kept}
-    wb_pred = _join_and([substitute(c, new_loop_vars) for c in _split_and(realize.predicate)
-                         if free_vars(c) <= kept_vars and not T.is_const_true(c)])
+    removed = {lp.loop_var for lp in loops if lp.loop_var in reduce_vars and lp is not loop}
+    # TVM drops the predicate here; the conditions on the loops that stay are kept so that a
+    # non-divisible split of a spatial loop does not make the write-back run out of bounds.
+    wb_pred = _join_and([c for c in _split_and(realize.predicate)
+                         if not (free_vars(c) & removed) and not T.is_const_true(c)])
     wb_block = S.Block(
         tuple(wb_ivs), (S.BufferRegion(rf_buffer, _points(wb_rf_idx)),), (S.BufferRegion(buffer, _points(wb_idx)),),
         name,
         S.BufferStore(buffer, _combine(kind, E.BufferLoad(buffer, wb_idx), E.BufferLoad(rf_buffer, wb_rf_idx), True),
                       wb_idx),
         init=S.BufferStore(buffer, identity, wb_idx), annotations=block.annotations)
-    wb: S.Stmt = S.BlockRealize(tuple(wb_values), wb_pred, wb_block)
-    for lp in reversed(kept):
-        wb = _copy_loop(lp, new_loop_vars[lp.loop_var], wb)  # type: ignore[arg-type]
+    wb = S.BlockRealize(tuple(wb_values), wb_pred, wb_block)
 
-    top = all_loops[0]
-    new_body = T.rebuild(scope_block.body, replace={realize: rf_realize}, post={top: T.insert_after(wb)})
+    post: dict[object, object] = {}
+    for lp in loops:
+        if lp.loop_var in removed:
+            post[lp] = lambda rebuilt: rebuilt.body
+    outer_fn = post.get(loops[0], lambda rebuilt: rebuilt)
+    post[loops[0]] = lambda rebuilt: S.seq(rf_nest, outer_fn(rebuilt))
+    new_body = T.rebuild(scope_block.body, replace={realize: wb}, post=post)  # type: ignore[arg-type]
     new_scope = T.with_block(scope_block, body=new_body, alloc_buffers=scope_block.alloc_buffers + (rf_buffer,))
     state.replace(func_name, scope_block, new_scope)
     return rf_name
+
+
+def _vars_in_order(expr: E.PrimExpr) -> list[E.Var]:
+    """The variables of `expr` in order of first appearance (TVM's `UndefinedVars` order)."""
+    from msdb.ir.functor import post_order_visit
+
+    out: list[E.Var] = []
+    post_order_visit(expr, lambda n: out.append(n) if isinstance(n, E.Var) and n not in out else None)
+    return out
+
+
+def _check_rfactor_loops(state: ScheduleState, func_name: str, loops: list[S.For], block: S.Block,
+                         spatial_vars: set[E.Var], reduce_vars: set[E.Var], where: str) -> None:
+    """TVM's loop conditions for rfactor. The rfactor nest is a copy of the whole loop nest placed
+    before its outermost loop, so that loop must start with the block (nothing the block may
+    depend on runs before it inside), and the nest from the first reduction loop down must hold
+    the block alone (those loops disappear around the write-back block)."""
+    first = T.blocks_in(loops[0].body)
+    if not first or first[0].block is not block:
+        raise ScheduleError(f"{where}: the block must be the first block under its outermost loop "
+                            f"{loops[0].loop_var.name!r}, but {first[0].block.name_hint!r} comes first "
+                            "(the rfactor block is computed before that loop)")
+    met_reduction = False
+    for lp in loops:
+        var = lp.loop_var
+        if var in spatial_vars and var in reduce_vars:
+            raise ScheduleError(f"{where}: loop {var.name!r} is used by both spatial and reduction iter vars")
+        if var in spatial_vars:
+            continue
+        if var in reduce_vars:
+            if not met_reduction:
+                inner = T.blocks_in(lp.body)
+                if len(inner) != 1:
+                    raise ScheduleError(f"{where}: the outermost reduction loop {var.name!r} must enclose only the "
+                                        f"block, it encloses {[r.block.name_hint for r in inner]}")
+                met_reduction = True
+            continue
+        if met_reduction and E.const_int(lp.extent) != 1:
+            raise ScheduleError(f"{where}: loop {var.name!r} under a reduction loop is bound to no iter var and "
+                                "has an extent other than 1")
 
 
 def _points(indices: tuple[E.PrimExpr, ...]) -> tuple[E.Range, ...]:

@@ -38,10 +38,6 @@ class ViewFactory:
         self.opened.append(db)
         return db
 
-    @property
-    def persistent(self) -> bool:
-        return self.kind in ("json", "sqlite", "ordered_union")
-
     def close(self) -> None:
         for db in self.opened:
             db.close()
@@ -49,6 +45,17 @@ class ViewFactory:
 
 @pytest.fixture(params=VIEW_KINDS)
 def view(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[..., Database]:
+    factory = ViewFactory(request.param, tmp_path)
+    yield factory
+    factory.close()
+
+
+PERSISTENT_KINDS = tuple(kind for kind in VIEW_KINDS if kind in ("json", "sqlite", "ordered_union"))
+
+
+@pytest.fixture(params=PERSISTENT_KINDS)
+def persistent_view(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[..., Database]:
+    """The views whose records outlive the object: files on disk."""
     factory = ViewFactory(request.param, tmp_path)
     yield factory
     factory.close()

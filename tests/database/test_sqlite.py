@@ -199,6 +199,21 @@ def test_workload_summary_view_and_tasks(db):
     assert weight == 24
 
 
+def test_workload_rows_hold_hashes_flops_script_and_blob(db):
+    from msdb.ir import estimate_flops, from_script
+
+    mod = matmul("matmul_relu")
+    w = db.commit_workload(mod)
+    with db.engine.connect() as conn:
+        row = conn.execute(text("SELECT shash, ignore_tensor_hash, anchor_hash, flops, script, ir_format, ir_blob, "
+                                "tvm_payload FROM workload")).one()
+    assert (row.shash, row.ignore_tensor_hash, row.anchor_hash) == (w.shash, w.hash("ignore-tensor"), w.hash("anchor-block"))
+    assert row.flops == estimate_flops(mod)
+    assert structural_equal(from_script(row.script), mod)
+    assert row.ir_format == "msdb-pickle-1" and structural_equal(load_ir(row.ir_blob), mod)
+    assert row.tvm_payload is None
+
+
 def test_source_provenance(db):
     w = db.commit_workload(matmul())
     source = db.add_source("import", "/logs/team_a", sha256="ab" * 32, tvm_version="0.27.0")

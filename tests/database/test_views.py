@@ -194,9 +194,8 @@ def test_bulk_commit_is_all_or_nothing(view):
     assert len(db) == 2
 
 
-def test_records_survive_reopening(view):
-    if not view.persistent:
-        pytest.skip("in-memory view")
+def test_records_survive_reopening(persistent_view):
+    view = persistent_view
     db = view()
     w = db.commit_workload(matmul())
     db.commit_tuning_record(record(w, [2e-3], CPU, inner=2))

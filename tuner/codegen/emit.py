@@ -3,8 +3,9 @@
 What the emitted module contains, for a function named `f` with buffer arguments A, B, C:
 
 * `void f(ptr noalias A, ptr noalias B, ptr noalias C)`: the kernel (TVM's calling convention:
-  outputs are written in place). `noalias` matters: without it LLVM's vectorizer and LICM give
-  up (reference/llvmlite-and-cuda.md).
+  outputs are written in place). `noalias` is set, as TVM sets it, when the function has the
+  `tir.noalias` attribute (every TE-created workload does); it matters: without it LLVM's
+  vectorizer and LICM give up (reference/llvmlite-and-cuda.md).
 * `void f_packed(ptr args)`: the same with the pointers in an array (what the runner calls).
 * `i64 f_timed(ptr args, i64 number)`: runs the kernel `number` times and returns the elapsed
   nanoseconds (CLOCK_MONOTONIC), so timing has no Python overhead in the loop.
@@ -30,6 +31,7 @@ the fast-math flags in `EmitOptions` (default `contract` for FMA formation).
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from dataclasses import dataclass, field
@@ -39,7 +41,7 @@ import llvmlite.ir as ir
 
 from msdb.ir import expr as E
 from msdb.ir import stmt as S
-from msdb.ir.dtype import bits as dtype_bits
+from msdb.ir.dtype import bits as _bits
 from msdb.ir.dtype import is_float, is_int, is_uint
 from msdb.tuner.codegen.analysis import flat_index, int_bound, static_shape, stride_of, vars_in
 from msdb.tuner.codegen.errors import CodegenError
@@ -48,6 +50,8 @@ from msdb.tuner.codegen.lower import NOOP, Allocate, LoweredFunc
 __all__ = ["EmitOptions", "emit_module", "scalar_type", "EntryPoints"]
 
 logger = logging.getLogger(__name__)
+
+dtype_bits = functools.lru_cache(maxsize=None)(_bits)
 
 PTR = ir.PointerType()
 I1 = ir.IntType(1)
@@ -83,6 +87,7 @@ class EntryPoints:
     timed: str
 
 
+@functools.lru_cache(maxsize=None)
 def scalar_type(dtype: str) -> ir.Type:
     """The LLVM register type of a TVM dtype (bool is i1)."""
     if dtype == "bool":
@@ -100,11 +105,13 @@ def scalar_type(dtype: str) -> ir.Type:
     raise CodegenError(f"dtype {dtype!r} is not supported by the CPU code generator (bfloat16 and vector dtypes are not)")
 
 
+@functools.lru_cache(maxsize=None)
 def memory_type(dtype: str) -> ir.Type:
     """How a dtype is stored (bool as one byte, numpy's layout)."""
     return I8 if dtype == "bool" else scalar_type(dtype)
 
 
+@functools.lru_cache(maxsize=None)
 def elem_bytes(dtype: str) -> int:
     return 1 if dtype == "bool" else max(1, dtype_bits(dtype) // 8)
 
@@ -165,6 +172,31 @@ class _Fn:
     vec: _Vec | None = None
     stack_bytes: int = 0
     allocas: dict[int, ir.Value] = field(default_factory=dict)
+    # memo of pure expressions: id(expr) -> (value, ((var, version), ...), scope id)
+    memo: dict[int, tuple[ir.Value, tuple, int]] = field(default_factory=dict)
+    versions: dict[E.Var, int] = field(default_factory=dict)
+    scopes: list[int] = field(default_factory=lambda: [0])
+    active: set[int] = field(default_factory=lambda: {0})
+    next_scope: int = 1
+
+    def bind(self, var: E.Var, value: ir.Value) -> None:
+        """(Re)bind a variable; memoized values that used its old value become stale."""
+        self.env[var] = value
+        self.versions[var] = self.versions.get(var, 0) + 1
+
+    def unbind(self, var: E.Var) -> None:
+        self.env.pop(var, None)
+        self.versions[var] = self.versions.get(var, 0) + 1
+
+    def push_scope(self) -> None:
+        """Enter a region whose values do not dominate what follows it (loop body, branch)."""
+        sid = self.next_scope
+        self.next_scope += 1
+        self.scopes.append(sid)
+        self.active.add(sid)
+
+    def pop_scope(self) -> None:
+        self.active.discard(self.scopes.pop())
 
 
 def emit_module(func: LoweredFunc, options: EmitOptions | None = None, triple: str = "") -> tuple[ir.Module, EntryPoints]:
@@ -314,6 +346,9 @@ class _Emitter:
         self._decls: dict[str, ir.Function] = {}
         self._bounds: dict[int, tuple[int, int]] = {}
         self._flat: dict[int, E.PrimExpr] = {}
+        self._plans: dict[int, str | None] = {}
+        self._info: dict[int, tuple[bool, frozenset]] = {}
+        self._strides: dict[tuple[int, E.Var], int | None] = {}
         self._par_count = 0
         self._loop_md_count = 0
         self._keep: list[Any] = []  # IR nodes whose id() keys the caches above
@@ -327,7 +362,8 @@ class _Emitter:
         main.attributes.add("nounwind")
         main.attributes.add("noinline")
         for arg, buf in zip(main.args, params):
-            arg.add_attribute("noalias")
+            if self.func.noalias:
+                arg.add_attribute("noalias")
             arg.name = _ident(buf.name)
         fn = self._new_fn(main)
         for arg, buf in zip(main.args, params):
@@ -433,6 +469,13 @@ class _Emitter:
             self._keep.append(node)
         return hit
 
+    def stride(self, flat: E.PrimExpr, var: E.Var) -> int | None:
+        """`stride_of`, cached per (flat index node, lane variable)."""
+        key = (id(flat), var)
+        if key not in self._strides:
+            self._strides[key] = stride_of(flat, var)
+        return self._strides[key]
+
     # =========================================================================================
     # Statements
     # =========================================================================================
@@ -449,11 +492,11 @@ class _Emitter:
         elif t is S.IfThenElse:
             self.if_stmt(fn, s)
         elif t is S.LetStmt:
-            fn.env[s.var] = self.expr(fn, s.value)
+            fn.bind(s.var, self.expr(fn, s.value))
             try:
                 self.stmt(fn, s.body)
             finally:
-                del fn.env[s.var]
+                fn.unbind(s.var)
         elif t is Allocate:
             self.allocate(fn, s)
         elif t is S.Evaluate:
@@ -478,11 +521,19 @@ class _Emitter:
         else_bb = fn.fn.append_basic_block("if_else") if s.else_case is not None else merge_bb
         b.cbranch(cond, then_bb, else_bb)
         b.position_at_end(then_bb)
-        self.stmt(fn, s.then_case)
+        fn.push_scope()
+        try:
+            self.stmt(fn, s.then_case)
+        finally:
+            fn.pop_scope()
         b.branch(merge_bb)
         if s.else_case is not None:
             b.position_at_end(else_bb)
-            self.stmt(fn, s.else_case)
+            fn.push_scope()
+            try:
+                self.stmt(fn, s.else_case)
+            finally:
+                fn.pop_scope()
             b.branch(merge_bb)
         b.position_at_end(merge_bb)
 
@@ -566,11 +617,13 @@ class _Emitter:
         b.position_at_end(body_bb)
         phi = b.phi(ty, name=_ident(var.name))
         phi.add_incoming(lo, pre)
-        fn.env[var] = phi
+        fn.bind(var, phi)
+        fn.push_scope()
         try:
             body()
         finally:
-            del fn.env[var]
+            fn.pop_scope()
+            fn.unbind(var)
         nxt = b.add(phi, ir.Constant(ty, 1), flags=["nsw"])
         phi.add_incoming(nxt, b.block)
         br = b.cbranch(b.icmp_signed("<", nxt, hi), body_bb, exit_bb)
@@ -599,15 +652,19 @@ class _Emitter:
         fn.ranges[s.loop_var] = E.Range(s.min, s.extent)
         try:
             for k in range(ext):
-                fn.env[s.loop_var] = self.int_op(fn, "add", lo, ir.Constant(ty, k), s.loop_var.dtype)
+                fn.bind(s.loop_var, self.int_op(fn, "add", lo, ir.Constant(ty, k), s.loop_var.dtype))
                 self.stmt(fn, s.body)
         finally:
-            fn.env.pop(s.loop_var, None)
+            fn.unbind(s.loop_var)
             fn.ranges.pop(s.loop_var, None)
 
     # ---- vectorized loops ----
     def vector_loop(self, fn: _Fn, s: S.For, ext: int) -> bool:
-        reason = _VectorPlan(s.loop_var).check(s.body)
+        key = id(s)
+        if key not in self._plans:
+            self._plans[key] = _VectorPlan(s.loop_var).check(s.body)
+            self._keep.append(s)
+        reason = self._plans[key]
         if reason is not None:
             logger.debug("scalarizing vectorized loop %s: %s", s.loop_var.name, reason)
             return False
@@ -689,8 +746,11 @@ class _Emitter:
         worker = ir.Function(self.module, ir.FunctionType(VOID, wtypes), name=base)
         worker.linkage = "internal"
         worker.attributes.add("nounwind")
-        for a in worker.args[: len(bufs)]:
-            a.add_attribute("noalias")
+        for a, b_ in zip(worker.args, bufs):
+            # the closure loses aliasing facts; restate them: arguments per the function's
+            # noalias attribute, allocations always (nothing else points into them)
+            if self.func.noalias or b_ not in self.func.params:
+                a.add_attribute("noalias")
         wfn = self._new_fn(worker)
         wfn.in_parallel = True
         wfn.ranges = dict(fn.ranges)
@@ -698,7 +758,7 @@ class _Emitter:
         for b_, a in zip(bufs, worker.args):
             wfn.buffers[b_] = a
         for v, a in zip(free, worker.args[len(bufs):]):
-            wfn.env[v] = a
+            wfn.bind(v, a)
         begin, end = worker.args[-2], worker.args[-1]
         self.counted_loop(wfn, s.loop_var, begin, end, ity, False, lambda: self.stmt(wfn, s.body), None)
         wfn.builder.ret_void()
@@ -764,7 +824,7 @@ class _Emitter:
         value = self.cast_value(fn, value, s.value.dtype, buf.dtype)
         align = elem_bytes(buf.dtype)
         vec = fn.vec
-        if vec is not None and (isinstance(value.type, ir.VectorType) or stride_of(flat, vec.var) == 1):
+        if vec is not None and (isinstance(value.type, ir.VectorType) or self.stride(flat, vec.var) == 1):
             vec.lane0 = True
             try:
                 ptr = self.address(fn, buf, flat)
@@ -796,8 +856,8 @@ class _Emitter:
         align = elem_bytes(buf.dtype)
         mt = memory_type(buf.dtype)
         vec = fn.vec
-        if vec is not None and vec.var in vars_in(flat):
-            stride = stride_of(flat, vec.var)
+        stride = self.stride(flat, vec.var) if vec is not None else 0
+        if vec is not None and stride != 0:
             if stride == 1:
                 vec.lane0 = True
                 try:
@@ -838,6 +898,31 @@ class _Emitter:
     # =========================================================================================
 
     def expr(self, fn: _Fn, e: E.PrimExpr) -> ir.Value:
+        """Emit an expression; pure compound expressions are memoized per function while the
+        variables they read keep their bindings and their block still dominates (unrolled code
+        re-evaluates the same index arithmetic many times)."""
+        t = type(e)
+        if t is E.Var or t is E.IntImm or t is E.FloatImm:
+            return self._expr(fn, e)
+        info = self._info.get(id(e))
+        if info is None:
+            info = _expr_info(e)
+            self._info[id(e)] = info
+            self._keep.append(e)
+        pure, used = info
+        vec = fn.vec
+        if not pure or (vec is not None and vec.var in used):
+            return self._expr(fn, e)
+        key = id(e)
+        hit = fn.memo.get(key)
+        versions = fn.versions
+        if hit is not None and hit[2] in fn.active and all(versions.get(v, 0) == n for v, n in hit[1]):
+            return hit[0]
+        value = self._expr(fn, e)
+        fn.memo[key] = (value, tuple((v, versions.get(v, 0)) for v in used), fn.scopes[-1])
+        return value
+
+    def _expr(self, fn: _Fn, e: E.PrimExpr) -> ir.Value:
         t = type(e)
         if t is E.Var:
             vec = fn.vec
@@ -1247,10 +1332,18 @@ class _Emitter:
         merge_bb = fn.fn.append_basic_block("ite_end")
         bld.cbranch(c, then_bb, else_bb)
         bld.position_at_end(then_bb)
-        tv = self.cast_value(fn, self.expr(fn, t_e), t_e.dtype, e.dtype)
+        fn.push_scope()
+        try:
+            tv = self.cast_value(fn, self.expr(fn, t_e), t_e.dtype, e.dtype)
+        finally:
+            fn.pop_scope()
         then_end = bld.block
         bld.position_at_end(else_bb)
-        fv = self.cast_value(fn, self.expr(fn, f_e), f_e.dtype, e.dtype)
+        fn.push_scope()
+        try:
+            fv = self.cast_value(fn, self.expr(fn, f_e), f_e.dtype, e.dtype)
+        finally:
+            fn.pop_scope()
         else_end = bld.block
         # make both arms the same shape (scalar or vector) before the phi
         if isinstance(tv.type, ir.VectorType) != isinstance(fv.type, ir.VectorType):
@@ -1276,6 +1369,23 @@ class _Emitter:
 # =============================================================================================
 # Helpers
 # =============================================================================================
+
+
+def _expr_info(e: E.PrimExpr) -> tuple[bool, frozenset]:
+    """(pure, variables read): pure = no loads and no external calls, so equal inputs give an
+    equal value anywhere the inputs are bound the same."""
+    impure: list[Any] = []
+    used: set[E.Var] = set()
+
+    def visit(node: Any) -> None:
+        t = type(node)
+        if t is E.Var:
+            used.add(node)
+        elif t is E.BufferLoad or (t is E.Call and node.op in _EXTERN_CALLS):
+            impure.append(node)
+
+    _walk(e, visit)
+    return not impure, frozenset(used)
 
 
 def _walk(node: Any, fn: Callable[[Any], None]) -> None:

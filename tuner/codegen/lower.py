@@ -54,6 +54,7 @@ class LoweredFunc:
     name: str
     params: tuple[E.Buffer, ...]
     body: S.Stmt
+    noalias: bool = True
 
 
 def lower_module(mod: IRModule | PrimFunc) -> LoweredFunc:
@@ -72,7 +73,10 @@ def lower_func(func: PrimFunc, name: str = "main") -> LoweredFunc:
     body = compact_allocations(body)                    # shrink each allocation to the region its scope touches (register tiles)
     body = apply_unroll_pragmas(body)                   # meta_schedule's auto-unroll annotations -> UNROLLED loops (TVM's UnrollLoop)
     symbol = str(func.attrs.get("global_symbol", name))
-    return LoweredFunc(_c_identifier(symbol), params, body)
+    # TVM marks buffer pointers noalias only under this attribute (TE functions set it); the
+    # caller then promises not to pass one array for two arguments.
+    noalias = bool(func.attrs.get("tir.noalias", False) or func.attrs.get("tirx.noalias", False))
+    return LoweredFunc(_c_identifier(symbol), params, body, noalias)
 
 
 def _c_identifier(name: str) -> str:

@@ -87,7 +87,7 @@ def resolve_import_paths(paths: Sequence[str | Path]) -> list[tuple[Path, Path]]
     pending: Path | None = None
     for raw in paths:
         path = Path(raw)
-        if path.is_file():
+        if path.is_file() or (pending is not None and not path.is_dir()):
             if pending is None:
                 pending = path
                 continue
@@ -321,8 +321,9 @@ def _loads_tvm(text: str) -> Any:
 class _Reader:
     """Reads work_dirs into an `ImportPlan` (see the module docstring, phase 1)."""
 
-    def __init__(self, *, opaque: bool, progress: ProgressFn | None, total: int) -> None:
+    def __init__(self, *, opaque: bool, progress: ProgressFn | None, total: int, workers: int | None = 1) -> None:
         self.legacy = legacy_kinds()
+        self.workers = workers
         self.opaque = opaque
         self.progress = progress
         self.targets: dict[str, Target | None] = {}
@@ -541,14 +542,50 @@ class _Reader:
         for number, text in self._lines(workload_path, workload_bytes):
             wd.workloads.append(self.workload_line(workload_path, number, text))
         n_workloads = len(wd.workloads)
-        progress, every = self.progress, _PROGRESS_EVERY
         lines = self._lines(record_path, record_bytes)
-        for count, (number, text) in enumerate(lines, start=1):
-            self.record_line(wd, record_path, number, text, n_workloads)
-            if progress is not None and count % every == 0:
-                progress("reading", min(self.done + count, self.total), self.total)
+        workers = _worker_count(self.workers, len(lines))
+        if workers > 1:
+            self._read_records_parallel(wd, record_path, lines, n_workloads, workers)
+        else:
+            progress, every = self.progress, _PROGRESS_EVERY
+            for count, (number, text) in enumerate(lines, start=1):
+                self.record_line(wd, record_path, number, text, n_workloads)
+                if progress is not None and count % every == 0:
+                    progress("reading", min(self.done + count, self.total), self.total)
         self.done += len(lines)
         return wd
+
+    def _read_records_parallel(self, wd: ParsedWorkDir, path: Path, lines: list[tuple[int, str]], n_workloads: int,
+                               workers: int) -> None:
+        """`record_line` for every line, in forked worker processes (the JSON scan of the traces
+        is most of an import's time). Workers inherit `lines` through fork and send back compact
+        rows: a trace that is the line's own text comes back as offsets, not as text."""
+        import multiprocessing
+
+        global _FORK_LINES
+        valid = [w is not None for w in wd.workloads]
+        tasks = [(lo, min(lo + _CHUNK, len(lines)), str(path), str(wd.workload_path), n_workloads, valid,
+                  self.opaque) for lo in range(0, len(lines), _CHUNK)]
+        _FORK_LINES = lines
+        try:
+            with multiprocessing.get_context("fork").Pool(workers) as pool:
+                for lo, hi, records, bad, targets, errors, normalized in pool.imap(_parse_chunk, tasks):
+                    for k, row in records:
+                        text = row[3]
+                        if type(text) is tuple:
+                            start, end = text
+                            row = row[:3] + (lines[lo + k][1][start:end],) + row[4:]
+                        wd.records.append(row)
+                    self.bad.extend(bad)
+                    for key, config in targets.items():
+                        if key not in self.targets:
+                            self.targets[key] = None if config is None else _target_from_canonical(config)
+                    self.target_errors.update(errors)
+                    wd.normalized += normalized
+                    if self.progress is not None:
+                        self.progress("reading", min(self.done + hi, self.total), self.total)
+        finally:
+            _FORK_LINES = None
 
     def _lines(self, path: Path, data: bytes) -> list[tuple[int, str]]:
         """Non-blank lines with their 1-based numbers (TVM 0.27 segfaults on a blank line; msdb
@@ -568,12 +605,71 @@ class _Reader:
         return [(number, line) for number, line in enumerate(lines, start=1) if line and not line.isspace()]
 
 
-def read_import(paths: Sequence[str | Path], *, opaque: bool = False,
-                progress: ProgressFn | None = None) -> ImportPlan:
+#: Lines per parallel parsing task, and the smallest record file worth forking for.
+_CHUNK = 5000
+_PARALLEL_MIN_LINES = 20000
+_MAX_WORKERS = 8
+#: The record lines a forked worker reads (set by the parent just before forking).
+_FORK_LINES: list[tuple[int, str]] | None = None
+
+
+def _worker_count(requested: int | None, n_lines: int) -> int:
+    import multiprocessing
+    import os
+
+    if requested is not None:
+        wanted = requested
+    else:
+        if n_lines < _PARALLEL_MIN_LINES:
+            return 1
+        wanted = min(os.cpu_count() or 1, _MAX_WORKERS)
+    if wanted <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        return 1
+    return min(wanted, max(1, (n_lines + _CHUNK - 1) // _CHUNK))
+
+
+def _parse_chunk(task: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Worker: `record_line` over lines[lo:hi] of the forked parent's `_FORK_LINES`."""
+    lo, hi, path_text, workload_path, n_workloads, valid, opaque = task
+    lines = _FORK_LINES
+    assert lines is not None
+    path = Path(path_text)
+    reader = _Reader(opaque=opaque, progress=None, total=0)
+    wd = ParsedWorkDir(Path(workload_path), path, "", "")
+    wd.workloads = [_PLACEHOLDER if ok else None for ok in valid]  # type: ignore[misc]
+    out = []
+    for k in range(hi - lo):
+        number, text = lines[lo + k]
+        before = len(wd.records)
+        reader.record_line(wd, path, number, text, n_workloads)
+        if len(wd.records) > before:
+            row = wd.records[-1]
+            head = _RECORD_HEAD.match(text)
+            if head is not None and text.startswith(row[3], head.end()):
+                row = row[:3] + ((head.end(), head.end() + len(row[3])),) + row[4:]
+            out.append((k, row))
+    targets = {key: (None if t is None else t.canonical_json()) for key, t in reader.targets.items()}
+    return lo, hi, out, reader.bad, targets, reader.target_errors, wd.normalized
+
+
+_PLACEHOLDER = object()
+
+
+def _target_from_canonical(config: str) -> Target:
+    from msdb.records import Target
+
+    return Target(json.loads(config))
+
+
+def read_import(paths: Sequence[str | Path], *, opaque: bool = False, progress: ProgressFn | None = None,
+                workers: int | None = None) -> ImportPlan:
     """Phase 1: read and check every work_dir; the database is not touched. `paths` are
-    work_dirs and files (see `resolve_import_paths`)."""
+    work_dirs and files (see `resolve_import_paths`). `workers`: processes that parse a big
+    record file in parallel (None: one per CPU, up to 8, for files of more than 20,000 lines;
+    1: none). The result does not depend on it."""
     resolved = resolve_import_paths(paths)
-    reader = _Reader(opaque=opaque, progress=progress, total=sum(_line_count(record) for _, record in resolved))
+    reader = _Reader(opaque=opaque, progress=progress, total=sum(_line_count(record) for _, record in resolved),
+                     workers=workers)
     workdirs = [reader.read(workload, record) for workload, record in resolved]
     if progress is not None:
         progress("reading", reader.total, reader.total)
@@ -757,12 +853,12 @@ def _workload_id(conn: Any, workload: ParsedWorkload, by_key: dict[tuple[str, bo
 
 def import_tvm(db: SQLiteDatabase, paths: Sequence[str | Path], *, skip_bad: bool = False, opaque: bool = False,
                user: str | None = None, host: str | None = None, model: str | None = None, verify: bool = False,
-               progress: ProgressFn | None = None) -> ImportSummary:
+               progress: ProgressFn | None = None, workers: int | None = None) -> ImportSummary:
     """Import TVM work_dirs (or file pairs) into `db` in one transaction; see the module
     docstring. Raises `ImportAborted` (nothing written) when a line is bad and `skip_bad` is
     False, `WorkDirError` for a path that is not a work_dir."""
     start = time.perf_counter()
-    plan = read_import(paths, opaque=opaque, progress=progress)
+    plan = read_import(paths, opaque=opaque, progress=progress, workers=workers)
     if plan.bad_lines and not skip_bad:
         raise ImportAborted(plan.bad_lines)
     summary = ImportSummary(bad_lines=list(plan.bad_lines))

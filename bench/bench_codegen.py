@@ -1,0 +1,208 @@
+"""Budgets of CPU code generation and measurement (issue "CPU code generation with llvmlite, and
+isolated measurement"; DESIGN.md section 11):
+
+- a hand schedule of the 1024^3 fp32 matmul on one thread reaches >= 70% of numpy/OpenBLAS
+  (OPENBLAS_NUM_THREADS=1) GFLOPS, measured in the same run;
+- two threads give >= 1.6x one thread on that matmul;
+- build time per candidate (lowering + LLVM) median < 300 ms for GMM-sized kernels;
+- runner overhead per candidate beyond the timed work < 50 ms;
+- the best GMM trace of the team_a fixtures built by msdb vs its recorded run_secs (and vs
+  real TVM 0.27 building the same trace now, when TVM's Python is given with --tvm-python).
+
+Prints a markdown table. Run: python bench/bench_codegen.py [--quick] [--tvm-python PATH]
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # numpy's baseline is one core
+os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from msdb.interop.tvm.payload import decode_workload  # noqa: E402
+from msdb.ir import zoo  # noqa: E402
+from msdb.schedule import Schedule, Trace  # noqa: E402
+from msdb.tuner import BuilderInput, LocalBuilder, LocalRunner, RunnerInput, build  # noqa: E402
+from msdb.tuner.codegen import compile_module  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+TEAM_A = ROOT / "tests" / "data" / "fixtures" / "tvm-0.27" / "team_a"
+
+
+def matmul_schedule(n: int, rows: int = 8, cols: int = 32, k_unroll: int = 4, parallel: bool = False) -> Schedule:
+    """C = A @ B: an 8 x 32 accumulator tile in a "local" cache (16 zmm registers after
+    compaction), B packed into a contiguous K x 32 panel per column block (cache_read at j0),
+    k unrolled by 4, rows unrolled, columns vectorized; loop order j0 i0 k0 k1 i1 j1; the
+    column panels are the parallel loop."""
+    sch = Schedule(zoo.build("matmul", n, n, n))
+    c = sch.get_block("C")
+    i, j, k = sch.get_loops(c)
+    i0, i1 = sch.split(i, [None, rows])
+    j0, j1 = sch.split(j, [None, cols])
+    k0, k1 = sch.split(k, [None, k_unroll])
+    sch.reorder(j0, i0, k0, k1, i1, j1)
+    local = sch.cache_write(c, 0, "local")
+    sch.reverse_compute_at(local, i0)
+    packed = sch.cache_read(c, 1, "global")
+    sch.compute_at(packed, j0)
+    sch.vectorize(sch.get_loops(packed)[-1])
+    sch.vectorize(j1)
+    sch.unroll(i1)
+    sch.unroll(k1)
+    sch.vectorize(sch.get_loops(local)[-1])
+    if parallel:
+        sch.parallel(j0)
+    sch.decompose_reduction(c, k0)
+    return sch
+
+
+def time_numpy(a: np.ndarray, b: np.ndarray, repeat: int) -> float:
+    a @ b
+    samples = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        a @ b
+        samples.append(time.perf_counter() - started)
+    return statistics.median(samples)
+
+
+def bench_matmul(n: int, repeat: int) -> dict[str, float]:
+    rng = np.random.default_rng(0)
+    a = rng.random((n, n), dtype=np.float32)
+    b = rng.random((n, n), dtype=np.float32)
+    c = np.zeros((n, n), np.float32)
+    kernel = build(matmul_schedule(n, parallel=True).mod)
+    kernel(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-3)
+    out: dict[str, float] = {}
+    # interleave the three measurements so that load from other processes hits them alike
+    samples: dict[str, list[float]] = {"numpy": [], "t1": [], "t2": []}
+    for _ in range(repeat):
+        samples["numpy"].append(time_numpy(a, b, 3))
+        for threads, key in ((1, "t1"), (2, "t2")):
+            kernel.num_threads = threads
+            samples[key].append(kernel.time_evaluator(number=3, repeat=1, min_repeat_ms=100)(a, b, c).results[0])
+    for key, values in samples.items():
+        out[key] = statistics.median(values)
+    flop = 2.0 * n ** 3
+    out["gflops_numpy"] = flop / out["numpy"] / 1e9
+    out["gflops_t1"] = flop / out["t1"] / 1e9
+    out["gflops_t2"] = flop / out["t2"] / 1e9
+    return out
+
+
+def team_a_gmm() -> tuple[object, list[list]]:
+    workloads = [json.loads(line) for line in (TEAM_A / "database_workload.json").read_text().splitlines() if line]
+    records = [json.loads(line) for line in (TEAM_A / "database_tuning_record.json").read_text().splitlines() if line]
+    index = next(i for i, w in enumerate(workloads) if [b.name for b in decode_workload(w[1]).main.buffers] == ["X", "Y", "Z"])
+    mod = decode_workload(workloads[index][1])
+    mine = sorted((r for r in records if r[0] == index), key=lambda r: sum(r[1][1]) / len(r[1][1]))
+    return (index, mod), mine
+
+
+def replayed(mod, record) -> object:
+    sch = Schedule(mod)
+    Trace.from_json(record[1][0]).apply_to_schedule(sch, remove_postproc=False)
+    return sch.mod
+
+
+def bench_build(mods: list) -> dict[str, float]:
+    compile_module(mods[0])  # warm: target machine, imports
+    totals, lowers, emits, llvms = [], [], [], []
+    for mod in mods:
+        started = time.perf_counter()
+        compiled = compile_module(mod)
+        totals.append(time.perf_counter() - started)
+        lowers.append(compiled.timings["lower"])
+        emits.append(compiled.timings["emit"])
+        llvms.append(compiled.timings["llvm"])
+    return {"total": statistics.median(totals), "lower": statistics.median(lowers), "emit": statistics.median(emits),
+            "llvm": statistics.median(llvms), "max": max(totals), "n": len(mods)}
+
+
+def bench_builder_and_runner(mods: list, repeat_runs: int) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as tmp, LocalBuilder(max_workers=2, timeout_sec=120, artifact_dir=tmp) as builder:
+        builder.build([BuilderInput(mods[0])])  # start the workers
+        started = time.perf_counter()
+        built = builder.build([BuilderInput(m) for m in mods])
+        per_candidate = (time.perf_counter() - started) / len(mods)
+        paths = [r.artifact_path for r in built if r.artifact_path]
+        with LocalRunner(timeout_sec=60, number=3, repeat=1, min_repeat_ms=100) as runner:
+            runner.run([RunnerInput(paths[0])])  # start the worker
+            results = runner.run([RunnerInput(p) for p in paths[:repeat_runs]])
+    overheads = [r.overhead_secs for r in results if r.overhead_secs is not None]
+    return {"builder_wall_per_candidate": per_candidate, "runner_overhead": statistics.median(overheads),
+            "runner_overhead_max": max(overheads), "runs": len(overheads), "failed_builds": len(mods) - len(paths)}
+
+
+def bench_best_gmm(mod, record, repeat: int, tvm_python: str | None, index: int) -> dict[str, float | None]:
+    kernel = build(replayed(mod, record))
+    rng = np.random.default_rng(0)
+    arrays = [rng.random(a.shape, dtype=np.float32) for a in kernel.args]
+    kernel.num_threads = 2
+    ours = kernel.time_evaluator(number=3, repeat=repeat, min_repeat_ms=100)(*arrays)
+    recorded = sum(record[1][1]) / len(record[1][1])
+    tvm_now = None
+    if tvm_python:
+        cmd = [tvm_python, str(Path(__file__).with_name("_tvm_replay.py")), str(TEAM_A), str(index), "0", str(repeat), "2"]
+        try:
+            out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=600).stdout.strip().splitlines()[-1]
+            tvm_now = statistics.median(json.loads(out)["results"])
+        except (subprocess.SubprocessError, OSError, ValueError, IndexError) as err:
+            print(f"(TVM comparison skipped: {err})", file=sys.stderr)
+    return {"ours": ours.median, "recorded": recorded, "tvm_now": tvm_now}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer samples and candidates")
+    parser.add_argument("--tvm-python", default="/work/tvm-venv/bin/python" if os.path.exists("/work/tvm-venv/bin/python") else None,
+                        help="a Python with TVM 0.27 to measure the fixture trace with real TVM (default: /work/tvm-venv if present)")
+    parser.add_argument("--n", type=int, default=1024)
+    args = parser.parse_args()
+    repeat = 3 if args.quick else 7
+
+    (index, gmm), records = team_a_gmm()
+    candidates = [replayed(gmm, r) for r in (records[:16] if args.quick else records)]
+    builds = bench_build(candidates)
+    br = bench_builder_and_runner(candidates[:8] if args.quick else candidates[:24], repeat_runs=8 if args.quick else 16)
+    mm = bench_matmul(args.n, repeat)
+    best = bench_best_gmm(gmm, records[0], repeat, args.tvm_python, index)
+
+    n = args.n
+    ratio1 = mm["gflops_t1"] / mm["gflops_numpy"]
+    scaling = mm["t1"] / mm["t2"]
+    rows = [
+        "| measure | value | budget | verdict | note |",
+        "|---|---|---|---|---|",
+        f"| matmul {n}^3 fp32, msdb hand schedule, 1 thread | {mm['gflops_t1']:.1f} GFLOPS ({mm['t1'] * 1e3:.2f} ms) | | | |",
+        f"| matmul {n}^3 fp32, numpy/OpenBLAS, 1 thread | {mm['gflops_numpy']:.1f} GFLOPS ({mm['numpy'] * 1e3:.2f} ms) | | | same run, interleaved |",
+        f"| msdb / numpy, 1 thread | {ratio1:.2f} | >= 0.70 | {'ok' if ratio1 >= 0.7 else 'UNDER'} | |",
+        f"| matmul {n}^3, msdb, 2 threads | {mm['gflops_t2']:.1f} GFLOPS ({mm['t2'] * 1e3:.2f} ms) | | | |",
+        f"| 2 threads / 1 thread | {scaling:.2f}x | >= 1.6x | {'ok' if scaling >= 1.6 else 'UNDER'} | machine shared: see note |",
+        f"| build per candidate (lower + emit + LLVM O3 + object), median of {builds['n']} GMM 128^3 traces | {builds['total'] * 1e3:.0f} ms | < 300 ms | {'ok' if builds['total'] < 0.3 else 'OVER'} | lower {builds['lower'] * 1e3:.0f} / emit {builds['emit'] * 1e3:.0f} / LLVM {builds['llvm'] * 1e3:.0f} ms; max {builds['max'] * 1e3:.0f} ms |",
+        f"| LocalBuilder wall per candidate (2 workers) | {br['builder_wall_per_candidate'] * 1e3:.0f} ms | | | {br['failed_builds']} failed |",
+        f"| LocalRunner overhead per candidate beyond timed calls, median of {br['runs']} | {br['runner_overhead'] * 1e3:.1f} ms | < 50 ms | {'ok' if br['runner_overhead'] < 0.05 else 'OVER'} | max {br['runner_overhead_max'] * 1e3:.1f} ms |",
+        f"| best team_a GMM 128^3 trace, msdb (2 threads) | {best['ours'] * 1e6:.1f} us | | | |",
+        f"| same trace, recorded by TVM 0.27 in the fixture | {best['recorded'] * 1e6:.1f} us | | | msdb/recorded {best['ours'] / best['recorded']:.2f} |",
+    ]
+    if best["tvm_now"] is not None:
+        rows.append(f"| same trace, real TVM 0.27 now (2 threads) | {best['tvm_now'] * 1e6:.1f} us | | | msdb/TVM {best['ours'] / best['tvm_now']:.2f} |")
+    print("\n".join(rows))
+    load = os.getloadavg()[0]
+    print(f"\nload average while measuring: {load:.2f} on {os.cpu_count()} cores")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,296 @@
+"""Importing TVM work_dirs into an msdb database (library level): counts, dedup, generations,
+provenance, opaque payloads, run_secs and targets as TVM has them, and bad lines."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import pytest
+
+from msdb.interop.tvm import importer
+from msdb.interop.tvm.importer import ImportAborted, import_tvm, normalize_trace_json, read_import
+from msdb.interop.tvm.workdir import WorkDirError
+from msdb.ops.store import OPAQUE_LEGACY, OPAQUE_UNSUPPORTED, open_database
+from msdb.schedule import Trace
+from msdb.schedule.tvm_json import dumps
+from tests.cli.helpers import (
+    LEGACY, RECORD_FILE, TEAMS, WORKLOAD_FILE, best_mean_by_tvm_shash, copy_team, edit_lines, legacy_payload, query,
+    record_keys, row_counts, snapshot, with_unknown_node,
+)
+
+
+@pytest.fixture
+def db_path(tmp_path: pathlib.Path) -> pathlib.Path:
+    return tmp_path / "msdb.sqlite"
+
+
+def _import(db_path: pathlib.Path, *paths: pathlib.Path, **options):
+    db = open_database(db_path, create=True)
+    try:
+        return import_tvm(db, list(paths), **options)
+    finally:
+        db.close()
+
+
+def test_three_teams_give_five_workloads_and_384_records(db_path: pathlib.Path) -> None:
+    summary = _import(db_path, TEAMS["team_a"], TEAMS["team_b"], TEAMS["team_c"], user="alice", host="lab1")
+    assert (summary.workloads_new, summary.workloads_known) == (5, 1)  # GMM is in team_a and team_b
+    assert (summary.records_new, summary.records_duplicate) == (384, 0)
+    assert summary.records_invalid == 1  # team_a holds one failed run ([1e10]); kept, as TVM keeps it
+    counts = row_counts(db_path)
+    assert counts["workload"] == 5 and counts["tuning_record"] == 384 and counts["source"] == 3
+    names = [row[0] for row in query(db_path, "SELECT name FROM workload ORDER BY id")]
+    assert names == ["GMM", "linear", "C2D", "C1D", "DEP"]
+
+
+def test_reimport_changes_nothing(db_path: pathlib.Path) -> None:
+    _import(db_path, TEAMS["team_a"], TEAMS["team_b"], TEAMS["team_c"])
+    before = snapshot(db_path)
+    summary = _import(db_path, TEAMS["team_c"], TEAMS["team_b"], TEAMS["team_a"])
+    assert (summary.workloads_new, summary.workloads_known) == (0, 6)
+    assert (summary.records_new, summary.records_duplicate) == (0, 384)
+    assert snapshot(db_path)[1:] == before[1:]
+
+
+def test_provenance_is_recorded(db_path: pathlib.Path) -> None:
+    import hashlib
+
+    _import(db_path, TEAMS["team_a"], user="alice", host="lab1")
+    rows = query(db_path, "SELECT kind, location, sha256, username, host, tvm_version, msdb_version, created_at FROM source")
+    assert len(rows) == 1
+    kind, location, sha, user, host, tvm_version, msdb_version, created = rows[0]
+    record_file = TEAMS["team_a"] / RECORD_FILE
+    assert (kind, location, user, host, tvm_version) == ("import", str(record_file.resolve()), "alice", "lab1",
+                                                         "0.27.0.post1")
+    assert sha == hashlib.sha256(record_file.read_bytes()).hexdigest()
+    assert msdb_version and created
+    tvm_shashes = {row[0] for row in query(db_path, "SELECT tvm_shash FROM workload")}
+    assert tvm_shashes == {json.loads(line)[0] for line in (TEAMS["team_a"] / WORKLOAD_FILE).read_text().splitlines()}
+    payloads = [row[0] for row in query(db_path, "SELECT tvm_payload FROM workload ORDER BY id")]
+    assert payloads == [json.loads(line)[1] for line in (TEAMS["team_a"] / WORKLOAD_FILE).read_text().splitlines()]
+
+
+@pytest.mark.parametrize("legacy", sorted(LEGACY))
+def test_legacy_generations_import_to_the_same_records_as_team_a(tmp_path: pathlib.Path, legacy: str) -> None:
+    _import(tmp_path / "new.sqlite", TEAMS["team_a"])
+    summary = _import(tmp_path / "old.sqlite", LEGACY[legacy])
+    assert summary.records_new == 128
+    new_keys = record_keys(tmp_path / "new.sqlite")
+    old_keys = record_keys(tmp_path / "old.sqlite")
+    strip = lambda keys: {k[:5] for k in keys}  # noqa: E731 - provenance differs (another file)
+    assert strip(old_keys) == strip(new_keys)
+    # and into a database that has team_a already, nothing is new
+    again = _import(tmp_path / "new.sqlite", LEGACY[legacy])
+    assert (again.records_new, again.records_duplicate, again.workloads_new) == (0, 128, 0)
+
+
+@pytest.mark.parametrize("legacy", sorted(LEGACY))
+def test_trace_normalization_agrees_with_trace_normalized(legacy: str) -> None:
+    for line in (LEGACY[legacy] / RECORD_FILE).read_text().splitlines()[:20]:
+        trace = json.loads(line)[1][0]
+        assert dumps(normalize_trace_json(trace)) == dumps(Trace.from_json(trace).normalized().as_json())
+
+
+def test_the_same_plan_with_parallel_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(importer, "_CHUNK", 40)
+    one = read_import([TEAMS["team_a"], LEGACY["team_a_pre0.17"]], workers=1)
+    two = read_import([TEAMS["team_a"], LEGACY["team_a_pre0.17"]], workers=2)
+    assert [wd.records for wd in one.workdirs] == [wd.records for wd in two.workdirs]
+    assert [wd.normalized for wd in two.workdirs] == [0, 128]
+    assert {k: v for k, v in one.targets.items()} == {k: v for k, v in two.targets.items()}
+
+
+def test_parallel_workers_report_bad_lines_in_order(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(importer, "_CHUNK", 30)
+    wd = copy_team("team_a", tmp_path / "wd")
+    edit_lines(wd / RECORD_FILE, lambda ls: [ls[0][:50] + "\n"] + ls[1:70] + ['[7,[[[],[]],null,null,null]]\n'] + ls[70:])
+    one = read_import([wd], workers=1)
+    two = read_import([wd], workers=2)
+    assert [str(b) for b in one.bad_lines] == [str(b) for b in two.bad_lines]
+    assert [b.line for b in two.bad_lines] == [1, 71]
+
+
+def test_run_secs_null_empty_and_failed_are_invalid_as_in_tvm(tmp_path: pathlib.Path) -> None:
+    wd = copy_team("team_c", tmp_path / "wd")
+
+    def edit(lines: list[str]) -> list[str]:
+        out = []
+        for i, run_secs in enumerate([None, [], [1e10], [1e10, 2e-3]]):
+            record = json.loads(lines[i])
+            record[1][1] = run_secs
+            out.append(dumps(record) + "\n")
+        return out + lines[4:]
+
+    edit_lines(wd / RECORD_FILE, edit)
+    summary = _import(tmp_path / "db.sqlite", wd)
+    assert summary.records_invalid == 3
+    rows = query(tmp_path / "db.sqlite", "SELECT run_secs, mean_run_secs, is_valid FROM tuning_record ORDER BY id LIMIT 4")
+    assert rows == [(None, None, 0), ("[]", None, 0), ("[10000000000]", 1e10, 0),
+                    ("[10000000000,0.0020000000000000000416]", (1e10 + 2e-3) / 2, 1)]
+
+
+def test_target_strings_parse_like_their_dicts(tmp_path: pathlib.Path) -> None:
+    wd = copy_team("team_c", tmp_path / "wd")
+
+    def edit(lines: list[str]) -> list[str]:
+        record = json.loads(lines[0])
+        record[1][2] = "llvm -mtriple=x86_64-conda-linux-gnu -num-cores=1"
+        other = json.loads(lines[1])
+        other[1][2] = "llvm -num-cores=4"
+        return [dumps(record) + "\n", dumps(other) + "\n"] + lines[2:]
+
+    edit_lines(wd / RECORD_FILE, edit)
+    _import(tmp_path / "db.sqlite", wd)
+    configs = [json.loads(row[0]) for row in query(tmp_path / "db.sqlite", "SELECT config FROM target ORDER BY id")]
+    assert configs == [
+        {"keys": ["cpu"], "kind": "llvm", "mtriple": "x86_64-conda-linux-gnu", "num-cores": 1, "tag": ""},
+        {"keys": ["cpu"], "kind": "llvm", "num-cores": 4, "tag": ""},
+    ]
+
+
+def test_model_option_records_tasks(db_path: pathlib.Path) -> None:
+    _import(db_path, TEAMS["team_a"], model="mlp")
+    _import(db_path, TEAMS["team_b"], model="mlp")
+    assert query(db_path, "SELECT name FROM model") == [("mlp",)]
+    assert query(db_path, "SELECT t.name, w.name FROM task t JOIN workload w ON w.id = t.workload_id ORDER BY t.id") == [
+        ("GMM", "GMM"), ("linear", "linear"), ("C2D", "C2D")]
+
+
+def test_best_mean_matches_the_files(db_path: pathlib.Path) -> None:
+    _import(db_path, *TEAMS.values())
+    expected = best_mean_by_tvm_shash(*TEAMS.values())
+    rows = query(db_path, "SELECT w.tvm_shash, MIN(r.mean_run_secs) FROM tuning_record r JOIN workload w "
+                          "ON w.id = r.workload_id WHERE r.is_valid GROUP BY w.id")
+    assert {shash: best for shash, best in rows} == pytest.approx(expected, rel=1e-15)
+
+
+# ---------------------------------------------------------------- opaque payloads
+
+
+def _with_workload_payload(tmp_path: pathlib.Path, make: object) -> pathlib.Path:
+    wd = copy_team("team_c", tmp_path / "wd")
+
+    def edit(lines: list[str]) -> list[str]:
+        shash, payload = json.loads(lines[1])
+        return [lines[0], json.dumps([shash, make(payload)]) + "\n"]  # type: ignore[operator]
+
+    edit_lines(wd / WORKLOAD_FILE, edit)
+    return wd
+
+
+def test_legacy_graph_is_refused_by_name_unless_opaque(tmp_path: pathlib.Path) -> None:
+    wd = _with_workload_payload(tmp_path, lambda _: legacy_payload())
+    with pytest.raises(ImportAborted) as info:
+        _import(tmp_path / "db.sqlite", wd)
+    message = str(info.value)
+    assert message.startswith(f"{wd / WORKLOAD_FILE}:2: workload is in TVM's legacy (<= 0.21) graph format")
+    assert "--opaque" in message and "(and 64 more bad lines)" in message
+    assert row_counts(tmp_path / "db.sqlite")["workload"] == 0
+
+    summary = _import(tmp_path / "db.sqlite", wd, opaque=True)
+    assert (summary.workloads_new, summary.records_new) == (2, 128)
+    assert len(summary.opaque) == 1 and "opaque payload (TVM shash 9915929228997527995)" in summary.opaque[0]
+    row = query(tmp_path / "db.sqlite", "SELECT shash, ir_format, tvm_shash, tvm_payload FROM workload WHERE id = 2")[0]
+    assert row == (format(9915929228997527995, "016x"), OPAQUE_LEGACY, "9915929228997527995", legacy_payload())
+    again = _import(tmp_path / "db.sqlite", wd, opaque=True)
+    assert (again.workloads_new, again.records_new) == (0, 0)
+
+
+def test_unknown_node_type_is_named_and_importable_as_opaque(tmp_path: pathlib.Path) -> None:
+    wd = _with_workload_payload(tmp_path, with_unknown_node)
+    with pytest.raises(ImportAborted, match=r"database_workload.json:2: unsupported node type 'tirx.Frobnicate'"):
+        _import(tmp_path / "db.sqlite", wd)
+    summary = _import(tmp_path / "db.sqlite", wd, opaque=True, verify=True)
+    assert summary.records_new == 128
+    assert summary.replayed == 64 and summary.replay_failures == []  # the opaque one's 64 are never replayed
+    assert query(tmp_path / "db.sqlite", "SELECT ir_format FROM workload ORDER BY id")[1] == (OPAQUE_UNSUPPORTED,)
+
+
+# ---------------------------------------------------------------- bad lines
+
+
+def test_bad_line_writes_nothing_and_skip_bad_imports_the_rest(tmp_path: pathlib.Path) -> None:
+    db_path = tmp_path / "db.sqlite"
+    _import(db_path, TEAMS["team_c"])
+    before = snapshot(db_path)
+    wd = copy_team("team_a", tmp_path / "wd")
+    edit_lines(wd / RECORD_FILE, lambda ls: ls[:-1] + [ls[-1][: len(ls[-1]) // 2]])
+    with pytest.raises(ImportAborted, match=r"database_tuning_record.json:128: truncated JSON"):
+        _import(db_path, wd)
+    assert snapshot(db_path) == before
+    summary = _import(db_path, wd, skip_bad=True)
+    assert summary.records_new == 127 and [b.line for b in summary.bad_lines] == [128]
+
+
+def test_blank_lines_are_ignored(tmp_path: pathlib.Path) -> None:
+    wd = copy_team("team_a", tmp_path / "wd")
+    edit_lines(wd / RECORD_FILE, lambda ls: ls[:5] + ["\n", "  \n"] + ls[5:] + ["\n"])
+    edit_lines(wd / WORKLOAD_FILE, lambda ls: ["\n"] + ls)
+    summary = _import(tmp_path / "db.sqlite", wd)
+    assert summary.records_new == 128 and summary.bad_lines == []
+
+
+@pytest.mark.parametrize("edit, reason", [
+    (lambda r: [5, r[1]], "record points at workload index 5, but database_workload.json has 2 workload(s)"),
+    (lambda r: [0, [r[1][0], r[1][1], "llvm num-cores=4", r[1][3]]], "bad target: target string 'llvm num-cores=4': option 'num-cores=4' is not of the form -key=value"),
+    (lambda r: [0, [r[1][0], r[1][1], "nosuchkind", r[1][3]]], "unknown target kind 'nosuchkind'"),
+    (lambda r: [0, [r[1][0], ["fast"], r[1][2], r[1][3]]], "run_secs must be a list of numbers or null"),
+    (lambda r: [0, [[r[1][0][0], [[99, 1]]], r[1][1], r[1][2], r[1][3]]], "trace decision 0 points at instruction 99"),
+    (lambda r: [0, [[[["GetSBlock", []]], []], r[1][1], r[1][2], r[1][3]]], "trace instruction 0 is not [kind"),
+    (lambda r: [0, [r[1][0], r[1][1], r[1][2], [["TENSOR", "float32"]]]], "args_info"),
+    (lambda r: {"record": r}, "expected a record line"),
+])
+def test_bad_record_lines_name_file_and_line(tmp_path: pathlib.Path, edit: object, reason: str) -> None:
+    wd = copy_team("team_c", tmp_path / "wd")
+    edit_lines(wd / RECORD_FILE, lambda ls: ls[:2] + [json.dumps(edit(json.loads(ls[2]))) + "\n"] + ls[3:])  # type: ignore[operator]
+    plan = read_import([wd])
+    assert len(plan.bad_lines) == 1
+    assert str(plan.bad_lines[0]).startswith(f"{wd / RECORD_FILE}:3: ")
+    assert reason in str(plan.bad_lines[0])
+
+
+def test_records_of_a_bad_workload_line_are_bad_too(tmp_path: pathlib.Path) -> None:
+    wd = copy_team("team_c", tmp_path / "wd")
+    edit_lines(wd / WORKLOAD_FILE, lambda ls: [ls[0], '["1", "not base64!"]\n'])
+    plan = read_import([wd])
+    assert str(plan.bad_lines[0]).startswith(f"{wd / WORKLOAD_FILE}:2: workload payload is not valid base64")
+    assert len(plan.bad_lines) == 65
+    assert "which is a bad line of database_workload.json" in str(plan.bad_lines[1])
+
+
+def test_lines_in_other_json_spellings_import_the_same(tmp_path: pathlib.Path) -> None:
+    wd = copy_team("team_c", tmp_path / "wd")
+    edit_lines(wd / RECORD_FILE, lambda ls: [json.dumps(json.loads(line), indent=None) + "\n" for line in ls])
+    _import(tmp_path / "spaced.sqlite", wd)
+    _import(tmp_path / "plain.sqlite", TEAMS["team_c"])
+    strip = lambda keys: {k[:5] for k in keys}  # noqa: E731
+    assert strip(record_keys(tmp_path / "spaced.sqlite")) == strip(record_keys(tmp_path / "plain.sqlite"))
+
+
+def test_paths_pairs_and_errors(tmp_path: pathlib.Path) -> None:
+    team = TEAMS["team_b"]
+    assert read_import([team / RECORD_FILE, team / WORKLOAD_FILE]).n_records == 128  # either order
+    with pytest.raises(WorkDirError, match="needs its partner"):
+        read_import([team / WORKLOAD_FILE])
+    with pytest.raises(WorkDirError, match="no such file or directory"):
+        read_import([tmp_path / "missing"])
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(WorkDirError, match=r"not a MetaSchedule work_dir \(missing database_workload.json, "
+                                           r"database_tuning_record.json\)"):
+        read_import([tmp_path / "empty"])
+
+
+def test_verify_reports_traces_that_do_not_replay(tmp_path: pathlib.Path) -> None:
+    wd = copy_team("team_a", tmp_path / "wd")
+
+    def edit(lines: list[str]) -> list[str]:
+        record = json.loads(lines[1])
+        record[1][0][0][0][2][0] = "nosuchblock"  # GetSBlock of a block the workload does not have
+        return [dumps(record) + "\n" for record in [json.loads(lines[0]), record]]
+
+    edit_lines(wd / RECORD_FILE, edit)
+    summary = _import(tmp_path / "db.sqlite", wd, verify=True)
+    assert summary.replayed == 2 and summary.records_new == 2
+    assert len(summary.replay_failures) == 1
+    assert summary.replay_failures[0].startswith(f"{wd / RECORD_FILE}:2: replay failed: ")
