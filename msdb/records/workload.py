@@ -10,19 +10,15 @@ The module itself can be lazy too: a database row becomes a `Workload` whose IR 
 when `mod` is first read, so a query that only needs hashes never parses TVMScript.
 
 Payloads: TVM's workload line is `[shash, base64]`, the base64 holding an 8-byte little-endian
-length and a JSON document. `encode_workload_payload` keeps a TVM payload that came with the
-workload byte for byte, else encodes msdb IR with TVM's graph encoder
-(`msdb.interop.tvm.encode`), else falls back to msdb's own document
-`{"msdb_workload": 1, "format": "tvmscript", "script": ...}` (readable by msdb only).
+length and TVM's JSON object graph. `encode_workload_payload` keeps a TVM payload that came with
+the workload byte for byte, else encodes msdb IR with TVM 0.27's graph encoder
+(`msdb.interop.tvm.encode`), so every file msdb writes is one real TVM loads.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import logging
-import struct
 from collections import OrderedDict
 from typing import Any, Callable
 
@@ -187,71 +183,22 @@ def _preview(obj: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _frame(document: bytes) -> str:
-    return base64.b64encode(struct.pack("<Q", len(document)) + document).decode("ascii")
-
-
-def _unframe(b64: str) -> bytes:
-    try:
-        raw = base64.b64decode(b64, validate=True)
-    except (binascii.Error, ValueError) as exc:
-        raise WorkloadPayloadError(f"workload payload is not valid base64 ({exc})") from None
-    if len(raw) < 8:
-        raise WorkloadPayloadError(f"workload payload has {len(raw)} bytes, fewer than its 8-byte length prefix")
-    (length,) = struct.unpack("<Q", raw[:8])
-    if length != len(raw) - 8:
-        raise WorkloadPayloadError(f"workload payload's length prefix says {length} bytes but {len(raw) - 8} follow")
-    return raw[8:]
-
-
-def msdb_payload(mod: IRModule) -> str:
-    """msdb's own payload document: the TVMScript text, framed like TVM's (msdb reads it; TVM
-    does not)."""
-    from msdb.ir import to_script
-
-    document = {"format": "tvmscript", "msdb_workload": 1, "script": to_script(mod)}
-    return _frame(json.dumps(document, sort_keys=True, separators=(",", ":")).encode("utf-8"))
-
-
 def encode_workload_payload(workload: Workload | IRModule | PrimFunc) -> str:
     """The base64 payload of a workload line: the original TVM payload when the workload came
-    from a TVM log, else TVM's graph encoding of the IR, else msdb's own document (see the
-    module docstring)."""
+    from a TVM log (byte for byte), else TVM 0.27's graph encoding of the IR."""
+    from msdb.interop.tvm.encode import encode_workload
+
     workload = Workload.coerce(workload)
     if workload.tvm_payload is not None:
         return workload.tvm_payload
-    try:
-        from msdb.interop.tvm.encode import encode_workload
-    except ImportError:
-        return msdb_payload(workload.mod)
-    try:
-        return encode_workload(workload.mod)
-    except MsdbError as exc:
-        logger.warning("TVM's graph encoder cannot encode workload %s (%s); writing msdb's own payload, "
-                       "which TVM cannot load", workload.shash, exc)
-        return msdb_payload(workload.mod)
+    return encode_workload(workload.mod)
 
 
 def decode_workload_payload(b64: str) -> tuple[IRModule, bool]:
-    """Decode a workload payload: `(module, came_from_tvm)`. msdb's own documents are parsed
-    from their TVMScript; TVM graphs go to `msdb.interop.tvm.payload.decode_workload`."""
-    document = _unframe(b64)
-    stripped = document.lstrip()
-    if stripped.startswith(b"{") and b'"msdb_workload"' in document[:200]:
-        try:
-            parsed = json.loads(document)
-        except ValueError as exc:
-            raise WorkloadPayloadError(f"msdb workload payload is not valid JSON ({exc})") from None
-        if parsed.get("format") != "tvmscript" or not isinstance(parsed.get("script"), str):
-            raise WorkloadPayloadError(f"msdb workload payload of unknown format {parsed.get('format')!r}")
-        from msdb.ir import from_script
+    """Decode a workload payload: `(module, came_from_tvm)` (every payload msdb writes or reads
+    is a TVM object graph, so the flag is always True; it is kept for callers that record it)."""
+    from msdb.interop.tvm.payload import decode_workload
 
-        return from_script(parsed["script"]), False
-    try:
-        from msdb.interop.tvm.payload import decode_workload
-    except ImportError:
-        raise WorkloadPayloadError("this workload payload is a TVM object graph; decoding it needs "
-                                   "msdb.interop.tvm, which is not available") from None
     try:
         return decode_workload(b64), True
     except MsdbError as exc:
