@@ -155,6 +155,14 @@ class Affine:
         return "Affine(" + " + ".join(parts + [str(self.const)]) + ")"
 
 
+def plus_var(lo: Affine, var: E.Var) -> E.PrimExpr:
+    """The binding `lo + var` of a generated loop, built as TVM builds it (`min + loop_var`,
+    the simplified minimum first, folded only when it is 0): `i_0 * 4 + 1 + ax0`, `1 + ax0`."""
+    if lo.is_const() and lo.const == 0:
+        return var
+    return E.Add(lo.to_expr(var.dtype), var)
+
+
 def as_affine(expr: E.PrimExpr) -> Affine | None:
     """The affine form of `expr`, or None if it is not affine in its variables."""
     if isinstance(expr, E.Var):
@@ -239,16 +247,21 @@ class IntervalEvaluator:
     """Evaluates index expressions to symbolic intervals `(lo, hi)` of `Affine`s.
 
     Variables in `relax` range over their interval; every other variable is a fixed point
-    (kept symbolic unless `bounds` pins it to a single value, as a unit-extent loop does)."""
+    (kept symbolic unless `bounds` pins it to a single value, as a unit-extent loop does, and
+    `pin_points` is set)."""
 
-    def __init__(self, relax: Mapping[E.Var, tuple[Affine, Affine]], bounds: Mapping[E.Var, NumRange]) -> None:
+    def __init__(self, relax: Mapping[E.Var, tuple[Affine, Affine]], bounds: Mapping[E.Var, NumRange],
+                 pin_points: bool = True) -> None:
         self.relax = dict(relax)
         self.bounds = dict(bounds)
         for var, (lo, hi) in self.relax.items():
             nlo, nhi = lo.numeric(self.bounds), hi.numeric(self.bounds)
             if nlo is not None and nhi is not None:
                 self.bounds.setdefault(var, (nlo[0], nhi[1]))
-        self.points = {v: r[0] for v, r in self.bounds.items() if r[0] == r[1] and v not in self.relax}
+        # compute_at's analysis (TVM's analyzer) replaces a unit loop by its value; a cache
+        # stage's region (TVM's RelaxBufferRegion) keeps the loops outside it symbolic.
+        self.points = {v: r[0] for v, r in self.bounds.items()
+                       if r[0] == r[1] and v not in self.relax} if pin_points else {}
 
     def eval(self, expr: E.PrimExpr) -> tuple[Affine, Affine] | None:
         """(lo, hi) of `expr`, or None when no finite bound is known."""
@@ -425,17 +438,58 @@ def range_predicate(checks: Iterable[tuple[Affine, NumRange]], bounds: Mapping[E
     stage inside such a tile): the loops keep a constant extent and the predicate skips the
     overshoot."""
     pred: E.PrimExpr | None = None
+    points = {v: r[0] for v, r in bounds.items() if r[0] == r[1]}
     for value, (lo, hi) in checks:
         rng = value.numeric(bounds)
-        expr = value.to_expr()
+        value = value.substitute_points(points)  # TVM's analyzer knows unit loops are 0
         conds = []
         if rng is None or rng[0] < lo:
-            conds.append(E.GE(expr, E.IntImm(expr.dtype, lo)))
+            conds.append(_bound_cond(value, lo, True, bounds))
         if rng is None or rng[1] > hi:
-            conds.append(E.LT(expr, E.IntImm(expr.dtype, hi + 1)))
+            conds.append(_bound_cond(value, hi + 1, False, bounds))
         for c in conds:
             pred = c if pred is None else E.And(pred, c)
     return pred if pred is not None else E.IntImm("bool", 1)
+
+
+def _bound_cond(value: Affine, limit: int, lower: bool, bounds: Mapping[E.Var, NumRange]) -> E.PrimExpr:
+    """`limit <= value` (lower) or `value < limit`, in the form TVM's simplifier gives it: the
+    constant moved to the limit; `g * y + r` with `0 <= r < g` and `g | limit` reduced to `y`
+    against `limit / g` (`i0_0 * 4 + i0_1 * 2 + i0_2 < 6` -> `i0_0 * 2 + i0_1 < 3`); a lone
+    `x // d` turned into `x` against `limit * d`."""
+    limit -= value.const
+    terms = Affine(value.terms)
+    while True:
+        reduced = _reduce_by_factor(terms, limit, bounds)
+        if reduced is None:
+            break
+        terms, limit = reduced
+    if len(terms.terms) == 1:
+        (atom, coef), = terms.terms.items()
+        if coef == 1 and isinstance(atom, Atom) and isinstance(atom.expr, E.FloorDiv):
+            d = E.const_int(atom.expr.b)
+            if d is not None and d > 0:
+                return _compare(atom.expr.a, limit * d, lower)
+    return _compare(terms.to_expr(), limit, lower)
+
+
+def _compare(expr: E.PrimExpr, limit: int, lower: bool) -> E.PrimExpr:
+    bound = E.IntImm(expr.dtype, limit)
+    return E.LE(bound, expr) if lower else E.LT(expr, bound)
+
+
+def _reduce_by_factor(terms: Affine, limit: int, bounds: Mapping[E.Var, NumRange]) -> tuple[Affine, int] | None:
+    """(y, limit / g) for `terms = g * y + r` with r in [0, g) and g dividing `limit`, the
+    largest such g > 1; None if there is none."""
+    for g in sorted({abs(c) for c in terms.terms.values() if abs(c) > 1}, reverse=True):
+        if limit % g:
+            continue
+        high = {v: c for v, c in terms.terms.items() if c % g == 0}
+        rest = Affine({v: c for v, c in terms.terms.items() if c % g != 0})
+        rng = rest.numeric(bounds)
+        if high and rng is not None and rng[0] >= 0 and rng[1] < g:
+            return Affine({v: c // g for v, c in high.items()}), limit // g
+    return None
 
 
 #: Most points `implied_by_domains` enumerates before it gives up (and answers "not implied").
@@ -555,3 +609,90 @@ def repeats_points(loops: list[tuple[E.Var, NumRange]], keep: int, bindings: lis
     order = np.lexsort(rows.T[::-1])
     rows = rows[order]
     return bool(np.any(np.all(rows[1:] == rows[:-1], axis=1)))
+
+
+def reduction_order_ok(loops: list[tuple[E.Var, NumRange]], bindings: list[E.PrimExpr], reduce: list[bool],
+                       predicate: E.PrimExpr, limit: int = 1 << 16) -> bool | None:
+    """Whether a reduction block under `loops` (outermost first) computes each of its points
+    exactly once: its init runs whenever the reduction iter vars are all at their first point,
+    so for every spatial point the updates after the last init must visit each reduction point
+    once. A loop that repeats the block (one its bindings do not use, or only partly) is fine
+    above the reduction loops (each repetition starts over from the init) and wrong below one
+    (the repetitions add up). None when the nest has more than `limit` iterations or uses
+    variables other than the loops; then only the structural rule of
+    `unbound_loop_under_reduction` can be checked."""
+    total = 1
+    for _, (lo, hi) in loops:
+        total *= hi - lo + 1
+    if total > limit or total <= 0:
+        return None
+    import numpy as np
+
+    grids = np.meshgrid(*[np.arange(lo, hi + 1, dtype=np.int64) for _, (lo, hi) in loops], indexing="ij") \
+        if loops else []
+    env = {v: g.ravel() for (v, _), g in zip(loops, grids)}
+    try:
+        mask = np.asarray(_evaluate(predicate, env, total)).astype(bool)
+        cols = [np.broadcast_to(np.asarray(_evaluate(b, env, total)), (total,)) for b in bindings]
+    except _Unsupported:
+        return None
+    spatial = [c[mask] for c, r in zip(cols, reduce) if not r]
+    red = [c[mask] for c, r in zip(cols, reduce) if r]
+    n = int(mask.sum())
+    if n == 0 or not red:
+        return True
+    s_key = np.unique(np.stack(spatial, axis=1), axis=0, return_inverse=True)[1].ravel() if spatial \
+        else np.zeros(n, dtype=np.int64)
+    r_rows = np.stack(red, axis=1)
+    r_key = np.unique(r_rows, axis=0, return_inverse=True)[1].ravel()
+    first = r_key == r_key[np.lexsort(r_rows.T[::-1])[0]]  # the smallest reduction point: init runs
+    order = np.argsort(s_key, kind="stable")  # groups of one spatial point, in execution order
+    s_sorted, r_sorted, init_sorted = s_key[order], r_key[order], first[order]
+    bounds = np.flatnonzero(np.diff(s_sorted)) + 1
+    for r_grp, i_grp in zip(np.split(r_sorted, bounds), np.split(init_sorted, bounds)):
+        inits = np.flatnonzero(i_grp)
+        if len(inits) == 0:
+            return False
+        tail = r_grp[inits[-1]:]
+        if len(np.unique(tail)) != len(tail) or len(np.unique(r_grp)) != len(tail):
+            return False
+    return True
+
+
+def unbound_loop_under_reduction(loops: list[tuple[E.Var, NumRange]], bindings: list[E.PrimExpr],
+                                 reduce: list[bool]) -> E.Var | None:
+    """A loop of extent > 1 that no binding uses, below a loop a reduction binding uses (each of
+    its iterations would add the reduction's terms once more); None if there is none."""
+    used = set().union(*(free_vars(b) for b in bindings)) if bindings else set()
+    reduce_used = set().union(*(free_vars(b) for b, r in zip(bindings, reduce) if r)) if any(reduce) else set()
+    met = False
+    for var, (lo, hi) in loops:
+        if var in reduce_used:
+            met = True
+        elif met and var not in used and hi > lo:
+            return var
+    return None
+
+
+def covered_points(loops: list[tuple[E.Var, NumRange]], bindings: list[E.PrimExpr], predicate: E.PrimExpr,
+                   limit: int = 1 << 16) -> int | None:
+    """How many distinct binding tuples the loop nest `loops` produces where `predicate` holds
+    (None when the nest has more than `limit` iterations or uses other variables)."""
+    total = 1
+    for _, (lo, hi) in loops:
+        total *= hi - lo + 1
+    if total > limit or total <= 0:
+        return None
+    import numpy as np
+
+    grids = np.meshgrid(*[np.arange(lo, hi + 1, dtype=np.int64) for _, (lo, hi) in loops], indexing="ij") \
+        if loops else []
+    env = {v: g.ravel() for (v, _), g in zip(loops, grids)}
+    try:
+        mask = np.asarray(_evaluate(predicate, env, total)).astype(bool)
+        cols = [np.broadcast_to(np.asarray(_evaluate(b, env, total)), (total,))[mask] for b in bindings]
+    except _Unsupported:
+        return None
+    if not cols:
+        return 1 if mask.any() else 0
+    return int(len(np.unique(np.stack(cols, axis=1), axis=0)))

@@ -3,7 +3,10 @@
 Both create a buffer `<name>_<scope>` (a copy of the original's declaration in the new scope,
 allocated by the scope block) and a copy block of the same name over the region that matters:
 the whole buffer for a function input, else the region the writing block writes, relaxed over
-the loops between it and the place the copy goes. The place is TVM's (`CacheLocDetector`): in
+the loops between it and the place the copy goes and cut to what the block's iter var domains
+and the buffer allow (a non-divisible split's overshoot is not part of it; a window that moves
+with the loops above keeps its constant extent and gets a predicate instead, where TVM would
+emit a symbolic loop extent). The place is TVM's (`CacheLocDetector`): in
 the innermost statement sequence that separates the writer from the first related block (its
 consumers), right between them; an input buffer's copy goes first in the scope.
 """
@@ -19,7 +22,7 @@ from msdb.ir import stmt as S
 from msdb.ir.functor import replace_buffers, substitute
 from msdb.schedule import _block_tree as T
 from msdb.schedule._block_arith import (Affine, IntervalEvaluator, NumRange, loop_bounds, numeric_range,
-                                        range_predicate, union_intervals)
+                                        plus_var, range_predicate, union_intervals)
 from msdb.schedule.state import ScheduleState
 
 
@@ -136,8 +139,10 @@ def _detect_location(scope_block: S.Block, block: S.Block, related: list[S.Block
                     st["pos"] = i
                     break
                 if st["visited_related"]:
-                    st["visited_block"] = st["visited_block"] or previous
                     break
+            # Whatever ended the loop, a block seen before this sequence stays seen (a nested
+            # sequence, such as a decomposed reduction's loop body, must not forget the writer).
+            st["visited_block"] = st["visited_block"] or previous
         elif isinstance(n, S.BlockRealize):
             b = n.block
             if b is block:
@@ -198,24 +203,31 @@ def _relaxed_write_region(state: ScheduleState, func_name: str, block: S.Block, 
         if lo is not None and ext is not None:
             relax[lp.loop_var] = (Affine(None, lo), Affine(None, lo + ext - 1))
             bounds[lp.loop_var] = (lo, lo + ext - 1)
-    ev = IntervalEvaluator(relax, bounds)
+    ev = IntervalEvaluator(relax, bounds, pin_points=False)
     vmap = T.iter_var_map(block, realize.iter_values)
     domains = _iter_domains(block)
     written = [w for w in block.writes if w.buffer is buffer]
     out: list[_Dim] = []
     for d in range(len(buffer.shape)):
-        valid = (0, _static_dim(buffer, d) - 1)
-        ends = []
+        size = _static_dim(buffer, d)
+        ends: list[tuple[Affine, Affine]] | None = []
+        allowed: list[NumRange] | None = []
         for w in written:
             rng = w.region[d]
             ext = E.const_int(rng.extent)
             got = ev.eval(substitute(rng.min, vmap)) if ext is not None else None
-            allowed = numeric_range(rng.min, domains) if ext is not None else None
-            if got is None or allowed is None:
+            if got is None or ext is None:
                 ends = None
                 break
             ends.append((got[0], got[1] + (ext - 1)))
-            valid = (max(valid[0], allowed[0]), min(valid[1], allowed[1] + ext - 1))
+            at = numeric_range(rng.min, domains)
+            if at is None or allowed is None:
+                allowed = None
+            else:
+                allowed.append((at[0], at[1] + ext - 1))
+        valid = (0, size - 1)
+        if allowed:
+            valid = (max(0, min(a[0] for a in allowed)), min(size - 1, max(a[1] for a in allowed)))
         if valid[0] > valid[1]:
             raise ScheduleError(f"block {block.name_hint!r} writes no element of buffer {buffer.name!r} "
                                 f"dimension {d} inside its bounds")
@@ -292,7 +304,7 @@ def _copy_stage(name: str, src: E.Buffer, dst: E.Buffer, region: list[_Dim],
         bounds[lv] = (0, dim_info.extent - 1)
         iter_vars.append(S.IterVar(E.Range(E.IntImm(dtype, 0), dim), E.Var(f"v{i}", dtype), S.IterType.DATA_PAR))
         value = dim_info.lo + Affine.of(lv)
-        values.append(value.to_expr(dtype))
+        values.append(plus_var(dim_info.lo, lv))
         if dim_info.bound is not None:
             checks.append((value, dim_info.bound))
     vars_ = tuple(iv.var for iv in iter_vars)

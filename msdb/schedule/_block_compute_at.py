@@ -19,7 +19,8 @@ from msdb.ir import stmt as S
 from msdb.ir.functor import free_vars, substitute
 from msdb.schedule import _block_tree as T
 from msdb.schedule._block_arith import (Affine, IntervalEvaluator, NumRange, as_affine, implied_by_domains,
-                                        loop_bounds, range_predicate, union_intervals)
+                                        covered_points, loop_bounds, plus_var, range_predicate, reduction_order_ok,
+                                        unbound_loop_under_reduction, union_intervals)
 from msdb.schedule.state import ScheduleState
 
 Interval = tuple[Affine, Affine]
@@ -89,8 +90,6 @@ def compute_at(state: ScheduleState, func_name: str, block_name: str, loop_var: 
                 f"{missing} are not under that loop, so the block would read data before it is produced")
     _check_outside_order(scope, loop, block, producers, consumers, reverse, where)
     _check_predicate_regenerated(state, func_name, realize, where)
-    if reverse and block.init is not None:
-        _check_producers_final(state, func_name, loop, required_realizes, where)
     if last_producer >= first_consumer:
         raise ScheduleError(f"{where}: under the loop a consumer of the block comes before one of its producers")
     if index == -1:
@@ -133,16 +132,23 @@ def compute_at(state: ScheduleState, func_name: str, block_name: str, loop_var: 
         extent_aff = hi - lo + 1
         extent = extent_aff.const
         value = lo
+        binding = lo.to_expr(iv.var.dtype)
         if preserve_unit_loops or extent != 1:
             var = E.Var(f"ax{len(loop_vars)}", iv.var.dtype)
             loop_vars.append(var)
             extents.append(extent)
             new_bounds[var] = (0, extent - 1)
             value = lo + Affine.of(var)
-        values.append(value.to_expr(iv.var.dtype))
+            binding = plus_var(lo, var)
+        values.append(binding)
         if bound is not None:
             checks.append((value, bound))
     predicate = range_predicate(checks, new_bounds)
+    if block.init is not None:
+        _check_reduction_order(outer_loops, loop_vars, extents, block, values, predicate, where)
+    if reverse:
+        _check_producers_final(outer_loops, required_realizes, values, where)
+        _check_all_points_computed(outer_loops, loop_vars, extents, block, values, predicate, where)
     stmt: S.Stmt = S.BlockRealize(tuple(values), predicate, block)
     for var, extent in reversed(list(zip(loop_vars, extents))):
         stmt = S.For(var, E.IntImm(var.dtype, 0), E.IntImm(var.dtype, extent), S.ForKind.SERIAL, stmt)
@@ -174,23 +180,71 @@ def _check_outside_order(scope: T.Scope, loop: S.For, block: S.Block, producers:
                                 "so moving the block there would break a dependency")
 
 
-def _check_producers_final(state: ScheduleState, func_name: str, loop: S.For,
-                           producers: list[S.BlockRealize], where: str) -> None:
-    """A reduction block moved under `loop` accumulates what its producers wrote in each
-    iteration of `loop`; that must be their final value. It is not when a producer is itself a
-    reduction over `loop` or a loop around it (the consumer would add up partial sums, once per
-    iteration). A complete consumer is not affected: its last computation, after the
-    producer's last update, overwrites the others. TVM does not check this."""
-    outer = {lp.loop_var for lp in T.enclosing_loops(state, func_name, loop, include_self=True)}
+def _check_producers_final(outer_loops: list[S.For], producers: list[S.BlockRealize], values: list[E.PrimExpr],
+                           where: str) -> None:
+    """A producer under the loop that reduces over the loop (or one around it) has its final
+    values only in the last iteration of those loops. The moved consumer reads them correctly
+    only if it recomputes every point in each of those iterations, i.e. if its new bindings do
+    not depend on those loops (the last computation then sees the final values); otherwise a
+    point is computed once, from a partial result (TVM does not check this)."""
+    outer = {lp.loop_var for lp in outer_loops}
+    partial: set[E.Var] = set()
     for r in producers:
         if r.block.init is None:
             continue
         for iv, value in zip(r.block.iter_vars, r.iter_values):
-            if iv.iter_type == S.IterType.COMM_REDUCE and free_vars(value) & outer:
-                raise ScheduleError(
-                    f"{where}: the block is a reduction and its producer {r.block.name_hint!r} reduces over "
-                    "that loop (or one around it), so the block would accumulate partial results once per "
-                    "iteration")
+            if iv.iter_type == S.IterType.COMM_REDUCE:
+                partial |= free_vars(value) & outer
+    used = [v.name for v in partial if any(v in free_vars(value) for value in values)]
+    if used:
+        raise ScheduleError(f"{where}: a producer under the loop is still reducing over loop(s) {sorted(used)} there, "
+                            "and the block would read its partial results")
+
+
+def _check_all_points_computed(outer_loops: list[S.For], loop_vars: list[E.Var], extents: list[int],
+                               block: S.Block, values: list[E.PrimExpr], predicate: E.PrimExpr, where: str) -> None:
+    """reverse_compute_at computes, per iteration, the points of the block that read what the
+    producers wrote there; points that read none of it (a padding block's border, which only
+    writes its pad value) would never be computed. TVM does not check this and leaves them
+    unwritten. Checked by enumeration on small nests only."""
+    nest: list[tuple[E.Var, NumRange]] = []
+    for lp in outer_loops:
+        lo, ext = E.const_int(lp.min), E.const_int(lp.extent)
+        if lo is None or ext is None:
+            return
+        nest.append((lp.loop_var, (lo, lo + ext - 1)))
+    nest.extend((v, (0, e - 1)) for v, e in zip(loop_vars, extents))
+    size = 1
+    for iv in block.iter_vars:
+        ext = E.const_int(iv.dom.extent)
+        if ext is None:
+            return
+        size *= ext
+    got = covered_points(nest, values, predicate)
+    if got is not None and got < size:
+        raise ScheduleError(f"{where}: only {got} of the block's {size} points read what the producers under the "
+                            "loop write; the others (e.g. padding) would never be computed")
+
+
+def _check_reduction_order(outer_loops: list[S.For], loop_vars: list[E.Var], extents: list[int], block: S.Block,
+                           values: list[E.PrimExpr], predicate: E.PrimExpr, where: str) -> None:
+    """A reduction block under a loop that repeats it (one its new bindings do not use) is
+    only right when that loop is above all of its reduction loops: each repetition then starts
+    over from the init. Below one, the repetitions add up (a reduction moved under a consumer
+    loop nested inside the loops that carry its reduction). TVM does not check this."""
+    nest: list[tuple[E.Var, NumRange]] = []
+    for lp in outer_loops:
+        lo, ext = E.const_int(lp.min), E.const_int(lp.extent)
+        if lo is None or ext is None:
+            return
+        nest.append((lp.loop_var, (lo, lo + ext - 1)))
+    nest.extend((v, (0, e - 1)) for v, e in zip(loop_vars, extents))
+    reduce = [iv.iter_type == S.IterType.COMM_REDUCE for iv in block.iter_vars]
+    ok = reduction_order_ok(nest, values, reduce, predicate)
+    bad = unbound_loop_under_reduction(nest, values, reduce) if ok is None else None
+    if ok is False or bad is not None:
+        raise ScheduleError(f"{where}: the block is a reduction and a loop around its new place repeats it inside "
+                            "the loops of its reduction, so its results would be accumulated several times")
 
 
 def _check_predicate_regenerated(state: ScheduleState, func_name: str, realize: S.BlockRealize, where: str) -> None:

@@ -84,6 +84,7 @@ def compute_inline(state: ScheduleState, func_name: str, block_name: str) -> Non
     if _loads(store.value, store.buffer):
         raise ScheduleError(f"cannot inline block {block_name}: its value reads the buffer it writes")
 
+    value = _inlined_value(block, store)
     replace: dict[object, S.Stmt | None] = {}
     same_scope = {id(b) for b in scope.blocks}
     for other in _all_blocks(scope_block):
@@ -92,7 +93,7 @@ def compute_inline(state: ScheduleState, func_name: str, block_name: str) -> Non
         if id(other) not in same_scope:
             raise ScheduleError(f"cannot inline block {block_name}: block {other.name_hint!r} of an inner "
                                 f"scope reads {store.buffer.name!r}; only consumers in the same scope are supported")
-        inliner = _LoadInliner(store.buffer, store.indices, store.value)  # type: ignore[arg-type]
+        inliner = _LoadInliner(store.buffer, store.indices, value)  # type: ignore[arg-type]
         body = inliner.visit(other.body)
         init = inliner.visit(other.init) if other.init is not None else None
         matches = other.match_buffers
@@ -104,6 +105,21 @@ def compute_inline(state: ScheduleState, func_name: str, block_name: str) -> Non
     new_body = T.rebuild(scope_block.body, replace=replace)
     allocs = tuple(b for b in scope_block.alloc_buffers if b is not store.buffer)
     state.replace(func_name, scope_block, T.with_block(scope_block, body=new_body, alloc_buffers=allocs))
+
+
+def _inlined_value(block: S.Block, store: S.BufferStore) -> E.PrimExpr:
+    """The value substituted for loads of the inlined buffer, in terms of the store's index
+    vars. TVM takes the store value as is when the store indices are the block's iter vars in
+    order; otherwise it goes through the inverse of the index map, which sends every iter var
+    of a one-point domain to that point (a block `Z_rf[v_b, vk, ...]` with iter vars
+    `vk, v_b, ...` and `v_b` in [0, 1) inlines `X[0, ...]`). msdb follows, for identical
+    structure."""
+    ivs = block.iter_vars
+    if len(ivs) == len(store.indices) and all(i is iv.var for i, iv in zip(store.indices, ivs)):
+        return store.value
+    points = {iv.var: iv.dom.min for iv in ivs
+              if E.const_int(iv.dom.extent) == 1 and E.const_int(iv.dom.min) is not None}
+    return substitute(store.value, points) if points else store.value
 
 
 def reverse_compute_inline(state: ScheduleState, func_name: str, block_name: str) -> None:

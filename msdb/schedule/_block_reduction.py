@@ -40,12 +40,13 @@ def _init_predicate(realize: S.BlockRealize, iter_vars: list[S.IterVar], values:
     init nest keeps (TVM's rule). A discarded loop of extent 1 is replaced by its value first:
     a split with `preserve_unit_iters=False` leaves `j_0 * 4 + j_1 < 5` in the predicate while the
     binding no longer mentions `j_0`, and dropping that conjunct would let the init run out of
-    bounds (TVM drops it). When a conjunct still has to go, the init's iter vars get explicit
-    domain bounds instead, so the init never leaves its buffer."""
+    bounds (TVM drops it). When a conjunct that also bounds kept loops still has to go, the init's
+    iter vars on those loops get explicit domain bounds instead, so the init never leaves its
+    buffer."""
     discarded = {lp.loop_var for lp in loops if lp.loop_var not in used}
     unit = {lp.loop_var: lp.min for lp in loops if lp.loop_var in discarded and E.const_int(lp.extent) == 1}
     kept: list[E.PrimExpr] = []
-    dropped = False
+    dropped: set[E.Var] = set()
     for c in _split_and(realize.predicate):
         if T.is_const_true(c):
             continue
@@ -54,7 +55,7 @@ def _init_predicate(realize: S.BlockRealize, iter_vars: list[S.IterVar], values:
             if T.is_const_true(c):
                 continue
         if free_vars(c) & discarded:
-            dropped = True
+            dropped |= free_vars(c) - discarded
         else:
             kept.append(c)
     if dropped:
@@ -63,7 +64,7 @@ def _init_predicate(realize: S.BlockRealize, iter_vars: list[S.IterVar], values:
         for iv, value in zip(iter_vars, values):
             lo, ext = E.const_int(iv.dom.min), E.const_int(iv.dom.extent)
             form = as_affine(value)
-            if lo is not None and ext is not None and form is not None:
+            if lo is not None and ext is not None and form is not None and free_vars(value) & dropped:
                 checks.append((form, (lo, lo + ext - 1)))
         extra = range_predicate(checks, bounds)
         if not T.is_const_true(extra):

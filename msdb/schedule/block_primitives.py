@@ -102,6 +102,11 @@ class BlockPrimitives:
         `sch.compute_at(b, i0)`; after: `for i0: (for ax0 in 4: B[i0*4+ax0] = ...; for i1: C...)`.
         A LoopRV from `sample_compute_location` meaning "root" leaves the block in place, one
         meaning "inline" inlines it.
+
+        Beyond TVM's checks, msdb refuses moves that TVM accepts but that change the result:
+        a block whose predicate says more than "iter vars inside their domains" (it would be
+        dropped), and a reduction block that a loop of its new place would repeat inside its
+        own reduction loops.
         """
         self._move(block, loop, preserve_unit_loops, index, reverse=False)
 
@@ -112,6 +117,11 @@ class BlockPrimitives:
 
         Requires: block and loop in the same scope, the loop does not enclose the block, the
         block is complete or a reduction, and every producer of the block is under the loop.
+
+        Also refused (TVM accepts them and changes the result): the cases compute_at refuses,
+        and a place where a producer under the loop is still reducing over the loop (or one
+        around it) while the block's new bindings depend on those loops (it would read partial
+        sums).
 
         Before: `for i0, i1: C[...] = ...` / `for ax0, ax1: D[...] = C[...]`;
         `sch.reverse_compute_at(d, i0, preserve_unit_loops=True)`; after: the copy loop nest
@@ -171,8 +181,11 @@ class BlockPrimitives:
         vars use, and the update block, renamed `<name>_update` (as TVM does; `block` keeps
         pointing at it).
 
-        Requires: a reduction block (with init) and `loop` one of its enclosing loops.
-        Returns the init block.
+        Requires: a reduction block (with init) and `loop` one of its enclosing loops, above
+        every loop its reduction iter vars use, and no loop from `loop` down that repeats the
+        block's iterations (one its bindings do not use, or only partly): the hoisted init
+        would then run once for several rounds of updates (TVM accepts this and changes the
+        result). Returns the init block.
         """
         with self._atomic():  # type: ignore[attr-defined]
             name = self._block_name(block)  # type: ignore[attr-defined]
@@ -189,9 +202,17 @@ class BlockPrimitives:
         `factor_axis`), and the original block (same name, same BlockRVs) reduces those
         partial results.
 
-        Requires: `loop` encloses exactly one block, a reduction with a recognized combiner
-        (+, *, min, max) and identity init, and only that block's reduction iter vars use it.
-        Returns the rfactor block.
+        Placement is TVM's: the rfactor block goes into a copy of the block's whole loop nest
+        (fresh loops) right before the nest's outermost loop; the write-back block stays where
+        the block was, in the original loops (so existing LoopRVs point at the write-back
+        nest) minus the ones only other reduction iter vars used. A reduction moved under a
+        consumer's loop by compute_at thus keeps its write-back before that consumer.
+
+        Requires: `loop` is serial and encloses exactly one block, a reduction with a
+        recognized combiner (+, *, min, max) and identity init; only reduction iter vars use
+        it; the block is the first block under its outermost loop; the outermost loop its
+        reduction iter vars use encloses nothing else; no unused loop of extent > 1 sits
+        below a reduction loop. Returns the rfactor block.
         """
         with self._atomic():  # type: ignore[attr-defined]
             loop_var = self._loop_var(loop, "rfactor")
