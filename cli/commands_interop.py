@@ -43,23 +43,18 @@ def import_command(db: str, paths: tuple[str, ...], skip_bad: bool, opaque: bool
     """
     import time
 
-    from msdb.interop.tvm.importer import ImportAborted, commit_import, read_import, replay_plan
+    from msdb.interop.tvm.importer import import_plan, read_import
 
     start = time.perf_counter()
     with ProgressBars() as progress:
         plan = read_import(paths, opaque=opaque, progress=progress)
-        if plan.bad_lines and not skip_bad:
-            raise ImportAborted(plan.bad_lines)
+        plan.check(skip_bad)  # before DB is opened: a refused import must not even create it
         for bad in plan.bad_lines:
             err(f"{bad} (skipped)")
         database = open_db(db, create=True)
         try:
-            from msdb.interop.tvm.importer import ImportSummary
-
-            summary = ImportSummary(bad_lines=list(plan.bad_lines))
-            if verify:
-                summary.replayed, summary.replay_failures = replay_plan(plan, progress)
-            commit_import(database, plan, user=user, host=host, model=model, summary=summary, progress=progress)
+            summary = import_plan(database, plan, skip_bad=skip_bad, user=user, host=host, model=model,
+                                  verify=verify, progress=progress)
         finally:
             database.close()
     for note in summary.opaque:

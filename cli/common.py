@@ -84,7 +84,3 @@ class ProgressBars:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def is_tty_stderr() -> bool:  # pragma: no cover - used only to decide on decorations
-    return sys.stderr.isatty()

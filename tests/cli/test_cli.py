@@ -203,14 +203,34 @@ def test_migrate(db_copy: pathlib.Path, tmp_path: pathlib.Path) -> None:
     assert (result.exit_code, result.stderr) == (1, f"Error: {tmp_path / 'missing.sqlite'}: no such database file\n")
 
 
-def test_migrate_upgrades_an_older_revision(db_copy: pathlib.Path) -> None:
+def test_migrate_refuses_an_unknown_revision(db_copy: pathlib.Path) -> None:
     conn = sqlite3.connect(db_copy)
     conn.execute("UPDATE alembic_version SET version_num = 'not-a-revision'")
     conn.commit()
     conn.close()
+    before = snapshot(db_copy)
     result = run("migrate", db_copy)
     assert result.exit_code == 1
     assert "has schema revision 'not-a-revision', which msdb" in result.stderr and result.stderr.count("\n") == 1
+    assert snapshot(db_copy) == before
+
+
+def test_migrate_upgrades_an_older_schema(db_copy: pathlib.Path) -> None:
+    from alembic import command
+    from sqlalchemy import create_engine
+
+    from msdb.database.migrate import HEAD, REVISIONS, alembic_config
+
+    older = REVISIONS[-2] if len(REVISIONS) > 1 else None
+    if older is not None:
+        engine = create_engine(f"sqlite:///{db_copy}")
+        with engine.begin() as conn:
+            command.downgrade(alembic_config(conn), older)
+        engine.dispose()
+        assert query(db_copy, "SELECT version_num FROM alembic_version") == [(older,)]
+        assert run("migrate", db_copy).stdout == f"{db_copy}: schema upgraded from revision {older} to {HEAD}\n"
+    assert query(db_copy, "SELECT version_num FROM alembic_version") == [(HEAD,)]
+    assert run("ls", db_copy).stdout == LS_TABLE  # the records survived
 
 
 def test_verify_clean_and_broken(tmp_path: pathlib.Path) -> None:
@@ -290,3 +310,28 @@ def test_errors_are_one_line_without_traceback(tmp_path: pathlib.Path) -> None:
     from msdb.errors import MsdbError
 
     assert user_error_message(MsdbError("two\nlines")) == "two lines"
+
+
+def test_opaque_workloads_are_kept_shown_and_never_replayed(tmp_path: pathlib.Path) -> None:
+    from tests.cli.helpers import edit_lines, legacy_payload
+
+    wd = tmp_path / "wd"
+    shutil.copytree(TEAMS["team_c"], wd)
+    edit_lines(wd / WORKLOAD_FILE, lambda ls: [ls[0], json.dumps([json.loads(ls[1])[0], legacy_payload()]) + "\n"])
+    db = tmp_path / "db.sqlite"
+    result = run("import", db, wd, "--opaque")
+    assert result.exit_code == 0
+    assert result.stderr == (f"{wd / WORKLOAD_FILE}:2: imported as an opaque payload (TVM shash 9915929228997527995): "
+                             "workload is in TVM's legacy (<= 0.21) graph format (tvm_version 0.20.0)\n")
+    assert run("prune", db, "--top-k", "2").exit_code == 0
+    result = run("verify", db)
+    assert result.exit_code == 0
+    assert masked(result.stdout) == ["checked 2 workloads and 4 records, 2 traces replayed: 0 problems; T s"]
+    ls = run("ls", db).stdout.splitlines()
+    assert ls[2] == "899c7518d04f89bb  opaque-9915929228997527995  llvm -num-cores=1        -        2   195.85       -        1"
+    show = run("show", db, "9915929228997527995").stdout
+    assert "# opaque TVM workload (TVM shash 9915929228997527995)" in show and "def apply_trace" in show
+    exported = run("export", db, tmp_path / "out")
+    assert exported.stderr.startswith("left out workload 899c7518d04f89bb (TVM shash 9915929228997527995): opaque")
+    assert masked(exported.stdout) == [f"exported 1 records of 1 workloads (1 workload/target pairs) to "
+                                       f"{tmp_path / 'out'}; 1 workload left out; T s"]

@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ImportAborted", "ImportPlan", "ImportSummary", "ParsedWorkDir", "ParsedWorkload", "commit_import",
-    "import_tvm", "legacy_kinds", "normalize_trace_json", "read_import", "replay_plan", "resolve_import_paths",
+    "import_plan", "import_tvm", "legacy_kinds", "normalize_trace_json", "read_import", "replay_plan", "resolve_import_paths",
     "scan_trace",
 ]
 
@@ -168,6 +168,11 @@ class ImportPlan:
     @property
     def n_records(self) -> int:
         return sum(len(wd.records) for wd in self.workdirs)
+
+    def check(self, skip_bad: bool) -> None:
+        """Raise `ImportAborted` when there are bad lines and they are not to be skipped."""
+        if self.bad_lines and not skip_bad:
+            raise ImportAborted(self.bad_lines)
 
 
 @dataclass
@@ -400,18 +405,18 @@ class _Reader:
             self.bad.append(BadLine(path, number, f"record points at workload index {index}, which is a bad line of "
                                                   f"{wd.workload_path.name}"))
             return
+        if trace_text is not None and (" " in trace_text or "\n" in trace_text or "\t" in trace_text
+                                       or "\r" in trace_text):
+            trace_text = None  # not TVM's compact writer output: store (and hash) TVM's spelling
         problem, needs_normalizing = scan_trace(trace, self.legacy, trace_text)
         if problem is not None:
             self.bad.append(BadLine(path, number, problem))
             return
         if needs_normalizing:
-            from msdb.schedule.tvm_json import dumps
-
             trace = normalize_trace_json(trace)
-            trace_text = dumps(trace)
             wd.normalized += 1
-        elif trace_text is None or " " in trace_text or "\n" in trace_text or "\t" in trace_text:
-            # Not TVM's compact writer output: store (and hash) TVM's spelling instead.
+            trace_text = None
+        if trace_text is None:
             from msdb.schedule.tvm_json import dumps
 
             trace_text = dumps(trace)
@@ -542,7 +547,14 @@ class _Reader:
         for number, text in self._lines(workload_path, workload_bytes):
             wd.workloads.append(self.workload_line(workload_path, number, text))
         n_workloads = len(wd.workloads)
-        lines = self._lines(record_path, record_bytes)
+        try:
+            text = record_bytes.decode("utf-8")
+        except UnicodeDecodeError:
+            lines = self._lines(record_path, record_bytes)  # line by line, naming the lines that are not UTF-8
+        else:
+            del record_bytes  # a big log: hold the bytes, the text and its lines no longer than needed
+            lines = _nonblank(text.split("\n"))
+            del text
         workers = _worker_count(self.workers, len(lines))
         if workers > 1:
             self._read_records_parallel(wd, record_path, lines, n_workloads, workers)
@@ -591,18 +603,22 @@ class _Reader:
         """Non-blank lines with their 1-based numbers (TVM 0.27 segfaults on a blank line; msdb
         skips it); a line that is not UTF-8 is reported."""
         try:
-            lines = data.decode("utf-8").split("\n")
+            return _nonblank(data.decode("utf-8").split("\n"))
         except UnicodeDecodeError:
-            out = []
-            for number, raw in enumerate(data.split(b"\n"), start=1):
-                if not raw.strip():
-                    continue
-                try:
-                    out.append((number, raw.decode("utf-8")))
-                except UnicodeDecodeError:
-                    self._bad(path, number, "line is not UTF-8 text")
-            return out
-        return [(number, line) for number, line in enumerate(lines, start=1) if line and not line.isspace()]
+            pass
+        out = []
+        for number, raw in enumerate(data.split(b"\n"), start=1):
+            if not raw.strip():
+                continue
+            try:
+                out.append((number, raw.decode("utf-8")))
+            except UnicodeDecodeError:
+                self._bad(path, number, "line is not UTF-8 text")
+        return out
+
+
+def _nonblank(lines: list[str]) -> list[tuple[int, str]]:
+    return [(number, line) for number, line in enumerate(lines, start=1) if line and not line.isspace()]
 
 
 #: Lines per parallel parsing task, and the smallest record file worth forking for.
@@ -622,7 +638,8 @@ def _worker_count(requested: int | None, n_lines: int) -> int:
     else:
         if n_lines < _PARALLEL_MIN_LINES:
             return 1
-        wanted = min(os.cpu_count() or 1, _MAX_WORKERS)
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        wanted = min(cpus, _MAX_WORKERS)
     if wanted <= 1 or "fork" not in multiprocessing.get_all_start_methods():
         return 1
     return min(wanted, max(1, (n_lines + _CHUNK - 1) // _CHUNK))
@@ -813,7 +830,7 @@ def commit_import(db: SQLiteDatabase, plan: ImportPlan, *, user: str | None = No
 
 def _workload_id(conn: Any, workload: ParsedWorkload, by_key: dict[tuple[str, bool], int]) -> tuple[int, bool, str | None]:
     """(row id, inserted now, name) of a parsed workload, inserting it when new."""
-    from sqlalchemy import insert, select
+    from sqlalchemy import insert, select, update
 
     from msdb.database import models as M
     from msdb.ops import store
@@ -831,8 +848,14 @@ def _workload_id(conn: Any, workload: ParsedWorkload, by_key: dict[tuple[str, bo
         known = store.find_workload_id(conn, shash, mod)
     if known is not None:
         by_key[key] = known
-        name = conn.execute(select(M.workload.c.name).where(M.workload.c.id == known)).scalar()
-        return known, False, name
+        w = M.workload.c
+        row = conn.execute(select(w.name, w.tvm_payload).where(w.id == known)).one()
+        if row.tvm_payload is None:
+            # msdb had this workload (tuned or created here); from now on an export hands TVM
+            # the payload TVM itself wrote for it
+            conn.execute(update(M.workload).where(w.id == known).values(tvm_payload=workload.payload,
+                                                                        tvm_shash=workload.tvm_shash))
+        return known, False, row.name
     if workload.is_opaque:
         assert workload.opaque_format is not None
         row = store.opaque_workload_row(tvm_shash=workload.tvm_shash, payload=workload.payload,
@@ -851,6 +874,22 @@ def _workload_id(conn: Any, workload: ParsedWorkload, by_key: dict[tuple[str, bo
 # ---------------------------------------------------------------- one call
 
 
+def import_plan(db: SQLiteDatabase, plan: ImportPlan, *, skip_bad: bool = False, user: str | None = None,
+                host: str | None = None, model: str | None = None, verify: bool = False,
+                progress: ProgressFn | None = None) -> ImportSummary:
+    """Phase 2 with its checks: refuse bad lines unless `skip_bad`, replay when `verify`, then
+    `commit_import`. Raises `ImportAborted` before touching `db`."""
+    start = time.perf_counter()
+    plan.check(skip_bad)
+    summary = ImportSummary(bad_lines=list(plan.bad_lines))
+    if verify:
+        summary.replayed, summary.replay_failures = replay_plan(plan, progress)
+    commit_import(db, plan, user=user, host=host, model=model, summary=summary, progress=progress)
+    summary.seconds = time.perf_counter() - start
+    logger.info("import: %s", summary.line())
+    return summary
+
+
 def import_tvm(db: SQLiteDatabase, paths: Sequence[str | Path], *, skip_bad: bool = False, opaque: bool = False,
                user: str | None = None, host: str | None = None, model: str | None = None, verify: bool = False,
                progress: ProgressFn | None = None, workers: int | None = None) -> ImportSummary:
@@ -859,12 +898,7 @@ def import_tvm(db: SQLiteDatabase, paths: Sequence[str | Path], *, skip_bad: boo
     False, `WorkDirError` for a path that is not a work_dir."""
     start = time.perf_counter()
     plan = read_import(paths, opaque=opaque, progress=progress, workers=workers)
-    if plan.bad_lines and not skip_bad:
-        raise ImportAborted(plan.bad_lines)
-    summary = ImportSummary(bad_lines=list(plan.bad_lines))
-    if verify:
-        summary.replayed, summary.replay_failures = replay_plan(plan, progress)
-    commit_import(db, plan, user=user, host=host, model=model, summary=summary, progress=progress)
+    summary = import_plan(db, plan, skip_bad=skip_bad, user=user, host=host, model=model, verify=verify,
+                          progress=progress)
     summary.seconds = time.perf_counter() - start
-    logger.info("import: %s", summary.line())
     return summary

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# msdb's main job: three teammates tuned with TVM MetaSchedule on their own machines; put their
+# logs into one team database, look at it, and hand TVM a pruned work_dir to compile with.
+#
+#   1. each teammate imports their TVM work_dir into their own msdb database
+#      (examples/team_logs/team_{a,b,c}: real TVM 0.27 logs; team_a and team_b both tuned GMM)
+#   2. the team database ./msdb.sqlite merges the three (GMM is stored once, every record keeps
+#      who measured it)
+#   3. `msdb ls` shows every workload with its best latency and GFLOPS
+#   4. `msdb export --top-k 1` writes ./export/tvm_work_dir, which TVM 0.27's
+#      JSONDatabase(work_dir=...) loads and `query_schedule`s from
+#
+# Idempotent: every step adds nothing when run again (imports and merges deduplicate records;
+# the export is replaced atomically). Needs only Python 3.11: without an `msdb` on PATH it sets
+# up .venv first.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v msdb >/dev/null 2>&1; then
+    if [ ! -x .venv/bin/msdb ]; then
+        python3 -m venv .venv
+        .venv/bin/pip install -q -e .
+    fi
+    PATH="$PWD/.venv/bin:$PATH"
+fi
+
+mkdir -p build/team_dbs export
+for who in a:alice b:bob c:carol; do
+    team="${who%%:*}" user="${who##*:}"
+    echo "== $user imports examples/team_logs/team_$team"
+    msdb import "build/team_dbs/team_$team.sqlite" "examples/team_logs/team_$team" --user "$user" --host "${user}-workstation"
+done
+
+echo "== merge the three into ./msdb.sqlite"
+msdb merge msdb.sqlite build/team_dbs/team_a.sqlite build/team_dbs/team_b.sqlite build/team_dbs/team_c.sqlite
+
+echo "== msdb ls msdb.sqlite"
+msdb ls msdb.sqlite
+
+echo "== export the best record per workload and target for TVM"
+msdb export msdb.sqlite export/tvm_work_dir --top-k 1
