@@ -330,3 +330,100 @@ def test_legacy_lines_with_whitespace_are_normalized_too(tmp_path: pathlib.Path)
     _import(tmp_path / "new.sqlite", TEAMS["team_a"])
     strip = lambda keys: {k[:5] for k in keys}  # noqa: E731
     assert strip(record_keys(tmp_path / "spaced.sqlite")) == strip(record_keys(tmp_path / "new.sqlite"))
+
+
+# ---------------------------------------------------------------- the quick path
+
+
+def _compact(value: object) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+@pytest.mark.parametrize("paths", [
+    [TEAMS["team_a"], TEAMS["team_b"], TEAMS["team_c"]],
+    [LEGACY["team_a_pre0.24"], LEGACY["team_a_pre0.17"]],
+])
+def test_the_quick_path_gives_the_rows_of_the_general_path(monkeypatch: pytest.MonkeyPatch, paths: list) -> None:
+    quick = read_import(paths, workers=1)
+    monkeypatch.setattr(importer._Reader, "_quick", lambda self, text, n, workloads: None)
+    general = read_import(paths, workers=1)
+    assert [wd.records for wd in quick.workdirs] == [wd.records for wd in general.workdirs]
+    assert [wd.normalized for wd in quick.workdirs] == [wd.normalized for wd in general.workdirs]
+    assert quick.targets.keys() == general.targets.keys()
+
+
+def test_most_lines_of_a_tvm_log_take_the_quick_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    taken: list[bool] = []
+    quick = importer._Reader._quick
+
+    def counting(self, text, n, workloads):  # type: ignore[no-untyped-def]
+        row = quick(self, text, n, workloads)
+        taken.append(row is not None)
+        return row
+
+    monkeypatch.setattr(importer._Reader, "_quick", counting)
+    plan = read_import([TEAMS["team_b"]], workers=1)
+    assert len(plan.workdirs[0].records) == 128
+    assert sum(taken) >= 120  # the first line of each target and sketch goes the general way
+
+
+@pytest.mark.parametrize("edit, reason", [
+    # line 1 edited (its sketch, before EnterPostproc, is known by then: only the rest is scanned)
+    (lambda r: r[:1] + [[[r[1][0][0][:-1] + [["Parallel", "l53", [], []]], r[1][0][1]]] + r[1][1:]],
+     "is not [kind, [inputs], [attrs], [outputs]]"),
+    (lambda r: r[:1] + [[[r[1][0][0], r[1][0][1] + [[len(r[1][0][0]), 1]]]] + r[1][1:]],
+     "points at instruction"),
+    (lambda r: r[:1] + [[r[1][0], [float("inf")]] + r[1][2:]], "not a finite number"),
+    (lambda r: r[:1] + [[r[1][0], [True]] + r[1][2:]], "run_secs must be a list of numbers"),
+    (lambda r: r[:1] + [r[1][:3] + [[["TENSOR", "float32"]]]], "args_info"),
+])
+def test_compact_bad_lines_after_good_ones_are_reported(tmp_path: pathlib.Path, edit: object, reason: str) -> None:
+    wd = copy_team("team_a", tmp_path / "wd")
+    edit_lines(wd / RECORD_FILE, lambda ls: ls[:2] + [_compact(edit(json.loads(ls[0]))) + "\n"] + ls[3:])  # type: ignore[operator]
+    lines = (wd / RECORD_FILE).read_text().splitlines()
+    sketch = lines[0][:lines[0].index('["EnterPostproc"')]
+    assert lines[2].startswith(sketch)  # line 3 reuses line 1's sketch, which was checked then
+    plan = read_import([wd], workers=1)
+    assert [str(b).split(": ", 1)[0] for b in plan.bad_lines] == [f"{wd / RECORD_FILE}:3"]
+    assert reason in str(plan.bad_lines[0])
+    assert len(plan.workdirs[0].records) == 127
+
+
+def test_a_trace_without_postproc_and_a_legacy_line_among_new_ones(tmp_path: pathlib.Path) -> None:
+    wd = copy_team("team_a", tmp_path / "wd")
+    record = json.loads((wd / RECORD_FILE).read_text().splitlines()[3])
+    insts = record[1][0][0]
+    cut = [i for i, inst in enumerate(insts) if inst[0] == "EnterPostproc"][0]
+    no_postproc = [record[0], [[insts[:cut], [d for d in record[1][0][1] if d[0] < cut]]] + record[1][1:]]
+    legacy = [record[0], [[[["GetBlock"] + inst[1:] if inst[0] == "GetSBlock" else inst for inst in insts],
+                            record[1][0][1]]] + record[1][1:]]
+    edit_lines(wd / RECORD_FILE, lambda ls: ls + [_compact(no_postproc) + "\n", _compact(legacy) + "\n"])
+    plan = read_import([wd], workers=1)
+    assert not plan.bad_lines
+    rows = plan.workdirs[0].records
+    assert plan.workdirs[0].normalized == 1
+    assert rows[-2][3] == _compact(no_postproc[1][0]) and rows[-2][7] is True
+    assert rows[-1][3:5] == rows[3][3:5]  # normalized to TVM 0.27's GetSBlock: the same trace, the same hash
+
+
+def test_a_record_committed_through_the_api_and_the_same_record_imported_are_one(db_path: pathlib.Path) -> None:
+    from msdb.interop.tvm.payload import decode_workload
+    from msdb.records import TuningRecord
+    from msdb.schedule import tvm_json
+
+    team = TEAMS["team_a"]
+    line = (team / RECORD_FILE).read_text().splitlines()[5]
+    index, body = tvm_json.loads(line)
+    payload = json.loads((team / WORKLOAD_FILE).read_text().splitlines()[index])[1]
+    db = open_database(db_path, create=True)
+    try:
+        workload = db.commit_workload(decode_workload(payload))
+        db.commit_tuning_record(TuningRecord.from_json(body, workload))
+    finally:
+        db.close()
+    (stored_hash,) = query(db_path, "SELECT trace_hash FROM tuning_record")[0]
+    summary = _import(db_path, team)
+    assert (summary.records_new, summary.records_duplicate) == (127, 1)
+    assert row_counts(db_path)["tuning_record"] == 128
+    imported = read_import([team], workers=1).workdirs[0].records[5]
+    assert imported[4] == stored_hash and imported[3] == line[line.index(",") + 2:][:len(imported[3])]

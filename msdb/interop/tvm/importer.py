@@ -18,8 +18,10 @@ Speed (DESIGN.md section 11, >= 20k records/s; TVM itself replays every trace wh
 apache/tvm#11680): no trace is replayed or parsed into a `Trace` unless it must be rewritten
 (legacy `GetBlock`, one-attribute `Split`) or `verify=True` asks for replays. A record line is
 split by the C JSON scanner, and the trace is stored as the exact text the file holds, which is
-TVM's own writer output, so its dedup hash is that of TVM's bytes. Lines that are not in TVM's
-compact form take a slower path with the same result. Rows go in with one executemany.
+TVM's own writer output, so its dedup hash is that of TVM's bytes. A trace's sketch (the
+instructions before EnterPostproc, shared by the records of a design space) is checked once per
+distinct text; only the rest of each trace is scanned (`_Reader._quick`). Lines that are not in
+TVM's compact form, or that need rewriting or reporting, take a slower path with the same result. Rows go in with one executemany.
 
 Payloads msdb cannot decode (TVM's <= 0.21 graph format, or a node type msdb's IR lacks) stop
 the import with an error naming the format or node type, unless `opaque=True`: then the workload
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import json
 import logging
 import math
@@ -243,6 +246,33 @@ def normalize_trace_json(trace: list[Any]) -> list[Any]:
 
 _SPLIT_ONE_ATTR = re.compile(r'\["Split",\[[^\[\]]*\],\[[^\[\],]*\],')
 _LIST_ONLY = {list}
+_FOUR = {4}
+_TWO = {2}
+_FLOAT_INT = {float, int}
+#: (str, list, list, list) * n: the types of n instructions' fields, flattened, by n.
+_INST_PATTERNS: dict[int, tuple[type, ...]] = {}
+#: Distinct line tails remembered by `_Reader._tail` (a log has one per task).
+_MAX_TAILS = 4096
+_MAX_SKETCHES = 50000
+_ENTER_POSTPROC = ',["EnterPostproc",[],[],[]]'
+_chain = itertools.chain.from_iterable
+
+
+def _well_formed(insts: Any) -> bool:
+    """Whether `insts` is a non-empty list of `[kind, [inputs], [attrs], [outputs]]` (checked
+    column-wise in C: the flattened field types against `(str, list, list, list) * n`)."""
+    if type(insts) is not list or not insts:
+        return False
+    try:
+        if set(map(len, insts)) != _FOUR:
+            return False
+    except TypeError:
+        return False
+    n = len(insts)
+    pattern = _INST_PATTERNS.get(n)
+    if pattern is None:
+        pattern = _INST_PATTERNS.setdefault(n, (str, list, list, list) * n)
+    return tuple(map(type, _chain(insts))) == pattern
 _STR_ONLY = {str}
 _INT_ONLY = {int}
 
@@ -335,6 +365,11 @@ class _Reader:
         self.target_errors: dict[str, str] = {}
         self.args_texts: dict[str, str | tuple[str]] = {}
         self.payloads: dict[str, ParsedWorkload | str] = {}
+        #: `target,args_info]]` tails of record lines -> (target key, args_info text), see `_quick`.
+        self.tails: dict[str, tuple[str, str | None]] = {}
+        #: trace texts up to `,["EnterPostproc"` -> what `_sketch` found, see `_quick`.
+        self.sketches: dict[str, tuple[int, bool] | tuple[()]] = {}
+        self.legacy_texts = tuple(json.dumps(kind) for kind in sorted(self.legacy))
         self.bad: list[BadLine] = []
         self.done = 0
         self.total = total
@@ -389,6 +424,10 @@ class _Reader:
 
     # ---- records ----
     def record_line(self, wd: ParsedWorkDir, path: Path, number: int, text: str, n_workloads: int) -> None:
+        row = self._quick(text, n_workloads, wd.workloads)
+        if row is not None:
+            wd.records.append((number,) + row)
+            return
         fast = self._fast(text)
         if fast is None:
             slow = self._slow(text)
@@ -457,6 +496,143 @@ class _Reader:
             args_text = cached  # type: ignore[assignment]
         trace_hash = blake2b(trace_text.encode(), digest_size=8).hexdigest()
         wd.records.append((number, index, target_key, trace_text, trace_hash, run_text, mean, valid, args_text))
+
+    def _quick(self, text: str, n_workloads: int, workloads: list[Any]) -> tuple[Any, ...] | None:
+        """The row of a record line in TVM 0.27's compact form whose target and args_info were
+        seen before and whose trace needs no rewriting: the common case of a big log, taken
+        with as little Python per line as possible. None for anything else (legacy traces, a
+        first target, lines to report): `record_line`'s general path then gives the same row or
+        the bad-line reason.
+
+        Scanning the trace into Python lists is most of the cost, so the trace is scanned in
+        two parts: its sketch (the instructions before `EnterPostproc`, shared by the many
+        records a design space yields: a real log has a few per task) is checked once per
+        distinct text and then looked up; only the postprocessing instructions and the
+        decisions are scanned per line. The line's tail (`,target,args_info]]`), the same for
+        all records of a task, is looked up as text too."""
+        head = _RECORD_HEAD.match(text)
+        if head is None:
+            return None
+        index = int(head.group(1))
+        if not 0 <= index < n_workloads or workloads[index] is None:
+            return None
+        start = head.end()
+        enter = text.find(_ENTER_POSTPROC, start)
+        try:
+            if enter > start:
+                sketch = self.sketches.get(text[start:enter])
+                if sketch is None:
+                    sketch = self._sketch(text[start:enter])
+                if not sketch:
+                    return None
+                n_sketch, sketch_ok = sketch
+                # the sketch is a complete list of instructions: `enter` lies between two of them
+                insts, end = _scan_once("[" + text[enter + 1:], 0)
+                end += enter
+                if text[end:end + 1] != ",":
+                    return None
+                decisions, end = _scan_once(text, end + 1)
+                if text[end:end + 1] != "]":
+                    return None
+                end += 1
+                checked = enter - start  # where, in the trace text, the unchecked part starts
+            else:
+                trace, end = _scan_once(text, start)
+                if type(trace) is not list or len(trace) != 2:
+                    return None
+                insts, decisions = trace
+                if type(insts) is not list or not insts:
+                    return None
+                n_sketch, sketch_ok, checked = 0, insts[0][0] != "EnterPostproc", 0
+            if text[end:end + 1] != ",":
+                return None
+            run_secs, end2 = _scan_once(text, end + 1)
+        except (StopIteration, ValueError, TypeError, IndexError, KeyError):
+            return None
+        if text[end2:end2 + 1] != "," or type(decisions) is not list or not _well_formed(insts):
+            return None
+        tail = self.tails.get(text[end2 + 1:])
+        if tail is None:
+            tail = self._tail(text, end2 + 1)
+            if tail is None:
+                return None
+        n = n_sketch + len(insts)
+        if decisions:
+            try:
+                if set(map(len, decisions)) != _TWO:
+                    return None
+                indexes = [d[0] for d in decisions]
+            except (TypeError, KeyError):
+                return None
+            if set(map(type, indexes)) != _INT_ONLY or min(indexes) < 0 or max(indexes) >= n:
+                return None
+        trace_text = text[start:end]
+        if " " in trace_text or "\n" in trace_text or "\t" in trace_text or "\r" in trace_text:
+            return None
+        for kind in self.legacy_texts:
+            if trace_text.find(kind, checked) >= 0:
+                return None  # maybe a legacy instruction: the general path decides and rewrites
+        if _SPLIT_ONE_ATTR.search(trace_text, checked) is not None:
+            return None
+        if type(run_secs) is not list or not run_secs or not set(map(type, run_secs)) <= _FLOAT_INT:
+            return None
+        if len(run_secs) == 1:
+            mean = float(run_secs[0])
+            if not math.isfinite(mean):
+                return None
+            run_text = "[%.20g]" % run_secs[0]
+        else:
+            if not all(map(math.isfinite, run_secs)):
+                return None
+            run_text = "[" + ",".join(["%.20g" % x for x in run_secs]) + "]"
+            mean = math.fsum(run_secs) / len(run_secs)
+        valid = sketch_ok and min(run_secs) < FAILED_RUN_SECS
+        return (index, tail[0], trace_text, blake2b(trace_text.encode(), digest_size=8).hexdigest(), run_text, mean,
+                valid, tail[1])
+
+    def _sketch(self, text: str) -> tuple[int, bool] | tuple[()]:
+        """(instruction count, whether the first is not EnterPostproc) of a trace's text up to
+        its first `,["EnterPostproc",...`, when that is `[[` and whole, well-formed, compact
+        instructions that need no rewriting; () when not (the line then takes another path).
+        Remembered per text."""
+        result: tuple[int, bool] | tuple[()] = ()
+        if text.startswith("[[") and not (" " in text or "\n" in text or "\t" in text or "\r" in text):
+            try:
+                insts, end = _scan_once(text[1:] + "]", 0)
+            except (StopIteration, ValueError):
+                insts, end = None, -1
+            if (end == len(text) and _well_formed(insts) and all(text.find(k) < 0 for k in self.legacy_texts)
+                    and _SPLIT_ONE_ATTR.search(text) is None):
+                result = (len(insts), insts[0][0] != "EnterPostproc")
+        if len(self.sketches) < _MAX_SKETCHES:
+            self.sketches[text] = result
+        return result
+
+    def _tail(self, text: str, start: int) -> tuple[str, str | None] | None:
+        """(target key, args_info text) of a line's tail `target,args_info]]` from `start`, when
+        both were seen and accepted before (then the tail is remembered as text); else None."""
+        try:
+            target, end3 = _scan_once(text, start)
+            if text[end3:end3 + 1] != ",":
+                return None
+            args, end4 = _scan_once(text, end3 + 1)
+        except (StopIteration, ValueError):
+            return None
+        if text[end4:] != "]]":
+            return None
+        target_key = text[start:end3]
+        if target_key not in self.targets:
+            return None
+        args_text: str | None = None
+        if args is not None:
+            cached = self.args_texts.get(text[end3 + 1:end4])
+            if type(cached) is not str:
+                return None
+            args_text = cached
+        tail = (target_key, args_text)
+        if len(self.tails) < _MAX_TAILS:
+            self.tails[text[start:]] = tail
+        return tail
 
     @staticmethod
     def _fast(text: str) -> tuple[Any, ...] | None:
@@ -685,8 +861,8 @@ def read_import(paths: Sequence[str | Path], *, opaque: bool = False, progress: 
     record file in parallel (None: one per CPU, up to 8, for files of more than 20,000 lines;
     1: none). The result does not depend on it."""
     resolved = resolve_import_paths(paths)
-    reader = _Reader(opaque=opaque, progress=progress, total=sum(_line_count(record) for _, record in resolved),
-                     workers=workers)
+    total = sum(_line_count(record) for _, record in resolved) if progress is not None else 0  # for the bar only
+    reader = _Reader(opaque=opaque, progress=progress, total=total, workers=workers)
     workdirs = [reader.read(workload, record) for workload, record in resolved]
     if progress is not None:
         progress("reading", reader.total, reader.total)
