@@ -1,7 +1,7 @@
 """The workload IR: a TensorIR-like tree of functions, loops, blocks and expressions.
 
 Public entry points (loaded lazily so `import msdb.ir` is cheap):
-`from_script`, `to_script`, `te`, `zoo`, `estimate_flops`, `interpret`, plus the node classes
+`from_script`, `to_script`, `te`, `zoo`, `estimate_flops`, `interpret`, `verify`, plus the node classes
 re-exported from `expr`, `stmt` and `function`.
 """
 
@@ -27,6 +27,8 @@ _LAZY = {
     "ScriptError": ("msdb.ir.script", "ScriptError"),
     "estimate_flops": ("msdb.ir.flops", "estimate_flops"),
     "interpret": ("msdb.ir.interpreter", "interpret"),
+    "verify": ("msdb.ir.verify", "verify"),
+    "well_formed": ("msdb.ir.verify", "well_formed"),
     "te": ("msdb.ir.te", None),
     "zoo": ("msdb.ir.zoo", None),
 }
