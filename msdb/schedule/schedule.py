@@ -45,7 +45,7 @@ from msdb.ir.dtype import bits as dtype_bits
 from msdb.ir.function import IRModule, PrimFunc
 from msdb.ir.functor import IRMutator, free_vars
 from msdb.schedule import sampling
-from msdb.schedule.block_primitives import BlockPrimitives
+from msdb.schedule.block_primitives import INLINE_MARK, ROOT_MARK, BlockPrimitives
 from msdb.schedule.instruction import Instruction
 from msdb.schedule.rv import RV, BlockRV, ExprRV, LoopRV
 from msdb.schedule.state import ScheduleState
@@ -56,9 +56,8 @@ logger = logging.getLogger(__name__)
 #: Symbol-table values of the LoopRVs `sample_compute_location` returns for its non-loop
 #: decisions: -1 "compute root" (leave the block where it is) and -2 "inline" (TVM's
 #: RootMark/InlineMark). compute_at/reverse_compute_at accept them (block_primitives uses the
-#: same strings); a loop is always a `Var`, so the strings never clash with a loop.
-ROOT_MARK = "root"
-INLINE_MARK = "inline"
+#: same strings, ROOT_MARK and INLINE_MARK, defined there); a loop is always a `Var`, so the
+#: strings never clash with a loop.
 
 _THREAD_AXES = frozenset(
     ["blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z",
