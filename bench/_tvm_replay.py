@@ -25,14 +25,12 @@ def main() -> None:
     db = ms.database.JSONDatabase(path_workload=f"{folder}/database_workload.json",
                                   path_tuning_record=f"{folder}/database_tuning_record.json")
     # the same order as msdb's bench: records of workload `index` (file order) by mean run_secs
-    workloads = [json.loads(line)[0] for line in open(f"{folder}/database_workload.json") if line.strip()]
     lines = [json.loads(line) for line in open(f"{folder}/database_tuning_record.json") if line.strip()]
     mine = sorted((r for r in lines if r[0] == index), key=lambda r: sum(r[1][1]) / len(r[1][1]))
     wanted = mine[rank][1][1]
     records = [r for r in db.get_all_tuning_records()
                if r.run_secs and [float(x) for x in r.run_secs] == [float(x) for x in wanted]]
     record = records[0]
-    del workloads
     sch = s_tir.Schedule(record.workload.mod)
     record.trace.apply_to_schedule(sch, remove_postproc=False)
     lib = tvm.compile(sch.mod, target=tvm.target.Target({"kind": "llvm", "num-cores": 1}))

@@ -113,7 +113,7 @@ def _run_in_worker(artifact_path: str, number: int, repeat: int, min_repeat_ms: 
 
 
 def _preload() -> None:
-    import numpy  # noqa: F401
+    import numpy  # noqa: F401  (imported now so that the first candidate does not pay for it)
 
     from msdb.tuner.codegen import jit
 

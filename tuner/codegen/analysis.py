@@ -10,13 +10,13 @@ one whose index the decomposition calls stride 1.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from msdb.ir import expr as E
 from msdb.ir import stmt as S
 from msdb.ir.arith import const_int_bound, structural_key
 from msdb.ir.dtype import is_int, is_uint
-from msdb.ir.functor import IRVisitor
+from msdb.ir.functor import IRVisitor, post_order_visit
 
 __all__ = [
     "Affine", "affine", "stride_of", "flat_index", "buffer_strides", "static_shape",
@@ -175,9 +175,16 @@ def buffer_strides(buffer: E.Buffer) -> tuple[int, ...]:
     return tuple(strides)
 
 
-def flat_index(buffer: E.Buffer, indices: tuple[E.PrimExpr, ...], dtype: str = "int64") -> E.PrimExpr:
-    """`sum(index[d] * stride[d]) + elem_offset` as one int expression of `dtype`."""
+def flat_index(buffer: E.Buffer, indices: tuple[E.PrimExpr, ...], dtype: str | None = None) -> E.PrimExpr:
+    """`sum(index[d] * stride[d]) + elem_offset` as one int expression of `dtype`: by default
+    int32 when every index is int32 and the buffer has fewer than 2**31 elements (so that the
+    simplifier can merge the digits of fused loops, `f // 3 * 3 + f % 3` -> `f`, which casts
+    would hide), else int64."""
     strides = buffer_strides(buffer)
+    if dtype is None:
+        extent = 1 + sum((d - 1) * st for d, st in zip(static_shape(buffer), strides)) if buffer.shape else 1
+        small = extent < 2**31 and all(i.dtype == "int32" for i in indices)
+        dtype = "int32" if small else "int64"
     if len(indices) != len(strides):
         from msdb.tuner.codegen.errors import CodegenError
 
@@ -219,3 +226,125 @@ def stmt_children(stmt: S.Stmt) -> tuple[S.Stmt, ...]:
         return (stmt.then_case,) if stmt.else_case is None else (stmt.then_case, stmt.else_case)
     body = getattr(stmt, "body", None)
     return (body,) if isinstance(body, S.Stmt) else ()
+
+
+#: Calls with effects outside the program (never merged, never run once for many lanes).
+EXTERN_CALLS = frozenset(["call_extern", "call_pure_extern", "tir.call_extern", "tir.call_pure_extern"])
+_KNOWN_STMTS = frozenset([S.SeqStmt, S.For, S.IfThenElse, S.LetStmt, S.BufferStore, S.Evaluate])
+
+
+def expr_info(e: E.PrimExpr) -> tuple[bool, frozenset]:
+    """(pure, variables read): pure = no loads and no external calls, so equal inputs give an
+    equal value anywhere the inputs are bound the same."""
+    impure: list[Any] = []
+    used: set[E.Var] = set()
+
+    def visit(node: Any) -> None:
+        t = type(node)
+        if t is E.Var:
+            used.add(node)
+        elif t is E.BufferLoad or (t is E.Call and node.op in EXTERN_CALLS):
+            impure.append(node)
+
+    walk(e, visit)
+    return not impure, frozenset(used)
+
+
+def walk(node: Any, fn: Callable[[Any], None]) -> None:
+    """Pre-order over statements and expressions, including `Allocate`."""
+    fn(node)
+    t = type(node)
+    if isinstance(node, S.Stmt) and t not in _KNOWN_STMTS:  # lowering-only statements (Allocate)
+        walk(node.body, fn)
+        return
+    if isinstance(node, S.Stmt):
+        if t is S.SeqStmt:
+            for x in node.seq:
+                walk(x, fn)
+        elif t is S.For:
+            walk(node.min, fn)
+            walk(node.extent, fn)
+            walk(node.body, fn)
+        elif t is S.IfThenElse:
+            walk(node.condition, fn)
+            walk(node.then_case, fn)
+            if node.else_case is not None:
+                walk(node.else_case, fn)
+        elif t is S.LetStmt:
+            walk(node.value, fn)
+            walk(node.body, fn)
+        elif t is S.BufferStore:
+            walk(node.value, fn)
+            for i in node.indices:
+                walk(i, fn)
+        elif t is S.Evaluate:
+            walk(node.value, fn)
+        return
+    if isinstance(node, E.BinaryOp):
+        walk(node.a, fn)
+        walk(node.b, fn)
+    elif t is E.Not:
+        walk(node.a, fn)
+    elif t is E.Select:
+        walk(node.condition, fn)
+        walk(node.true_value, fn)
+        walk(node.false_value, fn)
+    elif t is E.Cast:
+        walk(node.value, fn)
+    elif t is E.Call:
+        for a in node.args:
+            walk(a, fn)
+    elif t is E.BufferLoad:
+        for i in node.indices:
+            walk(i, fn)
+
+
+
+def has_load(exprs: Any) -> bool:
+    found = []
+
+    def visit(node: Any) -> None:
+        if isinstance(node, E.BufferLoad):
+            found.append(node)
+
+    for e in exprs:
+        post_order_visit(e, visit)
+    return bool(found)
+
+
+
+def count_stmts(s: S.Stmt) -> int:
+    """Statements executed by one run of `s` when its unrolled loops are replicated (an
+    estimate of code size for the explicit-unroll limit)."""
+    t = type(s)
+    if t is S.SeqStmt:
+        return sum(count_stmts(x) for x in s.seq)
+    if t is S.For:
+        inner = count_stmts(s.body)
+        if s.kind == S.ForKind.UNROLLED and type(s.extent) is E.IntImm:
+            return inner * max(1, s.extent.value)
+        return inner + 1
+    if t is S.IfThenElse:
+        return count_stmts(s.then_case) + (count_stmts(s.else_case) if s.else_case is not None else 0) + 1
+    if t is S.LetStmt or (isinstance(s, S.Stmt) and t not in _KNOWN_STMTS):
+        return count_stmts(s.body) + 1
+    return 1
+
+
+
+
+_PROMOTABLE = (E.Add, E.Sub, E.Mul, E.FloorDiv, E.FloorMod, E.Div, E.Mod, E.Min, E.Max)
+
+
+def promote_to_i64(e: E.PrimExpr) -> E.PrimExpr:
+    """The same integer expression computed in int64: arithmetic nodes are rebuilt at int64,
+    int32 constants widened, any other int32 leaf cast. Equal to `e` whenever `e` does not
+    overflow int32 (index arithmetic of a valid access never does)."""
+    if e.dtype != "int32":
+        return e
+    t = type(e)
+    if t is E.IntImm:
+        return E.IntImm("int64", e.value)
+    if t in _PROMOTABLE:
+        return t(promote_to_i64(e.a), promote_to_i64(e.b), "int64")
+    return E.Cast("int64", e)

@@ -699,7 +699,7 @@ def _fmt_expr(e: Any) -> str:
     if t is E.BufferLoad:
         return f"{e.buffer.name}[{', '.join(_fmt_expr(i) for i in e.indices)}]"
     if isinstance(e, E.BinaryOp):
-        sym = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.Div: "/", E.Mod: "%%", E.FloorDiv: "//", E.FloorMod: "%",
+        sym = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.Div: "/", E.FloorDiv: "//", E.FloorMod: "%",
                E.EQ: "==", E.NE: "!=", E.LT: "<", E.LE: "<=", E.GT: ">", E.GE: ">=", E.And: "and",
                E.Or: "or"}.get(t)
         if sym is None:

@@ -1,0 +1,531 @@
+"""Expression emission (a mixin of the emitter): arithmetic with TVM's semantics (floor and
+truncating division, nsw on signed integers, fast-math flags on floats), comparisons, casts,
+select and lazy if_then_else, math intrinsics and libm calls, extern calls; scalar or vector
+operands alike (a scalar meeting a vector is broadcast)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import llvmlite.ir as ir
+
+from msdb.ir import expr as E
+from msdb.ir.dtype import is_float, is_int
+from msdb.tuner.codegen.analysis import EXTERN_CALLS, expr_info, has_load
+from msdb.tuner.codegen.errors import CodegenError
+from msdb.tuner.codegen.state import FnState
+from msdb.tuner.codegen.types import (
+    I1, I32, VOID, common_dtype, const, dtype_bits, fold_cast, limit_const, scalar_type, signed, wrap_int,
+)
+
+_LLVM_UNARY = {
+    "exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "log10": "log10", "sqrt": "sqrt",
+    "fabs": "fabs", "floor": "floor", "ceil": "ceil", "trunc": "trunc", "round": "nearbyint",
+    "nearbyint": "nearbyint", "sin": "sin", "cos": "cos",
+}
+_LLVM_BINARY = {"pow": "pow", "copysign": "copysign"}
+_LIBM_UNARY = frozenset(["tan", "tanh", "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh",
+                         "atanh", "erf", "log1p", "expm1"])
+_LIBM_BINARY = frozenset(["atan2", "hypot", "fmod", "nextafter"])
+
+
+
+class ExprEmitter:
+    """Mixin of `emit._Emitter`: needs `flags`, `_info`, `_keep`, `_declare`, `_intrinsic`,
+    `bound` and `load` from it."""
+
+    flags: tuple[str, ...]
+    _info: dict[int, tuple[bool, frozenset]]
+    _keep: list[Any]
+
+    def expr(self, fn: FnState, e: E.PrimExpr) -> ir.Value:
+        """Emit an expression; pure compound expressions are memoized per function while the
+        variables they read keep their bindings and their block still dominates (unrolled code
+        re-evaluates the same index arithmetic many times)."""
+        t = type(e)
+        if t is E.Var or t is E.IntImm or t is E.FloatImm:
+            return self._expr(fn, e)
+        info = self._info.get(id(e))
+        if info is None:
+            info = expr_info(e)
+            self._info[id(e)] = info
+            self._keep.append(e)
+        pure, used = info
+        vec = fn.vec
+        if not pure or (vec is not None and vec.var in used):
+            return self._expr(fn, e)
+        key = id(e)
+        hit = fn.memo.get(key)
+        versions = fn.versions
+        if hit is not None and hit[2] in fn.active and all(versions.get(v, 0) == n for v, n in hit[1]):
+            return hit[0]
+        value = self._expr(fn, e)
+        fn.memo[key] = (value, tuple((v, versions.get(v, 0)) for v in used), fn.scopes[-1])
+        return value
+
+    def _expr(self, fn: FnState, e: E.PrimExpr) -> ir.Value:
+        t = type(e)
+        if t is E.Var:
+            vec = fn.vec
+            if vec is not None and e is vec.var:
+                return vec.base if vec.lane0 else vec.vector
+            try:
+                return fn.env[e]
+            except KeyError:
+                raise CodegenError(f"variable {e.name} is used outside its scope") from None
+        if t is E.IntImm:
+            return const(scalar_type(e.dtype), int(e.value))
+        if t is E.FloatImm:
+            return const(scalar_type(e.dtype), float(e.value))
+        if t is E.BufferLoad:
+            return self.load(fn, e)
+        if isinstance(e, E.CmpOp):
+            return self.compare(fn, e)
+        if isinstance(e, E.BinaryOp):
+            return self.arith(fn, e)
+        if t is E.Not:
+            a = self.expr(fn, e.a)
+            return self.not_(fn, a)
+        if t is E.Select:
+            c = self.expr(fn, e.condition)
+            tv = self.expr(fn, e.true_value)
+            fv = self.expr(fn, e.false_value)
+            fv = self.cast_value(fn, fv, e.false_value.dtype, e.dtype)
+            tv = self.cast_value(fn, tv, e.true_value.dtype, e.dtype)
+            return self.select(fn, c, tv, fv)
+        if t is E.Cast:
+            return self.cast_value(fn, self.expr(fn, e.value), e.value.dtype, e.dtype)
+        if t is E.Call:
+            return self.call(fn, e)
+        if t is E.StringImm:
+            raise CodegenError(f"string {e.value!r} cannot be a value in generated code")
+        raise CodegenError(f"cannot emit expression {t.__name__}")
+
+    # ---- vector helpers ----
+    def splat(self, fn: FnState, v: ir.Value, lanes: int) -> ir.Value:
+        vt = ir.VectorType(v.type, lanes)
+        if isinstance(v, ir.Constant):
+            return const(vt, [v.constant] * lanes)
+        b = fn.builder
+        one = b.insert_element(ir.Constant(vt, ir.Undefined), v, const(I32, 0))
+        return b.shuffle_vector(one, ir.Constant(vt, ir.Undefined), const(ir.VectorType(I32, lanes), [0] * lanes))
+
+    def unify(self, fn: FnState, a: ir.Value, b: ir.Value) -> tuple[ir.Value, ir.Value]:
+        av, bv = isinstance(a.type, ir.VectorType), isinstance(b.type, ir.VectorType)
+        if av and not bv:
+            b = self.splat(fn, b, a.type.count)
+        elif bv and not av:
+            a = self.splat(fn, a, b.type.count)
+        return a, b
+
+    def const_like(self, v: ir.Value, value: Any) -> ir.Value:
+        t = v.type
+        if isinstance(t, ir.VectorType):
+            return const(t, [value] * t.count)
+        return const(t, value)
+
+    # ---- arithmetic ----
+    def arith(self, fn: FnState, e: E.BinaryOp) -> ir.Value:
+        dtype = e.dtype
+        a = self.cast_value(fn, self.expr(fn, e.a), e.a.dtype, dtype)
+        b = self.cast_value(fn, self.expr(fn, e.b), e.b.dtype, dtype)
+        a, b = self.unify(fn, a, b)
+        t = type(e)
+        if is_float(dtype):
+            return self.float_arith(fn, t, a, b)
+        if dtype == "bool":
+            raise CodegenError(f"{t.__name__} on bool operands")
+        if t is E.Add:
+            return self.int_op(fn, "add", a, b, dtype)
+        if t is E.Sub:
+            return self.int_op(fn, "sub", a, b, dtype)
+        if t is E.Mul:
+            return self.int_op(fn, "mul", a, b, dtype)
+        if t is E.Min or t is E.Max:
+            return self.int_minmax(fn, t is E.Min, a, b, dtype)
+        if (t is E.Div or t is E.Mod or t is E.FloorDiv or t is E.FloorMod) and fn.vec is not None \
+                and fn.vec.mask is not None and not isinstance(b, ir.Constant):
+            # inactive lanes must not trap on a zero divisor
+            mask = fn.vec.mask
+            if not isinstance(b.type, ir.VectorType):
+                b = self.splat(fn, b, mask.type.count)
+                a = self.splat(fn, a, mask.type.count) if not isinstance(a.type, ir.VectorType) else a
+            b = fn.builder.select(mask, b, self.const_like(b, 1))
+        if t is E.Div or t is E.Mod:
+            return self.int_truncdiv(fn, t is E.Div, a, b, dtype)
+        if t is E.FloorDiv or t is E.FloorMod:
+            return self.int_floordiv(fn, t is E.FloorDiv, e, a, b, dtype)
+        raise CodegenError(f"cannot emit {t.__name__}")
+
+    def float_arith(self, fn: FnState, t: type, a: ir.Value, b: ir.Value) -> ir.Value:
+        bld = fn.builder
+        fl = self.flags
+        if t is E.Add:
+            return bld.fadd(a, b, flags=fl)
+        if t is E.Sub:
+            return bld.fsub(a, b, flags=fl)
+        if t is E.Mul:
+            return bld.fmul(a, b, flags=fl)
+        if t is E.Div:
+            return bld.fdiv(a, b, flags=fl)
+        if t is E.Mod:
+            return bld.frem(a, b, flags=fl)
+        if t is E.Min:
+            return bld.select(bld.fcmp_ordered("<", a, b), a, b)
+        if t is E.Max:
+            return bld.select(bld.fcmp_ordered(">", a, b), a, b)
+        if t is E.FloorDiv or t is E.FloorMod:
+            q = bld.fdiv(a, b, flags=fl)
+            fq = bld.call(self._intrinsic("floor", q.type, 1), [q])
+            if t is E.FloorDiv:
+                return fq
+            return bld.fsub(a, bld.fmul(fq, b, flags=fl), flags=fl)
+        raise CodegenError(f"cannot emit {t.__name__} on floats")
+
+    def int_op(self, fn: FnState, op: str, a: ir.Value, b: ir.Value, dtype: str) -> ir.Value:
+        """add/sub/mul with constant folding (unrolled code is mostly constant arithmetic)."""
+        ca = a.constant if isinstance(a, ir.Constant) and isinstance(a.type, ir.IntType) else None
+        cb = b.constant if isinstance(b, ir.Constant) and isinstance(b.type, ir.IntType) else None
+        if isinstance(ca, int) and isinstance(cb, int):
+            value = ca + cb if op == "add" else ca - cb if op == "sub" else ca * cb
+            return const(a.type, wrap_int(value, a.type.width, signed(dtype)))
+        if op == "add":
+            if ca == 0:
+                return b
+            if cb == 0:
+                return a
+        elif op == "sub":
+            if cb == 0:
+                return a
+        elif op == "mul":
+            if ca == 1:
+                return b
+            if cb == 1:
+                return a
+            if ca == 0 or cb == 0:
+                return self.const_like(a, 0)
+        flags = ["nsw"] if signed(dtype) else []
+        return getattr(fn.builder, op)(a, b, flags=flags)
+
+    def int_minmax(self, fn: FnState, is_min: bool, a: ir.Value, b: ir.Value, dtype: str) -> ir.Value:
+        ca = a.constant if isinstance(a, ir.Constant) else None
+        cb = b.constant if isinstance(b, ir.Constant) else None
+        if isinstance(ca, int) and isinstance(cb, int):
+            return a if ((ca <= cb) == is_min) else b
+        op = "<" if is_min else ">"
+        cmp = fn.builder.icmp_signed(op, a, b) if signed(dtype) else fn.builder.icmp_unsigned(op, a, b)
+        return fn.builder.select(cmp, a, b)
+
+    def int_truncdiv(self, fn: FnState, is_div: bool, a: ir.Value, b: ir.Value, dtype: str) -> ir.Value:
+        ca = a.constant if isinstance(a, ir.Constant) else None
+        cb = b.constant if isinstance(b, ir.Constant) else None
+        if isinstance(ca, int) and isinstance(cb, int) and cb != 0:
+            q = abs(ca) // abs(cb) * (1 if (ca >= 0) == (cb >= 0) else -1)
+            return ir.Constant(a.type, q if is_div else ca - q * cb)
+        bld = fn.builder
+        if signed(dtype):
+            return bld.sdiv(a, b) if is_div else bld.srem(a, b)
+        return bld.udiv(a, b) if is_div else bld.urem(a, b)
+
+    def int_floordiv(self, fn: FnState, is_div: bool, e: E.BinaryOp, a: ir.Value, b: ir.Value, dtype: str) -> ir.Value:
+        bld = fn.builder
+        ca = a.constant if isinstance(a, ir.Constant) else None
+        cb = b.constant if isinstance(b, ir.Constant) else None
+        if isinstance(ca, int) and isinstance(cb, int) and cb != 0:
+            return ir.Constant(a.type, ca // cb if is_div else ca % cb)
+        if not signed(dtype):
+            return bld.udiv(a, b) if is_div else bld.urem(a, b)
+        if isinstance(cb, int) and cb > 0:
+            lo, _ = self.bound(fn, e.a)
+            if lo >= 0:  # both non-negative: truncation is flooring, and LLVM turns it into shifts
+                return bld.udiv(a, b) if is_div else bld.urem(a, b)
+            if cb == 1:
+                return a if is_div else self.const_like(a, 0)
+        q = bld.sdiv(a, b)
+        r = bld.srem(a, b)
+        zero = self.const_like(a, 0)
+        if isinstance(cb, int) and cb > 0:
+            adjust = bld.icmp_signed("<", r, zero)
+        else:
+            nonzero = bld.icmp_signed("!=", r, zero)
+            signs = bld.xor(bld.icmp_signed("<", r, zero), bld.icmp_signed("<", b, zero))
+            adjust = bld.and_(nonzero, signs)
+        if is_div:
+            return bld.sub(q, bld.zext(adjust, q.type))
+        return bld.select(adjust, bld.add(r, b), r)
+
+    # ---- comparisons and logic ----
+    def compare(self, fn: FnState, e: E.CmpOp) -> ir.Value:
+        t = type(e)
+        if t is E.And or t is E.Or:
+            a = self.to_bool(fn, self.expr(fn, e.a), e.a.dtype)
+            b = self.to_bool(fn, self.expr(fn, e.b), e.b.dtype)
+            ca = a.constant if isinstance(a, ir.Constant) else None
+            cb = b.constant if isinstance(b, ir.Constant) else None
+            if t is E.And:
+                if ca is not None and not isinstance(a.type, ir.VectorType):
+                    return b if ca else a
+                if cb is not None and not isinstance(b.type, ir.VectorType):
+                    return a if cb else b
+                a, b = self.unify(fn, a, b)
+                return fn.builder.and_(a, b)
+            if ca is not None and not isinstance(a.type, ir.VectorType):
+                return a if ca else b
+            if cb is not None and not isinstance(b.type, ir.VectorType):
+                return b if cb else a
+            a, b = self.unify(fn, a, b)
+            return fn.builder.or_(a, b)
+        dtype = common_dtype(e.a.dtype, e.b.dtype)
+        a = self.cast_value(fn, self.expr(fn, e.a), e.a.dtype, dtype)
+        b = self.cast_value(fn, self.expr(fn, e.b), e.b.dtype, dtype)
+        op = {E.EQ: "==", E.NE: "!=", E.LT: "<", E.LE: "<=", E.GT: ">", E.GE: ">="}[t]
+        if isinstance(a, ir.Constant) and isinstance(b, ir.Constant) and isinstance(a.constant, int) \
+                and isinstance(b.constant, int):
+            x, y = a.constant, b.constant
+            result = {"==": x == y, "!=": x != y, "<": x < y, "<=": x <= y, ">": x > y, ">=": x >= y}[op]
+            return ir.Constant(I1, int(result))
+        a, b = self.unify(fn, a, b)
+        bld = fn.builder
+        if is_float(dtype):
+            if op == "!=":
+                return bld.fcmp_unordered("!=", a, b)
+            return bld.fcmp_ordered(op, a, b)
+        if signed(dtype):
+            return bld.icmp_signed(op, a, b)
+        return bld.icmp_unsigned(op, a, b)
+
+    def not_(self, fn: FnState, a: ir.Value) -> ir.Value:
+        if isinstance(a, ir.Constant) and not isinstance(a.type, ir.VectorType):
+            return ir.Constant(I1, int(not a.constant))
+        return fn.builder.xor(a, self.const_like(a, 1))
+
+    def to_bool(self, fn: FnState, v: ir.Value, dtype: str) -> ir.Value:
+        return v if dtype == "bool" else self.cast_value(fn, v, dtype, "bool")
+
+    def select(self, fn: FnState, c: ir.Value, t: ir.Value, f: ir.Value) -> ir.Value:
+        if isinstance(c, ir.Constant) and not isinstance(c.type, ir.VectorType):
+            return t if c.constant else f
+        t, f = self.unify(fn, t, f)
+        if isinstance(c.type, ir.VectorType) and not isinstance(t.type, ir.VectorType):
+            t = self.splat(fn, t, c.type.count)
+            f = self.splat(fn, f, c.type.count)
+        return fn.builder.select(c, t, f)
+
+    # ---- casts ----
+    def cast_value(self, fn: FnState, v: ir.Value, src: str, dst: str) -> ir.Value:
+        if src == dst:
+            return v
+        dst_t = scalar_type(dst)
+        vt = v.type
+        lanes = vt.count if isinstance(vt, ir.VectorType) else None
+        target = ir.VectorType(dst_t, lanes) if lanes else dst_t
+        bld = fn.builder
+        if isinstance(v, ir.Constant) and lanes is None and isinstance(v.constant, (int, float)):
+            return fold_cast(v.constant, src, dst, dst_t)
+        if dst == "bool":
+            if is_float(src):
+                return bld.fcmp_unordered("!=", v, self.const_like(v, 0.0))
+            return bld.icmp_unsigned("!=", v, self.const_like(v, 0))
+        if src == "bool":
+            return bld.uitofp(v, target) if is_float(dst) else bld.zext(v, target)
+        if is_float(src) and is_float(dst):
+            sb, db = dtype_bits(src), dtype_bits(dst)
+            return bld.fpext(v, target) if db > sb else bld.fptrunc(v, target)
+        if is_float(src):
+            return bld.fptosi(v, target) if is_int(dst) else bld.fptoui(v, target)
+        if is_float(dst):
+            return bld.sitofp(v, target) if is_int(src) else bld.uitofp(v, target)
+        sb, db = dtype_bits(src), dtype_bits(dst)
+        if db == sb:
+            return v
+        if db < sb:
+            return bld.trunc(v, target)
+        return bld.sext(v, target) if is_int(src) else bld.zext(v, target)
+
+    # ---- calls ----
+    def call(self, fn: FnState, e: E.Call) -> ir.Value:
+        op = e.op[4:] if e.op.startswith("tir.") else e.op
+        args = e.args
+        bld = fn.builder
+        if op == "if_then_else":
+            return self.if_then_else(fn, e)
+        if e.op in EXTERN_CALLS:
+            return self.extern_call(fn, e)
+        if op in ("likely", "assume"):
+            return self.expr(fn, args[0])
+        if op in ("max_value", "min_value"):
+            return limit_const(e.dtype, op == "max_value")
+        if op in ("infinity", "inf"):
+            return ir.Constant(scalar_type(e.dtype), math.inf)
+        if op == "nan":
+            return ir.Constant(scalar_type(e.dtype), math.nan)
+        if op == "reinterpret":
+            v = self.expr(fn, args[0])
+            return bld.bitcast(v, scalar_type(e.dtype))
+        if op in ("bitwise_and", "bitwise_or", "bitwise_xor", "shift_left", "shift_right"):
+            a = self.cast_value(fn, self.expr(fn, args[0]), args[0].dtype, e.dtype)
+            b = self.cast_value(fn, self.expr(fn, args[1]), args[1].dtype, e.dtype)
+            a, b = self.unify(fn, a, b)
+            if op == "shift_right":
+                return bld.ashr(a, b) if signed(e.dtype) else bld.lshr(a, b)
+            name = {"bitwise_and": "and_", "bitwise_or": "or_", "bitwise_xor": "xor", "shift_left": "shl"}[op]
+            return getattr(bld, name)(a, b)
+        if op == "bitwise_not":
+            a = self.cast_value(fn, self.expr(fn, args[0]), args[0].dtype, e.dtype)
+            return bld.xor(a, self.const_like(a, -1))
+        if op in ("abs", "fabs") and not is_float(e.dtype):
+            a = self.cast_value(fn, self.expr(fn, args[0]), args[0].dtype, e.dtype)
+            if not signed(e.dtype):
+                return a
+            neg = bld.sub(self.const_like(a, 0), a)
+            return bld.select(bld.icmp_signed("<", a, self.const_like(a, 0)), neg, a)
+        if op in ("isnan", "isinf", "isfinite"):
+            a = self.expr(fn, args[0])
+            if not is_float(args[0].dtype):
+                return self.const_like(a, 0) if op != "isfinite" else self.const_like(a, 1)
+            if op == "isnan":
+                return bld.fcmp_unordered("uno", a, a)
+            inf = self.const_like(a, math.inf)
+            absval = bld.call(self._intrinsic("fabs", a.type, 1), [a])
+            if op == "isinf":
+                return bld.fcmp_ordered("==", absval, inf)
+            return bld.fcmp_ordered("<", absval, inf)
+        if not is_float(e.dtype):
+            if op in ("floor", "ceil", "trunc", "round", "nearbyint") and not is_float(args[0].dtype):
+                return self.cast_value(fn, self.expr(fn, args[0]), args[0].dtype, e.dtype)
+            raise CodegenError(f"call {op!r} with dtype {e.dtype} is not supported by the CPU code generator")
+        return self.float_call(fn, op, e)
+
+    def extern_call(self, fn: FnState, e: E.Call) -> ir.Value:
+        """`T.call_extern(dtype, "name", args...)`: a C function of this process (libc, libm,
+        libgomp...), declared from the argument and result dtypes."""
+        if not e.args or not isinstance(e.args[0], E.StringImm):
+            raise CodegenError(f"{e.op} needs the function name as its first argument")
+        name = e.args[0].value
+        vals = [self.expr(fn, a) for a in e.args[1:]]
+        if any(isinstance(v.type, ir.VectorType) for v in vals):
+            raise CodegenError(f"{e.op} {name!r} with lane-dependent arguments")
+        ret = VOID if e.dtype == "void" else scalar_type(e.dtype)
+        decl = self._declare(name, ret, [v.type for v in vals])
+        result = fn.builder.call(decl, vals)
+        return ir.Constant(I32, 0) if e.dtype == "void" else result
+
+    def float_call(self, fn: FnState, op: str, e: E.Call) -> ir.Value:
+        bld = fn.builder
+        dtype = e.dtype
+        work = "float32" if dtype == "float16" else dtype  # half math through float (storage type only)
+        vals = [self.cast_value(fn, self.expr(fn, a), a.dtype, work) for a in e.args]
+        if len(vals) == 2:
+            vals[0], vals[1] = self.unify(fn, vals[0], vals[1])
+        elif len(vals) == 3:
+            lanes = next((v.type.count for v in vals if isinstance(v.type, ir.VectorType)), None)
+            if lanes:
+                vals = [v if isinstance(v.type, ir.VectorType) else self.splat(fn, v, lanes) for v in vals]
+        fl = self.flags
+        if op in _LLVM_UNARY:
+            out = bld.call(self._intrinsic(_LLVM_UNARY[op], vals[0].type, 1), vals[:1])
+        elif op in _LLVM_BINARY:
+            out = bld.call(self._intrinsic(_LLVM_BINARY[op], vals[0].type, 2), vals[:2])
+        elif op == "fma":
+            out = bld.call(self._intrinsic("fma", vals[0].type, 3), vals[:3])
+        elif op == "sigmoid":
+            x = vals[0]
+            neg = bld.fneg(x)
+            ex = bld.call(self._intrinsic("exp", x.type, 1), [neg])
+            one = self.const_like(x, 1.0)
+            out = bld.fdiv(one, bld.fadd(one, ex, flags=fl), flags=fl)
+        elif op == "rsqrt":
+            x = vals[0]
+            out = bld.fdiv(self.const_like(x, 1.0), bld.call(self._intrinsic("sqrt", x.type, 1), [x]), flags=fl)
+        elif op == "exp10":
+            x = vals[0]
+            out = bld.call(self._intrinsic("pow", x.type, 2), [self.const_like(x, 10.0), x])
+        elif op in _LIBM_UNARY or op in _LIBM_BINARY:
+            out = self.libm(fn, op, vals, work)
+        else:
+            raise CodegenError(f"math call {op!r} is not supported by the CPU code generator")
+        return self.cast_value(fn, out, work, dtype)
+
+    def libm(self, fn: FnState, op: str, vals: list[ir.Value], dtype: str) -> ir.Value:
+        """A C math library call; vectors go lane by lane."""
+        et = scalar_type(dtype)
+        name = op + ("f" if dtype == "float32" else "")
+        decl = self._declare(name, et, [et] * len(vals))
+        bld = fn.builder
+        t = vals[0].type
+        if not isinstance(t, ir.VectorType):
+            return bld.call(decl, vals)
+        out = ir.Constant(t, ir.Undefined)
+        for lane in range(t.count):
+            idx = ir.Constant(I32, lane)
+            lane_vals = [bld.extract_element(v, idx) for v in vals]
+            out = bld.insert_element(out, bld.call(decl, lane_vals), idx)
+        return out
+
+    def if_then_else(self, fn: FnState, e: E.Call) -> ir.Value:
+        """Lazy: only the taken arm is evaluated (it may hold an access that is out of bounds
+        when the condition is false, like padding), except lane-dependent conditions in vector
+        code, whose arms the vector plan guarantees to be load-free."""
+        cond_e, t_e, f_e = e.args
+        c = self.to_bool(fn, self.expr(fn, cond_e), cond_e.dtype)
+        if isinstance(c, ir.Constant) and not isinstance(c.type, ir.VectorType):
+            chosen = t_e if c.constant else f_e
+            return self.cast_value(fn, self.expr(fn, chosen), chosen.dtype, e.dtype)
+        if isinstance(c.type, ir.VectorType):
+            vec = fn.vec
+            assert vec is not None
+            outer, outer_predicated = vec.mask, vec.predicated
+            bld = fn.builder
+            try:  # each arm under its own mask: its loads touch memory only for its lanes
+                vec.predicated = True
+                vec.mask = c if outer is None else bld.and_(outer, c)
+                tv = self.cast_value(fn, self.expr(fn, t_e), t_e.dtype, e.dtype)
+                inverse = bld.xor(c, self.const_like(c, 1))
+                vec.mask = inverse if outer is None else bld.and_(outer, inverse)
+                fv = self.cast_value(fn, self.expr(fn, f_e), f_e.dtype, e.dtype)
+            finally:
+                vec.mask, vec.predicated = outer, outer_predicated
+            return self.select(fn, c, tv, fv)
+        if not (has_load([t_e]) or has_load([f_e])):
+            tv = self.cast_value(fn, self.expr(fn, t_e), t_e.dtype, e.dtype)
+            fv = self.cast_value(fn, self.expr(fn, f_e), f_e.dtype, e.dtype)
+            return self.select(fn, c, tv, fv)
+        bld = fn.builder
+        then_bb = fn.fn.append_basic_block("ite_then")
+        else_bb = fn.fn.append_basic_block("ite_else")
+        merge_bb = fn.fn.append_basic_block("ite_end")
+        bld.cbranch(c, then_bb, else_bb)
+        bld.position_at_end(then_bb)
+        fn.push_scope()
+        try:
+            tv = self.cast_value(fn, self.expr(fn, t_e), t_e.dtype, e.dtype)
+        finally:
+            fn.pop_scope()
+        then_end = bld.block
+        bld.position_at_end(else_bb)
+        fn.push_scope()
+        try:
+            fv = self.cast_value(fn, self.expr(fn, f_e), f_e.dtype, e.dtype)
+        finally:
+            fn.pop_scope()
+        else_end = bld.block
+        # make both arms the same shape (scalar or vector) before the phi
+        if isinstance(tv.type, ir.VectorType) != isinstance(fv.type, ir.VectorType):
+            if isinstance(tv.type, ir.VectorType):
+                bld.position_at_end(else_end)
+                fv = self.splat(fn, fv, tv.type.count)
+                else_end = bld.block
+            else:
+                bld.position_at_end(then_end)
+                tv = self.splat(fn, tv, fv.type.count)
+                then_end = bld.block
+        bld.position_at_end(then_end)
+        bld.branch(merge_bb)
+        bld.position_at_end(else_end)
+        bld.branch(merge_bb)
+        bld.position_at_end(merge_bb)
+        phi = bld.phi(tv.type)
+        phi.add_incoming(tv, then_end)
+        phi.add_incoming(fv, else_end)
+        return phi
