@@ -14,7 +14,8 @@ Tables:
   `null` (kind ''), so `target_id` is never NULL and plain equality works in every query.
 - `tuning_record`: one measured schedule. `id` is the commit order (AUTOINCREMENT on SQLite so ids
   are never reused after a prune), trace and run times as JSON text in TVM's spelling,
-  `mean_run_secs` and `is_valid` precomputed for ranking, `trace_hash` for deduplication.
+  `mean_run_secs` and `is_valid` precomputed for ranking, `trace_hash` for deduplication (not
+  indexed: dedup reads one workload's records through the top-k index and compares in memory).
   The index `ix_tuning_record_top_k` (workload_id, target_id, is_valid, mean_run_secs, id) makes
   top-k for a (workload, target) an index range scan with no sort.
 - `source`: provenance of records (import / tune / merge / pull; file or URL and its sha256;
@@ -95,7 +96,6 @@ tuning_record = Table(
     Column("is_valid", Boolean, nullable=False),
     Column("args_info", Text, nullable=True, comment='JSON [["TENSOR", dtype, shape], ...]'),
     Index("ix_tuning_record_top_k", "workload_id", "target_id", "is_valid", "mean_run_secs", "id"),
-    Index("ix_tuning_record_trace_hash", "trace_hash"),
     sqlite_autoincrement=True,
 )
 

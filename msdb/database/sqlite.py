@@ -19,6 +19,17 @@ with `BEGIN IMMEDIATE`, so a read-then-write transaction never deadlocks against
 writer; every write is one transaction, so a process killed at any moment leaves every earlier
 commit intact.
 
+Bulk commits
+------------
+`commit_tuning_records` is the import path (budget: >= 20k records/s into a database of a
+million). Per record it hashes the trace text once and otherwise copies what the record
+holds (`TuningRecord.storage_fields`); workloads, targets and arg infos shared by a batch are
+resolved once per object. The rows go to SQLite as multi-row INSERTs with NULLs and booleans
+bound in the form pysqlite takes without its adapter protocol (`_SQLiteBulkInsert`), and the
+transaction gets a page cache sized to the batch (`_bulk_cache_kib`) so the top-k index's
+leaves stay cached while new table pages stream through. The only index on `tuning_record`
+besides its primary key is the top-k index.
+
 Queries
 -------
 Workloads are found by the view's hash column (`shash`, `ignore_tensor_hash` or `anchor_hash`),
@@ -37,7 +48,6 @@ import functools
 import getpass
 import json
 import logging
-import math
 import os
 import pickle
 import socket
@@ -53,7 +63,6 @@ from msdb.database.base import Database, check_k
 from msdb.database.errors import DatabaseError, DatabaseOpenError, SchemaVersionError, WorkloadNotCommitted
 from msdb.database.migrate import HEAD, SchemaState, schema_state, upgrade
 from msdb.records import Target, TuningRecord, Workload
-from msdb.records.record import trace_json_hash
 from msdb.records.workload import HASH_MODES
 
 if TYPE_CHECKING:
@@ -67,6 +76,7 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 BUSY_TIMEOUT_S = 30.0
 PAGE_SIZE = 16384
 CACHE_KIB = 32768
+BULK_CACHE_KIB = 262144  # the most a bulk commit raises the page cache to (_bulk_cache_kib)
 SOURCE_KINDS = ("import", "tune", "merge", "pull")
 NULL_TARGET = "null"
 _HASH_COLUMN = {"structural": M.workload.c.shash, "ignore-tensor": M.workload.c.ignore_tensor_hash,
@@ -103,6 +113,53 @@ def _executemany(conn: Connection, table: Any, columns: tuple[str, ...], rows: l
             cursor.executemany(sql, params[start:start + _INSERT_CHUNK])
     finally:
         cursor.close()
+
+
+#: Rows per INSERT statement of a SQLite bulk insert (x 9 columns: 900 parameters, under the
+#: 999 that old SQLite builds allow).
+_ROWS_PER_INSERT = 100
+#: What a NULL is bound as in a SQLite bulk insert (see `_SQLiteBulkInsert`).
+_SQLITE_NULL = ""
+
+
+class _SQLiteBulkInsert:
+    """A bulk INSERT of rows given as one flat parameter list, tuned for pysqlite.
+
+    Two costs dominated SQLite's share of a bulk commit besides the B-tree work itself:
+    - pysqlite passes `None` and `bool` (anything but exact int, float, str, bytes) through its
+      adapter protocol, a failed attribute lookup that raises and clears an exception, about a
+      microsecond per value, three values per record. Nullable columns are therefore bound as
+      `NULLIF(?, '')` with `''` standing for NULL (no nullable column of these tables ever
+      holds an empty string: they hold ids, numbers and JSON), and booleans as 0/1, which is
+      what SQLite stores for them anyway.
+    - every executed statement re-reads and rewrites the AUTOINCREMENT counter and sets up
+      its foreign-key and statement bookkeeping; one INSERT of `_ROWS_PER_INSERT` rows does
+      that once for all of them.
+    """
+
+    def __init__(self, table: Any, columns: tuple[str, ...]) -> None:
+        values = ", ".join(f"NULLIF(?, '{_SQLITE_NULL}')" if table.c[name].nullable else "?" for name in columns)
+        head = f"INSERT INTO {table.name} ({', '.join(columns)}) VALUES "
+        self.width = len(columns)
+        self.single = head + f"({values})"
+        self.multi = head + ", ".join([f"({values})"] * _ROWS_PER_INSERT)
+
+    def __call__(self, conn: Connection, params: list[Any]) -> None:
+        """INSERT the rows of `params` (`width` values per row, in column order)."""
+        width = self.width
+        step = _ROWS_PER_INSERT * width
+        full = len(params) // step * step
+        cursor = conn.connection.dbapi_connection.cursor()
+        try:
+            for offset in range(0, full, step):
+                cursor.execute(self.multi, params[offset:offset + step])
+            if full < len(params):
+                cursor.executemany(self.single, [params[i:i + width] for i in range(full, len(params), width)])
+        finally:
+            cursor.close()
+
+
+_RECORD_INSERT = _SQLiteBulkInsert(M.tuning_record, _RECORD_COLUMNS)
 
 
 # Statements of the query path, built once (SQLAlchemy then reuses their compiled form).
@@ -163,7 +220,7 @@ def _install_sqlite_settings(engine: Engine, busy_timeout_s: float) -> None:
         cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
         cursor.execute("PRAGMA synchronous = NORMAL")
         cursor.execute("PRAGMA foreign_keys = ON")
-        cursor.execute(f"PRAGMA cache_size = -{CACHE_KIB}")  # bulk commits update two indexes
+        cursor.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
         cursor.close()
 
     @event.listens_for(engine, "begin")
@@ -172,6 +229,26 @@ def _install_sqlite_settings(engine: Engine, busy_timeout_s: float) -> None:
         # otherwise fail with SQLITE_BUSY without waiting (lock upgrade deadlock).
         mode = "IMMEDIATE" if connection.get_execution_options().get("msdb_write") else "DEFERRED"
         connection.exec_driver_sql(f"BEGIN {mode}")
+
+
+def _set_cache_size(conn: Connection, kib: int) -> None:
+    """SQLite's page cache of `conn` (outside or inside a transaction; not transactional). A
+    connection that cannot take it is left alone: this only tunes speed."""
+    dbapi = conn.connection.dbapi_connection
+    try:
+        dbapi.execute(f"PRAGMA cache_size = -{int(kib)}")
+    except conn.dialect.loaded_dbapi.Error as exc:
+        logger.debug("could not set the page cache to %d KiB: %s", kib, exc)
+
+
+def _bulk_cache_kib(records: int) -> int:
+    """The page cache for a bulk commit of `records` records: about 4 KiB each (a record is
+    2-3 KB of table pages plus its share of the top-k index's leaves), at least `CACHE_KIB`,
+    at most `BULK_CACHE_KIB`. With the normal cache a 50k-record commit into a database of
+    a million records evicted the top-k index's leaves (every batch touches nearly all of
+    them) to make room for new table pages, and read them back from the file for the next
+    records; that made inserting twice as slow at 1M records as at 100k."""
+    return max(CACHE_KIB, min(BULK_CACHE_KIB, records * 4))
 
 
 def _now() -> _dt.datetime:
@@ -261,16 +338,25 @@ class SQLiteDatabase(Database):
             raw.close()
 
     @contextlib.contextmanager
-    def _write(self) -> Iterator[Connection]:
+    def _write(self, *, cache_kib: int | None = None) -> Iterator[Connection]:
         """A connection in a write transaction (BEGIN IMMEDIATE on SQLite), committed on exit.
-        If it rolls back, the ids cached for rows it inserted are forgotten too."""
+        If it rolls back, the ids cached for rows it inserted are forgotten too. `cache_kib`
+        gives SQLite's page cache that size for the transaction (see `_bulk_cache_kib`); after
+        it ends the cache is set back to `CACHE_KIB`, which frees the pages above that."""
         undo: list[Callable[[], None]] = []
         self._undo = undo
         try:
             with self._engine.connect() as conn:
                 conn.execution_options(msdb_write=True)
-                with conn.begin():
-                    yield conn
+                resized = cache_kib is not None and cache_kib > CACHE_KIB and conn.dialect.name == "sqlite"
+                if resized:
+                    _set_cache_size(conn, cache_kib)
+                try:
+                    with conn.begin():
+                        yield conn
+                finally:
+                    if resized:
+                        _set_cache_size(conn, CACHE_KIB)
         except BaseException:
             for action in reversed(undo):
                 action()
@@ -440,47 +526,58 @@ class SQLiteDatabase(Database):
 
     def commit_tuning_records(self, records: Iterable[TuningRecord], *, source_id: int | None = None) -> int:
         """Commit many records in one transaction (all or none); returns how many."""
-        from msdb.schedule.tvm_json import dumps, format_float
-
-        records = list(records)
+        records = records if isinstance(records, list) else list(records)
         if not records:
             return 0
-        with self._write() as conn:
-            # records of one batch share workload, target and args objects: resolve each once
-            workload_ids: dict[int, int] = {}
-            target_ids: dict[int, int] = {}
-            args_text: dict[int, str | None] = {}
-            rows: list[tuple[Any, ...]] = []
-            for record in records:
-                workload = record.workload
-                workload_id = workload_ids.get(id(workload))
-                if workload_id is None:
-                    workload_id = workload_ids[id(workload)] = self._record_workload_id(conn, workload)
-                target_id = target_ids.get(id(record.target))
-                if target_id is None:
-                    target_id = target_ids[id(record.target)] = self._target_id(conn, record.target)
-                args = record.args_info_json()
-                if args is None:
-                    args_json = None
-                else:
-                    args_json = args_text.get(id(args))
-                    if args_json is None:
-                        args_json = args_text[id(args)] = dumps(args)
-                run_secs = record.run_secs
-                trace = record.trace_text
-                rows.append((
-                    workload_id,
-                    target_id,
-                    source_id,
-                    trace,
-                    trace_json_hash(trace),
-                    "[" + ",".join(map(format_float, run_secs)) + "]" if run_secs is not None else None,
-                    math.fsum(run_secs) / len(run_secs) if run_secs else None,
-                    record.is_valid,
-                    args_json,
-                ))
-            _executemany(conn, M.tuning_record, _RECORD_COLUMNS, rows)
-        return len(rows)
+        with self._write(cache_kib=_bulk_cache_kib(len(records))) as conn:
+            if conn.dialect.name == "sqlite" and conn.dialect.paramstyle == "qmark":
+                _RECORD_INSERT(conn, self._record_params(conn, records, source_id, null=_SQLITE_NULL, bools=(0, 1)))
+            else:
+                params = self._record_params(conn, records, source_id, null=None, bools=(False, True))
+                width = len(_RECORD_COLUMNS)
+                _executemany(conn, M.tuning_record, _RECORD_COLUMNS,
+                             [tuple(params[i:i + width]) for i in range(0, len(params), width)])
+        return len(records)
+
+    def _record_params(self, conn: Connection, records: list[TuningRecord], source_id: int | None, *, null: Any,
+                       bools: tuple[Any, Any]) -> list[Any]:
+        """The `tuning_record` values of `records`, flat, `_RECORD_COLUMNS` per record, with NULL
+        spelled `null` and False/True as `bools` (see `_SQLiteBulkInsert`); new targets are
+        inserted on the way.
+
+        This loop is most of a bulk commit's Python time. Records of a batch usually share
+        their workload, target and arg-info objects, so each of those is resolved (row id
+        looked up, arg infos serialized) once per object, keyed by `id()` (the objects live as
+        long as `records`); the rest comes from `TuningRecord.storage_fields`, which neither
+        parses nor re-serializes the trace."""
+        from msdb.schedule.tvm_json import dumps
+
+        workload_ids: dict[int, int] = {}
+        target_ids: dict[int, int] = {}
+        args_text: dict[int, str] = {}
+        source = null if source_id is None else source_id
+        params: list[Any] = []
+        extend = params.extend
+        for record in records:
+            workload = record.workload
+            workload_id = workload_ids.get(id(workload))
+            if workload_id is None:
+                workload_id = workload_ids[id(workload)] = self._record_workload_id(conn, workload)
+            target = record.target
+            target_id = target_ids.get(id(target))
+            if target_id is None:
+                target_id = target_ids[id(target)] = self._target_id(conn, target)
+            args_key = record.args_info_key()
+            if args_key is None:
+                args_json = null
+            else:
+                args_json = args_text.get(id(args_key))
+                if args_json is None:
+                    args_json = args_text[id(args_key)] = dumps(record.args_info_json())
+            trace, trace_hash, run_text, mean, valid = record.storage_fields()
+            extend((workload_id, target_id, source, trace, trace_hash, null if run_text is None else run_text,
+                    null if mean is None else mean, bools[valid], args_json))
+        return params
 
     def _record_workload_id(self, conn: Connection, workload: Workload) -> int:
         known = workload._db_ids.get(self._key)

@@ -17,6 +17,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
+from hashlib import blake2b as _blake2b
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from msdb.errors import MsdbError
@@ -107,7 +108,13 @@ _FIRST_KIND = re.compile(r'\s*\[\s*\[\s*(?:(\])|\[\s*"([A-Za-z_][A-Za-z0-9_]*)")
 
 def _trace_text_is_valid_sketch(text: str) -> bool | None:
     """The same test on trace JSON text, from its first few bytes; None when the text does not
-    start the usual way (then it is parsed)."""
+    start the usual way (then it is parsed). Text without whitespace (what TVM and msdb write)
+    is read with plain string operations, anything else with `_FIRST_KIND`."""
+    if text.startswith('[[["'):
+        end = text.find('"', 4)
+        kind = text[4:end]
+        if end > 4 and kind.isascii() and kind.isidentifier():
+            return kind != "EnterPostproc"
     match = _FIRST_KIND.match(text)
     if match is None:
         return None
@@ -202,6 +209,12 @@ class TuningRecord:
             self._args_info = tuple(ArgInfo.from_json(a) for a in self._args_json)
         return self._args_info
 
+    def args_info_key(self) -> object | None:
+        """The object `args_info_json()` is built from (None without arg infos). It lives as long
+        as the record, so its `id` can key a cache of the JSON text for a batch of records that
+        share their arg infos; `args_info_json()` itself may return a new list on every call."""
+        return self._args_json if self._args_json is not None else self._args_info
+
     def args_info_json(self) -> list[Any] | None:
         if self._args_json is not None:
             return self._args_json
@@ -239,6 +252,53 @@ class TuningRecord:
     def trace_hash(self) -> str:
         """16-hex hash of the trace JSON (instructions and decisions), for deduplication."""
         return trace_json_hash(self.trace_text)
+
+    # ---- what a database stores ----
+    def storage_fields(self) -> tuple[str, str, str | None, float | None, bool]:
+        """`(trace text, trace hash, run_secs JSON text, mean run seconds, valid)`: the derived
+        column values a database stores for this record; exactly `trace_text`, `trace_hash()`,
+        `run_secs` in TVM's JSON spelling, `mean_run_secs` (None without run times) and
+        `is_valid`.
+
+        A bulk commit spends most of its Python time here, so the common case (trace given as
+        text, one run time) takes a straight path: the trace is neither parsed nor
+        re-serialized, hashed once, and validity is read off its first bytes.
+        """
+        text = self._trace_text
+        if text is None:
+            text = self.trace_text
+        digest = _blake2b(text.encode(), digest_size=8).hexdigest()
+        run_secs = self.run_secs
+        if not run_secs:
+            self._valid = False
+            return text, digest, (None if run_secs is None else "[]"), None, False
+        if len(run_secs) == 1:
+            value = run_secs[0]
+            spelled = "%.20g" % value if type(value) is float else ""
+            if not spelled or spelled[-1] > "9":  # a JsonFloat keeps its spelling; inf and nan have names
+                from msdb.schedule.tvm_json import format_float
+
+                spelled = format_float(value)
+            run_text = "[" + spelled + "]"
+            mean = value if type(value) is float else float(value)
+            ran = value < FAILED_RUN_SECS
+        else:
+            from msdb.schedule.tvm_json import format_float
+
+            run_text = "[" + ",".join(map(format_float, run_secs)) + "]"
+            mean = math.fsum(run_secs) / len(run_secs)
+            ran = any(r < FAILED_RUN_SECS for r in run_secs)
+        valid = self._valid
+        if valid is None:
+            if not ran:
+                valid = False
+            elif self._trace_json is None and self._trace is None:
+                quick = _trace_text_is_valid_sketch(text)
+                valid = quick if quick is not None else self._compute_valid()
+            else:
+                valid = self._compute_valid()
+            self._valid = valid
+        return text, digest, run_text, mean, valid
 
     def with_workload(self, workload: Workload) -> TuningRecord:
         """The same measurement attached to another (equal) stored workload."""
