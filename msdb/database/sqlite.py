@@ -95,7 +95,7 @@ def _insert_sql(dialect: Any, table: Any, columns: tuple[str, ...]) -> tuple[str
     return compiled.string, (tuple(compiled.positiontup) if compiled.positional else None)
 
 
-def _executemany(conn: Connection, table: Any, columns: tuple[str, ...], rows: list[tuple[Any, ...]]) -> None:
+def bulk_insert(conn: Connection, table: Any, columns: tuple[str, ...], rows: list[tuple[Any, ...]]) -> None:
     """Bulk INSERT through the DBAPI cursor of `conn`'s transaction. SQLAlchemy's per-row
     parameter processing doubled the cost of a bulk commit; the values here are plain ints,
     floats, bools and strings that every driver takes as they are."""
@@ -535,7 +535,7 @@ class SQLiteDatabase(Database):
             else:
                 params = self._record_params(conn, records, source_id, null=None, bools=(False, True))
                 width = len(_RECORD_COLUMNS)
-                _executemany(conn, M.tuning_record, _RECORD_COLUMNS,
+                bulk_insert(conn, M.tuning_record, _RECORD_COLUMNS,
                              [tuple(params[i:i + width]) for i in range(0, len(params), width)])
         return len(records)
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import functools
 import getpass
 import json
 import logging
@@ -60,7 +59,6 @@ NULL_TARGET = "null"
 #: `progress(done, total)`: how far a long operation is (the CLI draws a bar from it).
 ProgressFn = Callable[[int, int], None]
 
-_INSERT_CHUNK = 5000
 
 
 def is_opaque(ir_format: str | None) -> bool:
@@ -167,35 +165,13 @@ def write_transaction(db: SQLiteDatabase) -> Iterator[Connection]:
 # ---------------------------------------------------------------- bulk insert
 
 
-@functools.lru_cache(maxsize=16)
-def _insert_statement(dialect: Any, table: Any, columns: tuple[str, ...]) -> tuple[str, tuple[str, ...] | None]:
-    from sqlalchemy import insert
-
-    compiled = insert(table).compile(dialect=dialect, column_keys=list(columns))
-    return compiled.string, (tuple(compiled.positiontup) if compiled.positional else None)
-
-
 def insert_many(conn: Connection, table: Any, columns: tuple[str, ...], rows: Sequence[tuple[Any, ...]]) -> None:
-    """INSERT `rows` (tuples in `columns` order) with the driver's executemany, in chunks.
+    """INSERT `rows` (tuples in `columns` order) past SQLAlchemy's per-row parameter
+    processing: the database layer's bulk insert, shared so there is one implementation."""
+    from msdb.database.sqlite import bulk_insert
 
-    Going past SQLAlchemy's per-row parameter processing halves the cost of a big import; the
-    values must be plain ints, floats, bools, strings or None (never datetimes or blobs)."""
-    if not rows:
-        return
-    sql, order = _insert_statement(conn.dialect, table, columns)
-    if order is None:
-        params: Sequence[Any] = [dict(zip(columns, row)) for row in rows]
-    elif order == columns:
-        params = rows
-    else:
-        index = [columns.index(name) for name in order]
-        params = [tuple(row[i] for i in index) for row in rows]
-    cursor = conn.connection.dbapi_connection.cursor()
-    try:
-        for start in range(0, len(params), _INSERT_CHUNK):
-            cursor.executemany(sql, params[start:start + _INSERT_CHUNK])
-    finally:
-        cursor.close()
+    if rows:
+        bulk_insert(conn, table, columns, list(rows))
 
 
 # ---------------------------------------------------------------- targets
