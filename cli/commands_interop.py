@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pathlib
+
 import click
 
 from msdb.cli.common import ProgressBars, err, open_db, target_option
@@ -43,26 +45,37 @@ def import_command(db: str, paths: tuple[str, ...], skip_bad: bool, opaque: bool
     """
     import time
 
-    from msdb.interop.tvm.importer import import_plan, read_import
+    from msdb.interop.tvm.importer import import_tvm, resolve_import_paths
+    from msdb.ops.store import file_of
 
     start = time.perf_counter()
+    resolve_import_paths(paths)  # a missing or incomplete work_dir is refused before DB is opened
+    file = file_of(db)
+    created = file is not None and not file.exists()
     with ProgressBars() as progress:
-        plan = read_import(paths, opaque=opaque, progress=progress)
-        plan.check(skip_bad)  # before DB is opened: a refused import must not even create it
-        for bad in plan.bad_lines:
-            err(f"{bad} (skipped)")
         database = open_db(db, create=True)
         try:
-            summary = import_plan(database, plan, skip_bad=skip_bad, user=user, host=host, model=model,
-                                  verify=verify, progress=progress)
-        finally:
+            summary = import_tvm(database, paths, skip_bad=skip_bad, opaque=opaque, user=user, host=host,
+                                 model=model, verify=verify, progress=progress)
+        except BaseException:
             database.close()
+            if created and file is not None:
+                _remove_database_file(file)  # a refused import leaves no new, empty database behind
+            raise
+        database.close()
+    for bad in summary.bad_lines:
+        err(f"{bad} (skipped)")
     for note in summary.opaque:
         err(note)
     for failure in summary.replay_failures:
         err(failure)
     summary.seconds = time.perf_counter() - start
     click.echo(summary.line())
+
+
+def _remove_database_file(path: pathlib.Path) -> None:
+    for leftover in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        leftover.unlink(missing_ok=True)
 
 
 @click.command(name="merge")

@@ -160,6 +160,27 @@ class _SQLiteBulkInsert:
 
 
 _RECORD_INSERT = _SQLiteBulkInsert(M.tuning_record, _RECORD_COLUMNS)
+#: The columns, in order, of the rows `insert_record_rows` takes.
+RECORD_COLUMNS = _RECORD_COLUMNS
+
+
+def insert_record_rows(conn: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
+    """INSERT `tuning_record` rows (tuples in `RECORD_COLUMNS` order, NULL as None, is_valid
+    a bool) in `conn`'s transaction: the SQLite fast path of `_SQLiteBulkInsert` where it
+    applies, else `bulk_insert`. For writers that build rows themselves (import, merge)."""
+    if not rows:
+        return
+    if conn.dialect.name == "sqlite" and conn.dialect.paramstyle == "qmark":
+        null = _SQLITE_NULL
+        params: list[Any] = []
+        extend = params.extend
+        for workload_id, target_id, source_id, trace, trace_hash, run_secs, mean, valid, args in rows:
+            extend((workload_id, target_id, null if source_id is None else source_id, trace, trace_hash,
+                    null if run_secs is None else run_secs, null if mean is None else mean, 1 if valid else 0,
+                    null if args is None else args))
+        _RECORD_INSERT(conn, params)
+    else:
+        bulk_insert(conn, M.tuning_record, _RECORD_COLUMNS, list(rows))
 
 
 # Statements of the query path, built once (SQLAlchemy then reuses their compiled form).
@@ -363,6 +384,15 @@ class SQLiteDatabase(Database):
             raise
         finally:
             self._undo = []
+
+    @contextlib.contextmanager
+    def write_transaction(self, *, records: int = 0) -> Iterator[Connection]:
+        """A connection in one write transaction (BEGIN IMMEDIATE on SQLite), committed on exit
+        and rolled back on any exception, for writers that insert rows themselves (import,
+        merge, prune). `records`: about how many records it will insert, to size SQLite's page
+        cache for the transaction as a bulk commit does (see `_bulk_cache_kib`)."""
+        with self._write(cache_kib=_bulk_cache_kib(records) if records else None) as conn:
+            yield conn
 
     @contextlib.contextmanager
     def _read(self) -> Iterator[Connection]:

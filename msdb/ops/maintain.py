@@ -50,7 +50,7 @@ def prune(db: SQLiteDatabase, *, top_k: int) -> PruneSummary:
                                                   order_by=(r.mean_run_secs, r.id)).label("rank"))
               .where(r.is_valid == true()).subquery())
     keep = select(ranked.c.id).where(ranked.c.rank <= top_k)
-    with store.write_transaction(db) as conn:
+    with db.write_transaction() as conn:
         before = int(conn.execute(select(func.count()).select_from(M.tuning_record)).scalar() or 0)
         deleted = conn.execute(delete(M.tuning_record).where(r.id.not_in(keep))).rowcount
     return PruneSummary(before - deleted, deleted, time.perf_counter() - start)

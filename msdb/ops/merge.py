@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from msdb.database.errors import DatabaseError
+from msdb.database.sqlite import insert_record_rows
 from msdb.ops import store
 
 if TYPE_CHECKING:
@@ -32,8 +33,6 @@ if TYPE_CHECKING:
 __all__ = ["MergeSummary", "merge_databases"]
 
 _BATCH = 5000
-_RECORD_COLUMNS = ("workload_id", "target_id", "source_id", "trace", "trace_hash", "run_secs", "mean_run_secs",
-                   "is_valid", "args_info")
 _SOURCE_FIELDS = ("kind", "location", "sha256", "username", "host", "tvm_version", "msdb_version", "created_at")
 _WORKLOAD_FIELDS = ("shash", "ignore_tensor_hash", "anchor_hash", "name", "flops", "script", "ir_format", "ir_blob",
                     "tvm_payload", "tvm_shash", "created_at")
@@ -82,7 +81,7 @@ def merge_databases(dest: SQLiteDatabase, src: SQLiteDatabase, *, user: str | No
                                         M.task.c.weight).join(M.model, M.model.c.id == M.task.c.model_id)
                                  .order_by(M.task.c.id)).all()
         total = int(read.execute(select(func.count()).select_from(M.tuning_record)).scalar() or 0)
-        with store.write_transaction(dest) as conn:
+        with dest.write_transaction(records=total) as conn:
             workload_map, known = _merge_workloads(conn, src_workloads, summary)
             targets = store.TargetRows(conn)
             target_map = {tid: targets.id_for_config(config) for tid, config in src_targets.items()}
@@ -110,7 +109,7 @@ def merge_databases(dest: SQLiteDatabase, src: SQLiteDatabase, *, user: str | No
                                  row.run_secs, row.mean_run_secs, bool(row.is_valid), row.args_info))
                     if not row.is_valid:
                         summary.records_invalid += 1
-                store.insert_many(conn, M.tuning_record, _RECORD_COLUMNS, rows)
+                insert_record_rows(conn, rows)
                 summary.records_new += len(rows)
                 done += len(batch)
                 if progress is not None:

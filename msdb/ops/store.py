@@ -19,7 +19,6 @@ Core on the database's engine, inside the database's own write transaction, usin
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import getpass
 import json
@@ -27,7 +26,7 @@ import logging
 import os
 import socket
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from msdb.errors import MsdbError
 
@@ -40,7 +39,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "OPAQUE_PREFIX", "OPAQUE_LEGACY", "OPAQUE_UNSUPPORTED", "NULL_TARGET", "ProgressFn", "is_opaque",
-    "open_database", "write_transaction", "TargetRows", "insert_many", "workload_row", "opaque_workload_row",
+    "open_database", "TargetRows", "workload_row", "opaque_workload_row",
     "opaque_shash", "find_workload_id", "record_keys_of", "insert_source", "ensure_task", "load_workload_ir",
     "default_user", "default_host", "now", "run_secs_text", "mean_of", "file_of", "redact", "chunks",
 ]
@@ -144,34 +143,6 @@ def file_of(text: str) -> Path | None:
     if not database or database == ":memory:" or database.startswith("file:"):
         return None
     return Path(database).expanduser()
-
-
-@contextlib.contextmanager
-def write_transaction(db: SQLiteDatabase) -> Iterator[Connection]:
-    """One write transaction on `db` (BEGIN IMMEDIATE on SQLite, so a read-then-write never
-    deadlocks with another writer), committed on exit, rolled back on any exception.
-
-    Uses the database's own transaction helper so its connection settings and cache rollback
-    apply (see the report: a public `SQLiteDatabase.transaction()` would be the clean hook)."""
-    writer = getattr(db, "_write", None)
-    if writer is not None:
-        with writer() as conn:
-            yield conn
-        return
-    with db.engine.begin() as conn:  # pragma: no cover - other Database kinds with an engine
-        yield conn
-
-
-# ---------------------------------------------------------------- bulk insert
-
-
-def insert_many(conn: Connection, table: Any, columns: tuple[str, ...], rows: Sequence[tuple[Any, ...]]) -> None:
-    """INSERT `rows` (tuples in `columns` order) past SQLAlchemy's per-row parameter
-    processing: the database layer's bulk insert, shared so there is one implementation."""
-    from msdb.database.sqlite import bulk_insert
-
-    if rows:
-        bulk_insert(conn, table, columns, list(rows))
 
 
 # ---------------------------------------------------------------- targets

@@ -288,7 +288,7 @@ def test_progress_bars_on_stderr_for_big_jobs(tmp_path: pathlib.Path, monkeypatc
     monkeypatch.setattr(common.ProgressBars.__init__, "__defaults__", (100,))
     result = run("import", tmp_path / "db.sqlite", TEAMS["team_a"], TEAMS["team_b"])
     assert result.exit_code == 0
-    assert "reading" in result.stderr and "writing" in result.stderr
+    assert "importing" in result.stderr  # one pass: rows are written while the lines are read
     assert masked(result.stdout) == ["workloads: 3 new, 1 known; records: 256 new, 0 duplicate, 1 invalid; T s"]
 
 

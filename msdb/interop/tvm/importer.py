@@ -38,6 +38,7 @@ import json
 import logging
 import math
 import re
+import threading
 import time
 from dataclasses import dataclass, field
 from hashlib import blake2b
@@ -54,6 +55,7 @@ from msdb.schedule.tvm_json import JsonFloat
 
 if TYPE_CHECKING:
     from msdb.database.sqlite import SQLiteDatabase
+    from msdb.interop.tvm.import_writer import ImportWriter
     from msdb.ir.function import IRModule
     from msdb.records import Target
 
@@ -258,6 +260,29 @@ _ENTER_POSTPROC = ',["EnterPostproc",[],[],[]]'
 _chain = itertools.chain.from_iterable
 
 
+@functools.lru_cache(maxsize=4)
+def _postproc_pattern(legacy: frozenset[str]) -> re.Pattern[str]:
+    """A regex matching, from a trace's `,["EnterPostproc",...`, the rest of its instruction
+    list in TVM's compact form and the `],` before the decisions, when every instruction is
+    `[kind, [inputs], [attrs], [outputs]]` with plain JSON scalars or lists of them (two levels
+    deep at most), no legacy kind, and no one-attribute Split (those need rewriting).
+
+    This is the per-line check of the quick path: it validates as text, building no objects,
+    in half the time of scanning the same text into lists and checking their shape. Anything
+    it does not match (string escapes, NaN, deeper nesting, whitespace) goes the general way,
+    which decides the same things with the JSON scanner; so it may refuse more, never less."""
+    string = r'"[^"\\\x00-\x1f]*+"'
+    number = r"-?+(?:0|[1-9][0-9]*+)(?:\.[0-9]++)?+(?:[eE][-+]?+[0-9]++)?+"
+    scalar = rf"(?:{string}|{number}|null|true|false)"
+    flat = rf"\[(?:{scalar}(?:,{scalar})*+)?+\]"
+    item = rf"(?:{scalar}|\[(?:(?:{scalar}|{flat})(?:,(?:{scalar}|{flat}))*+)?+\])"
+    items = rf"\[(?:{item}(?:,{item})*+)?+\]"
+    excluded = "|".join(re.escape(kind) for kind in sorted(legacy | {"Split"}))
+    kind = rf'"(?!(?:{excluded})")[A-Za-z_][A-Za-z0-9_]*+"'
+    split = rf'"Split",{items},\[{item}(?:,{item})++\]'
+    return re.compile(rf"(?:,\[(?:{split}|{kind},{items},{items}),{items}\])++\],")
+
+
 def _well_formed(insts: Any) -> bool:
     """Whether `insts` is a non-empty list of `[kind, [inputs], [attrs], [outputs]]` (checked
     column-wise in C: the flattened field types against `(str, list, list, list) * n`)."""
@@ -370,7 +395,10 @@ class _Reader:
         #: trace texts up to `,["EnterPostproc"` -> what `_sketch` found, see `_quick`.
         self.sketches: dict[str, tuple[int, bool] | tuple[()]] = {}
         self.legacy_texts = tuple(json.dumps(kind) for kind in sorted(self.legacy))
+        self.postproc = _postproc_pattern(self.legacy)
         self.bad: list[BadLine] = []
+        #: The progress phase this reader reports.
+        self.phase = "reading"
         self.done = 0
         self.total = total
 
@@ -525,38 +553,41 @@ class _Reader:
                     sketch = self._sketch(text[start:enter])
                 if not sketch:
                     return None
-                n_sketch, sketch_ok = sketch
-                # the sketch is a complete list of instructions: `enter` lies between two of them
-                insts, end = _scan_once("[" + text[enter + 1:], 0)
-                end += enter
-                if text[end:end + 1] != ",":
+                n_insts, sketch_ok = sketch
+                # the sketch is a complete list of instructions: `enter` lies between two of them;
+                # the rest of the instructions are checked as text (no legacy kind, no
+                # one-attribute Split), then the decisions are scanned; decisions may only point
+                # into the sketch here (where sampling instructions are), else the general path
+                post = self.postproc.match(text, enter)
+                if post is None:
                     return None
-                decisions, end = _scan_once(text, end + 1)
+                decisions, end = _scan_once(text, post.end())
                 if text[end:end + 1] != "]":
                     return None
                 end += 1
-                checked = enter - start  # where, in the trace text, the unchecked part starts
             else:
                 trace, end = _scan_once(text, start)
                 if type(trace) is not list or len(trace) != 2:
                     return None
                 insts, decisions = trace
-                if type(insts) is not list or not insts:
+                if not _well_formed(insts):
                     return None
-                n_sketch, sketch_ok, checked = 0, insts[0][0] != "EnterPostproc", 0
+                trace_text = text[start:end]
+                if _SPLIT_ONE_ATTR.search(trace_text) is not None or any(k in trace_text for k in self.legacy_texts):
+                    return None  # maybe a legacy instruction: the general path decides and rewrites
+                n_insts, sketch_ok = len(insts), insts[0][0] != "EnterPostproc"
             if text[end:end + 1] != ",":
                 return None
             run_secs, end2 = _scan_once(text, end + 1)
         except (StopIteration, ValueError, TypeError, IndexError, KeyError):
             return None
-        if text[end2:end2 + 1] != "," or type(decisions) is not list or not _well_formed(insts):
+        if text[end2:end2 + 1] != "," or type(decisions) is not list:
             return None
         tail = self.tails.get(text[end2 + 1:])
         if tail is None:
             tail = self._tail(text, end2 + 1)
             if tail is None:
                 return None
-        n = n_sketch + len(insts)
         if decisions:
             try:
                 if set(map(len, decisions)) != _TWO:
@@ -564,15 +595,10 @@ class _Reader:
                 indexes = [d[0] for d in decisions]
             except (TypeError, KeyError):
                 return None
-            if set(map(type, indexes)) != _INT_ONLY or min(indexes) < 0 or max(indexes) >= n:
+            if set(map(type, indexes)) != _INT_ONLY or min(indexes) < 0 or max(indexes) >= n_insts:
                 return None
         trace_text = text[start:end]
         if " " in trace_text or "\n" in trace_text or "\t" in trace_text or "\r" in trace_text:
-            return None
-        for kind in self.legacy_texts:
-            if trace_text.find(kind, checked) >= 0:
-                return None  # maybe a legacy instruction: the general path decides and rewrites
-        if _SPLIT_ONE_ATTR.search(trace_text, checked) is not None:
             return None
         if type(run_secs) is not list or not run_secs or not set(map(type, run_secs)) <= _FLOAT_INT:
             return None
@@ -712,68 +738,99 @@ class _Reader:
         return dumps(args)
 
     # ---- files ----
-    def read(self, workload_path: Path, record_path: Path) -> ParsedWorkDir:
+    def read(self, workload_path: Path, record_path: Path, sink: ImportWriter | None = None) -> ParsedWorkDir:
+        """Parse one work_dir. With a `sink`, its workloads, then its record rows in batches
+        (not kept in the result), then its end are handed to the sink as they are parsed."""
         try:
             workload_bytes = workload_path.read_bytes()
             record_bytes = record_path.read_bytes()
         except OSError as exc:
             raise WorkDirError(f"{exc.filename}: cannot read ({exc.strerror})") from None
-        wd = ParsedWorkDir(workload_path, record_path, hashlib.sha256(workload_bytes).hexdigest(),
-                           hashlib.sha256(record_bytes).hexdigest())
+        wd = ParsedWorkDir(workload_path, record_path, hashlib.sha256(workload_bytes).hexdigest(), "")
         for number, text in self._lines(workload_path, workload_bytes):
             wd.workloads.append(self.workload_line(workload_path, number, text))
         n_workloads = len(wd.workloads)
+        if sink is not None:
+            sink.workloads(wd)
+        digest = _Sha256(record_bytes)
         try:
             text = record_bytes.decode("utf-8")
         except UnicodeDecodeError:
             lines = self._lines(record_path, record_bytes)  # line by line, naming the lines that are not UTF-8
         else:
             del record_bytes  # a big log: hold the bytes, the text and its lines no longer than needed
+            workers = _worker_count(self.workers, _estimated_lines(text))
+            if workers > 1:
+                self.done += self._read_records_parallel(wd, record_path, text, n_workloads, workers, digest, sink)
+                return self._finish(wd, digest, sink)
             lines = _nonblank(text.split("\n"))
             del text
-        workers = _worker_count(self.workers, len(lines))
-        if workers > 1:
-            self._read_records_parallel(wd, record_path, lines, n_workloads, workers)
-        else:
-            progress, every = self.progress, _PROGRESS_EVERY
-            for count, (number, text) in enumerate(lines, start=1):
-                self.record_line(wd, record_path, number, text, n_workloads)
-                if progress is not None and count % every == 0:
-                    progress("reading", min(self.done + count, self.total), self.total)
+        digest.start()
+        progress, every = self.progress, _PROGRESS_EVERY
+        for count, (number, text) in enumerate(lines, start=1):
+            self.record_line(wd, record_path, number, text, n_workloads)
+            if count % every == 0:
+                if progress is not None:
+                    progress(self.phase, min(self.done + count, self.total), self.total)
+                if sink is not None:
+                    sink.records(wd, wd.records)
+                    wd.records = []
         self.done += len(lines)
+        return self._finish(wd, digest, sink)
+
+    @staticmethod
+    def _finish(wd: ParsedWorkDir, digest: _Sha256, sink: ImportWriter | None) -> ParsedWorkDir:
+        wd.record_sha256 = digest.hexdigest()
+        if sink is not None:
+            sink.records(wd, wd.records)
+            wd.records = []
+            sink.done(wd)
         return wd
 
-    def _read_records_parallel(self, wd: ParsedWorkDir, path: Path, lines: list[tuple[int, str]], n_workloads: int,
-                               workers: int) -> None:
-        """`record_line` for every line, in forked worker processes (the JSON scan of the traces
-        is most of an import's time). Workers inherit `lines` through fork and send back compact
-        rows: a trace that is the line's own text comes back as offsets, not as text."""
+    def _read_records_parallel(self, wd: ParsedWorkDir, path: Path, text: str, n_workloads: int, workers: int,
+                               digest: _Sha256, sink: ImportWriter | None) -> int:
+        """`record_line` for every line of the record file's `text`, in forked worker processes
+        (the trace checks are most of an import's time); returns the number of lines.
+
+        Workers inherit `text` through fork and each splits its own stretch of it into lines:
+        handing them a list of 100k line strings instead made every worker dirty (copy) the
+        page of each line it touched, through the reference count, which cost more than the
+        parsing it saved. Rows come back compact: a trace that is the line's own text comes
+        back as offsets into `text`, not as text."""
         import multiprocessing
 
-        global _FORK_LINES
+        global _FORK_TEXT
         valid = [w is not None for w in wd.workloads]
-        tasks = [(lo, min(lo + _CHUNK, len(lines)), str(path), str(wd.workload_path), n_workloads, valid,
-                  self.opaque) for lo in range(0, len(lines), _CHUNK)]
-        _FORK_LINES = lines
+        tasks = [(lo, hi, str(path), str(wd.workload_path), n_workloads, valid, self.opaque)
+                 for lo, hi in _line_chunks(text, _CHUNK)]
+        _FORK_TEXT = text
+        n_lines = 0  # lines of the chunks done so far: the number of the next chunk's first line, minus one
         try:
             with multiprocessing.get_context("fork").Pool(workers) as pool:
-                for lo, hi, records, bad, targets, errors, normalized in pool.imap(_parse_chunk, tasks):
-                    for k, row in records:
-                        text = row[3]
-                        if type(text) is tuple:
-                            start, end = text
-                            row = row[:3] + (lines[lo + k][1][start:end],) + row[4:]
-                        wd.records.append(row)
-                    self.bad.extend(bad)
+                digest.start()  # its thread starts after the fork: a forked child has only the main thread
+                for count, records, bad, targets, errors, normalized in pool.imap(_parse_chunk, tasks):
+                    rows = []
+                    for row in records:
+                        trace = row[3]
+                        if type(trace) is tuple:
+                            trace = text[trace[0]:trace[1]]
+                        rows.append((row[0] + n_lines, row[1], row[2], trace) + row[4:])
+                    self.bad.extend(BadLine(b.path, b.line + n_lines, b.reason) for b in bad)
                     for key, config in targets.items():
                         if key not in self.targets:
                             self.targets[key] = None if config is None else _target_from_canonical(config)
+                    if sink is not None:
+                        sink.records(wd, rows)  # the workers parse the next chunks meanwhile
+                    else:
+                        wd.records.extend(rows)
                     self.target_errors.update(errors)
                     wd.normalized += normalized
+                    n_lines += count
                     if self.progress is not None:
-                        self.progress("reading", min(self.done + hi, self.total), self.total)
+                        self.progress(self.phase, min(self.done + n_lines, self.total), self.total)
         finally:
-            _FORK_LINES = None
+            _FORK_TEXT = None
+        return n_lines
 
     def _lines(self, path: Path, data: bytes) -> list[tuple[int, str]]:
         """Non-blank lines with their 1-based numbers (TVM 0.27 segfaults on a blank line; msdb
@@ -793,16 +850,43 @@ class _Reader:
         return out
 
 
+class _Sha256:
+    """The sha256 of a record file, computed in a thread while its lines are parsed: hashlib
+    releases the GIL on large buffers, so on a second core the 250 MB of a 100k-record log
+    hash for free instead of adding a tenth to the import."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data: bytes | None = data
+        self._hash = hashlib.sha256()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="msdb-import-sha256", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        assert self._data is not None
+        self._hash.update(self._data)
+        self._data = None
+
+    def hexdigest(self) -> str:
+        if self._thread is None:
+            self._run()
+        else:
+            self._thread.join()
+        return self._hash.hexdigest()
+
+
 def _nonblank(lines: list[str]) -> list[tuple[int, str]]:
     return [(number, line) for number, line in enumerate(lines, start=1) if line and not line.isspace()]
 
 
-#: Lines per parallel parsing task, and the smallest record file worth forking for.
+#: Lines per parallel parsing task (about), and the smallest record file worth forking for.
 _CHUNK = 5000
 _PARALLEL_MIN_LINES = 20000
 _MAX_WORKERS = 8
-#: The record lines a forked worker reads (set by the parent just before forking).
-_FORK_LINES: list[tuple[int, str]] | None = None
+#: The record file's text a forked worker reads (set by the parent just before forking).
+_FORK_TEXT: str | None = None
 
 
 def _worker_count(requested: int | None, n_lines: int) -> int:
@@ -821,31 +905,71 @@ def _worker_count(requested: int | None, n_lines: int) -> int:
     return min(wanted, max(1, (n_lines + _CHUNK - 1) // _CHUNK))
 
 
+def _estimated_lines(text: str) -> int:
+    """About how many lines `text` has, from the line length of its first 64 KiB (counting
+    the newlines of a 250 MB log costs a tenth of a second; this decides only how to split)."""
+    sample = text[:1 << 16]
+    return max(1, len(text) * (sample.count("\n") + 1) // max(1, len(sample)))
+
+
+def _line_chunks(text: str, lines_per_chunk: int) -> list[tuple[int, int]]:
+    """(start, end) of stretches of `text` of about `lines_per_chunk` whole lines each."""
+    step = max(1, len(text) * lines_per_chunk // _estimated_lines(text))
+    chunks = []
+    lo = 0
+    while lo < len(text):
+        cut = text.find("\n", min(lo + step, len(text)) - 1)
+        hi = len(text) if cut < 0 else cut + 1
+        chunks.append((lo, hi))
+        lo = hi
+    return chunks
+
+
 def _parse_chunk(task: tuple[Any, ...]) -> tuple[Any, ...]:
-    """Worker: `record_line` over lines[lo:hi] of the forked parent's `_FORK_LINES`."""
+    """Worker: `record_line` over the lines of text[lo:hi] of the forked parent's `_FORK_TEXT`.
+    Line numbers are counted from the chunk's start (the parent adds the lines before it);
+    a trace that is its line's own text comes back as offsets into the text."""
     lo, hi, path_text, workload_path, n_workloads, valid, opaque = task
-    lines = _FORK_LINES
-    assert lines is not None
+    text = _FORK_TEXT
+    assert text is not None
     path = Path(path_text)
-    reader = _Reader(opaque=opaque, progress=None, total=0)
+    reader = _worker_reader(opaque)
+    reader.bad = []
     wd = ParsedWorkDir(Path(workload_path), path, "", "")
     wd.workloads = [_PLACEHOLDER if ok else None for ok in valid]  # type: ignore[misc]
     out = []
-    for k in range(hi - lo):
-        number, text = lines[lo + k]
-        before = len(wd.records)
-        reader.record_line(wd, path, number, text, n_workloads)
-        if len(wd.records) > before:
-            row = wd.records[-1]
-            head = _RECORD_HEAD.match(text)
-            if head is not None and text.startswith(row[3], head.end()):
-                row = row[:3] + ((head.end(), head.end() + len(row[3])),) + row[4:]
-            out.append((k, row))
+    lines = text[lo:hi].split("\n")
+    if lines[-1] == "":
+        lines.pop()  # the chunk ends with a newline: no line after it
+    offset = lo
+    for number, line in enumerate(lines, start=1):
+        if line and not line.isspace():
+            before = len(wd.records)
+            reader.record_line(wd, path, number, line, n_workloads)
+            if len(wd.records) > before:
+                row = wd.records[-1]
+                head = _RECORD_HEAD.match(line)
+                if head is not None and line.startswith(row[3], head.end()):
+                    start = offset + head.end()
+                    row = row[:3] + ((start, start + len(row[3])),) + row[4:]
+                out.append(row)
+        offset += len(line) + 1
     targets = {key: (None if t is None else t.canonical_json()) for key, t in reader.targets.items()}
-    return lo, hi, out, reader.bad, targets, reader.target_errors, wd.normalized
+    return len(lines), out, reader.bad, targets, reader.target_errors, wd.normalized
 
 
 _PLACEHOLDER = object()
+#: A worker process's `_Reader`, kept across its tasks: what it learnt (sketches, line tails,
+#: targets) is the same for every chunk of a log, and learning it again per chunk cost a
+#: tenth of the parse.
+_WORKER_READERS: dict[bool, _Reader] = {}
+
+
+def _worker_reader(opaque: bool) -> _Reader:
+    reader = _WORKER_READERS.get(opaque)
+    if reader is None:
+        reader = _WORKER_READERS[opaque] = _Reader(opaque=opaque, progress=None, total=0)
+    return reader
 
 
 def _target_from_canonical(config: str) -> Target:
@@ -930,121 +1054,28 @@ def replay_plan(plan: ImportPlan, progress: ProgressFn | None = None) -> tuple[i
 # ---------------------------------------------------------------- writing
 
 
-_RECORD_COLUMNS = ("workload_id", "target_id", "source_id", "trace", "trace_hash", "run_secs", "mean_run_secs",
-                   "is_valid", "args_info")
+#: Records per INSERT call of an import (a progress step).
+_WRITE_CHUNK = 20000
 
 
 def commit_import(db: SQLiteDatabase, plan: ImportPlan, *, user: str | None = None, host: str | None = None,
                   model: str | None = None, summary: ImportSummary | None = None,
                   progress: ProgressFn | None = None) -> ImportSummary:
     """Phase 2: write the plan's good lines in one transaction (see the module docstring)."""
-    from msdb.database import models as M
+    from msdb.interop.tvm.import_writer import ImportWriter
     from msdb.ops import store
 
     summary = summary if summary is not None else ImportSummary()
-    user = user if user is not None else store.default_user()
-    host = host if host is not None else store.default_host()
     total = plan.n_records
-    done = 0
-    with store.write_transaction(db) as conn:
-        targets = store.TargetRows(conn)
-        target_ids: dict[str, int] = {}
-        by_key: dict[tuple[str, bool], int] = {}  # (shash, opaque) -> row id, this import
-        keys: set[tuple[int, int, str, str | None]] = set()
-        keys_loaded: set[int] = set()
+    with db.write_transaction(records=total) as conn:
+        writer = ImportWriter(conn, plan.targets, summary, user=user or store.default_user(),
+                              host=host or store.default_host(), model=model, progress=progress, total=total)
         for wd in plan.workdirs:
-            row_ids: list[int | None] = []
-            for workload in wd.workloads:
-                if workload is None:
-                    row_ids.append(None)
-                    continue
-                workload_id, is_new, name = _workload_id(conn, workload, by_key)
-                row_ids.append(workload_id)
-                if is_new:
-                    summary.workloads_new += 1
-                    keys_loaded.add(workload_id)  # a new workload has no stored records
-                    if workload.is_opaque:
-                        summary.opaque.append(f"{wd.workload_path}:{workload.line}: imported as an opaque payload "
-                                              f"(TVM shash {workload.tvm_shash}): {workload.opaque_reason}")
-                else:
-                    summary.workloads_known += 1
-                if model is not None:
-                    store.ensure_task(conn, model, workload_id, name or f"workload{workload_id}")
-            rows: list[tuple[Any, ...]] = []
-            for number, index, target_key, trace_text, trace_hash, run_text, mean, valid, args_text in wd.records:
-                workload_id = row_ids[index]
-                assert workload_id is not None
-                if workload_id not in keys_loaded:
-                    keys |= store.record_keys_of(conn, workload_id)
-                    keys_loaded.add(workload_id)
-                target_id = target_ids.get(target_key)
-                if target_id is None:
-                    target_id = target_ids[target_key] = targets.id_for(plan.targets[target_key])
-                key = (workload_id, target_id, trace_hash, run_text)
-                done += 1
-                if key in keys:
-                    summary.records_duplicate += 1
-                    continue
-                keys.add(key)
-                rows.append((workload_id, target_id, None, trace_text, trace_hash, run_text, mean, valid, args_text))
-                if not valid:
-                    summary.records_invalid += 1
-            if rows:
-                source_id = store.insert_source(conn, kind="import", location=wd.location, sha256=wd.record_sha256,
-                                                username=user, host=host, tvm_version=wd.tvm_version)
-                summary.sources.append(source_id)
-                rows = [(r[0], r[1], source_id) + r[3:] for r in rows]
-                for chunk in store.chunks(rows, 20000):
-                    store.insert_many(conn, M.tuning_record, _RECORD_COLUMNS, chunk)
-                    if progress is not None:
-                        progress("writing", min(done, total), total)
-                summary.records_new += len(rows)
-            if progress is not None:
-                progress("writing", done, total)
+            writer.workloads(wd)
+            for rows in store.chunks(wd.records, _WRITE_CHUNK):
+                writer.records(wd, rows)
+            writer.done(wd)
     return summary
-
-
-def _workload_id(conn: Any, workload: ParsedWorkload, by_key: dict[tuple[str, bool], int]) -> tuple[int, bool, str | None]:
-    """(row id, inserted now, name) of a parsed workload, inserting it when new."""
-    from sqlalchemy import insert, select, update
-
-    from msdb.database import models as M
-    from msdb.ops import store
-
-    if workload.is_opaque:
-        shash = store.opaque_shash(workload.tvm_shash)
-        mod = None
-    else:
-        assert workload.hashes is not None
-        shash = workload.hashes["structural"]
-        mod = workload.mod
-    key = (shash, workload.is_opaque)
-    known = by_key.get(key)
-    if known is None:
-        known = store.find_workload_id(conn, shash, mod)
-    if known is not None:
-        by_key[key] = known
-        w = M.workload.c
-        row = conn.execute(select(w.name, w.tvm_payload).where(w.id == known)).one()
-        if row.tvm_payload is None:
-            # msdb had this workload (tuned or created here); from now on an export hands TVM
-            # the payload TVM itself wrote for it
-            conn.execute(update(M.workload).where(w.id == known).values(tvm_payload=workload.payload,
-                                                                        tvm_shash=workload.tvm_shash))
-        return known, False, row.name
-    if workload.is_opaque:
-        assert workload.opaque_format is not None
-        row = store.opaque_workload_row(tvm_shash=workload.tvm_shash, payload=workload.payload,
-                                        ir_format=workload.opaque_format, reason=workload.opaque_reason or "")
-    else:
-        from msdb.ops.naming import workload_name
-
-        assert mod is not None and workload.hashes is not None
-        row = store.workload_row(mod, hashes=workload.hashes, name=workload_name(mod, shash),
-                                 tvm_payload=workload.payload, tvm_shash=workload.tvm_shash)
-    workload_id = int(conn.execute(insert(M.workload).values(**row)).inserted_primary_key[0])
-    by_key[key] = workload_id
-    return workload_id, True, row["name"]
 
 
 # ---------------------------------------------------------------- one call
@@ -1070,11 +1101,61 @@ def import_tvm(db: SQLiteDatabase, paths: Sequence[str | Path], *, skip_bad: boo
                user: str | None = None, host: str | None = None, model: str | None = None, verify: bool = False,
                progress: ProgressFn | None = None, workers: int | None = None) -> ImportSummary:
     """Import TVM work_dirs (or file pairs) into `db` in one transaction; see the module
-    docstring. Raises `ImportAborted` (nothing written) when a line is bad and `skip_bad` is
-    False, `WorkDirError` for a path that is not a work_dir."""
+    docstring. Raises `ImportAborted` (nothing written: the transaction is rolled back) when a
+    line is bad and `skip_bad` is False, `WorkDirError` for a path that is not a work_dir.
+
+    Without `verify`, rows are written while the lines are still being parsed (in worker
+    processes for a big log: `workers`, as in `read_import`), so that SQLite's share of the
+    work overlaps the parsing; with `verify`, every trace is replayed before anything is
+    written (`read_import`, then `import_plan`)."""
     start = time.perf_counter()
-    plan = read_import(paths, opaque=opaque, progress=progress, workers=workers)
-    summary = import_plan(db, plan, skip_bad=skip_bad, user=user, host=host, model=model, verify=verify,
-                          progress=progress)
+    if verify:
+        plan = read_import(paths, opaque=opaque, progress=progress, workers=workers)
+        summary = import_plan(db, plan, skip_bad=skip_bad, user=user, host=host, model=model, verify=True,
+                              progress=progress)
+    else:
+        summary = _import_streaming(db, paths, skip_bad=skip_bad, opaque=opaque, user=user, host=host, model=model,
+                                    progress=progress, workers=workers)
     summary.seconds = time.perf_counter() - start
+    logger.info("import: %s", summary.line())
     return summary
+
+
+def _import_streaming(db: SQLiteDatabase, paths: Sequence[str | Path], *, skip_bad: bool, opaque: bool,
+                      user: str | None, host: str | None, model: str | None, progress: ProgressFn | None,
+                      workers: int | None) -> ImportSummary:
+    """Read and write in one pass, inside one write transaction; bad lines that are not to be
+    skipped raise `ImportAborted` at the end, which rolls everything back."""
+    from msdb.interop.tvm.import_writer import ImportWriter
+    from msdb.ops import store
+
+    resolved = resolve_import_paths(paths)
+    total = sum(_line_count(record) for _, record in resolved) if progress is not None else 0
+    expected = sum(_file_size(record) for _, record in resolved) // _TYPICAL_LINE_BYTES
+    reader = _Reader(opaque=opaque, progress=progress, total=total, workers=workers)
+    reader.phase = "importing"  # one pass: reading and writing
+    summary = ImportSummary()
+    with db.write_transaction(records=expected) as conn:
+        writer = ImportWriter(conn, reader.targets, summary, user=user or store.default_user(),
+                              host=host or store.default_host(), model=model)
+        for workload, record in resolved:
+            reader.read(workload, record, sink=writer)
+        if progress is not None:
+            progress(reader.phase, reader.total, reader.total)
+        bad = sorted(reader.bad, key=lambda b: (_order(resolved, b.path), b.line))
+        if bad and not skip_bad:
+            raise ImportAborted(bad)
+        summary.bad_lines = bad
+    return summary
+
+
+#: About the bytes of one record line of a TVM log, to size SQLite's cache for an import
+#: before its lines are counted.
+_TYPICAL_LINE_BYTES = 2048
+
+
+def _file_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
