@@ -144,6 +144,16 @@ def test_missing_file(db: pathlib.Path, wd: pathlib.Path) -> None:
                                                "work_dir, or the workload file followed by the record file")
 
 
+@pytest.mark.parametrize("spelling", ["path", "url"])
+def test_a_refused_import_into_a_new_database_leaves_no_file(wd: pathlib.Path, tmp_path: pathlib.Path,
+                                                            spelling: str) -> None:
+    new = tmp_path / "new.sqlite"
+    edit_lines(wd / RECORD_FILE, lambda ls: ls[:-1] + [ls[-1][:300]])  # found after the first rows were written
+    result = run("import", new if spelling == "path" else f"sqlite:///{new}", wd)
+    assert result.exit_code == 1 and result.stderr.startswith(f"Error: {wd / RECORD_FILE}:128: truncated JSON")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["team_a"]
+
+
 def test_directory_without_the_two_files(db: pathlib.Path, tmp_path: pathlib.Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()

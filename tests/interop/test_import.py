@@ -9,6 +9,7 @@ import pathlib
 import pytest
 
 from msdb.interop.tvm import importer
+from msdb.interop.tvm.import_writer import ImportWriter
 from msdb.interop.tvm.importer import ImportAborted, import_tvm, normalize_trace_json, read_import
 from msdb.interop.tvm.workdir import WorkDirError
 from msdb.ops.store import OPAQUE_LEGACY, OPAQUE_UNSUPPORTED, open_database
@@ -427,3 +428,50 @@ def test_a_record_committed_through_the_api_and_the_same_record_imported_are_one
     assert row_counts(db_path)["tuning_record"] == 128
     imported = read_import([team], workers=1).workdirs[0].records[5]
     assert imported[4] == stored_hash and imported[3] == line[line.index(",") + 2:][:len(imported[3])]
+
+
+# ---------------------------------------------------------------- the streaming import
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_streaming_import_equals_the_two_phase_import(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch,
+                                                        workers: int) -> None:
+    monkeypatch.setattr(importer, "_CHUNK", 20)  # many chunks: rows are written while later ones are parsed
+    monkeypatch.setattr(importer, "_PROGRESS_EVERY", 25)  # and many batches on one process
+    paths = [TEAMS["team_a"], TEAMS["team_b"], LEGACY["team_a_pre0.17"]]
+    streamed = _import(tmp_path / "streamed.sqlite", *paths, workers=workers, user="u", host="h")
+    db = open_database(tmp_path / "phased.sqlite", create=True)
+    try:
+        phased = importer.import_plan(db, read_import(paths, workers=1), user="u", host="h")
+    finally:
+        db.close()
+    line = lambda s: s.line().rsplit(";", 1)[0]  # noqa: E731 - all but the seconds
+    assert line(streamed) == line(phased)
+    assert record_keys(tmp_path / "streamed.sqlite") == record_keys(tmp_path / "phased.sqlite")
+    columns = "kind, location, sha256, username, host, tvm_version"
+    assert query(tmp_path / "streamed.sqlite", f"SELECT {columns} FROM source ORDER BY id") == \
+        query(tmp_path / "phased.sqlite", f"SELECT {columns} FROM source ORDER BY id")
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_bad_last_line_rolls_back_rows_already_written(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch,
+                                                         workers: int) -> None:
+    monkeypatch.setattr(importer, "_CHUNK", 20)
+    monkeypatch.setattr(importer, "_PROGRESS_EVERY", 25)
+    db_path = tmp_path / "db.sqlite"
+    _import(db_path, TEAMS["team_c"])
+    before = snapshot(db_path)
+    wd = copy_team("team_a", tmp_path / "wd")
+    edit_lines(wd / RECORD_FILE, lambda ls: ls[:-1] + [ls[-1][:200]])
+    written: list[int] = []
+    original = ImportWriter.records
+
+    def counting(self, wd_, rows):  # type: ignore[no-untyped-def]
+        original(self, wd_, rows)
+        written.append(len(rows))
+
+    monkeypatch.setattr(ImportWriter, "records", counting)
+    with pytest.raises(ImportAborted, match=rf"{RECORD_FILE}:128: truncated JSON"):
+        _import(db_path, TEAMS["team_b"], wd, workers=workers)
+    assert sum(written) >= 128 + 100  # team_b and most of team_a went into the transaction before line 128
+    assert snapshot(db_path) == before

@@ -1,27 +1,32 @@
 """Import TVM MetaSchedule work_dirs (any generation) into an msdb SQL database.
 
-`import_tvm(db, paths)` is `msdb import`. It works in two phases so that a bad line anywhere
-writes nothing (DESIGN.md section 6):
+`import_tvm(db, paths)` is `msdb import`. Its two halves:
 
-1. `read_import(paths)` reads every work_dir (or file pair) completely, without touching the
-   database: each distinct workload payload is decoded once into msdb IR and hashed; each record
-   line is parsed once, its trace shape-checked and normalized to TVM 0.27's form, its target
-   parsed (once per distinct target), its run_secs spelled as TVM does. Problems are collected
-   as `BadLine`s (`path:line: reason`), never raised half-way.
-2. `commit_import(db, plan)` writes everything in ONE transaction: workloads (deduplicated by
-   structural hash confirmed by structural equality; imported ones keep TVM's payload and
-   shash), targets, one `source` row per work_dir that adds records (file, sha256, user, host,
-   TVM version, time), and the records, deduplicated by (workload, target, trace, run_secs)
-   against the database and within the import, so re-importing a file adds nothing.
+1. Reading (`_Reader`): each distinct workload payload is decoded once into msdb IR and hashed;
+   each record line is parsed once, its trace shape-checked and normalized to TVM 0.27's form,
+   its target parsed (once per distinct target), its run_secs spelled as TVM does. Problems are
+   collected as `BadLine`s (`path:line: reason`), never raised half-way.
+2. Writing (`msdb.interop.tvm.import_writer.ImportWriter`), in ONE transaction: workloads
+   (deduplicated by structural hash confirmed by structural equality; imported ones keep TVM's
+   payload and shash), targets, one `source` row per work_dir that adds records (file, sha256,
+   user, host, TVM version, time), and the records, deduplicated by (workload, target, trace,
+   run_secs) against the database and within the import, so re-importing a file adds nothing.
+
+By default the two run as one stream: rows are written inside the open transaction while
+forked worker processes parse the next stretches of the log, and bad lines that are not to be
+skipped raise `ImportAborted` at the end, which rolls the transaction back, so a bad line
+anywhere still writes nothing (DESIGN.md section 6). With `verify=True` (and through
+`read_import` + `import_plan`) the whole import is read first, then replayed, then written.
 
 Speed (DESIGN.md section 11, >= 20k records/s; TVM itself replays every trace while loading,
 apache/tvm#11680): no trace is replayed or parsed into a `Trace` unless it must be rewritten
-(legacy `GetBlock`, one-attribute `Split`) or `verify=True` asks for replays. A record line is
-split by the C JSON scanner, and the trace is stored as the exact text the file holds, which is
-TVM's own writer output, so its dedup hash is that of TVM's bytes. A trace's sketch (the
-instructions before EnterPostproc, shared by the records of a design space) is checked once per
-distinct text; only the rest of each trace is scanned (`_Reader._quick`). Lines that are not in
-TVM's compact form, or that need rewriting or reporting, take a slower path with the same result. Rows go in with one executemany.
+(legacy `GetBlock`, one-attribute `Split`) or `verify=True` asks for replays. The trace is stored
+as the exact text the file holds, which is TVM's own writer output, so its dedup hash is that of
+TVM's bytes. A trace's sketch (the instructions before EnterPostproc, shared by the records of a
+design space) is checked once per distinct text; the rest of each trace is checked as text by
+one regular expression, and only its decisions and run_secs are scanned into Python values
+(`_Reader._quick`). Lines that are not in TVM's compact form, or that need rewriting or
+reporting, take a slower path with the same result.
 
 Payloads msdb cannot decode (TVM's <= 0.21 graph format, or a node type msdb's IR lacks) stop
 the import with an error naming the format or node type, unless `opaque=True`: then the workload
@@ -393,7 +398,7 @@ class _Reader:
         #: `target,args_info]]` tails of record lines -> (target key, args_info text), see `_quick`.
         self.tails: dict[str, tuple[str, str | None]] = {}
         #: trace texts up to `,["EnterPostproc"` -> what `_sketch` found, see `_quick`.
-        self.sketches: dict[str, tuple[int, bool] | tuple[()]] = {}
+        self.sketches: dict[str, tuple[int, bool, Any] | tuple[()]] = {}
         self.legacy_texts = tuple(json.dumps(kind) for kind in sorted(self.legacy))
         self.postproc = _postproc_pattern(self.legacy)
         self.bad: list[BadLine] = []
@@ -553,7 +558,7 @@ class _Reader:
                     sketch = self._sketch(text[start:enter])
                 if not sketch:
                     return None
-                n_insts, sketch_ok = sketch
+                n_insts, sketch_ok, sketch_hash = sketch
                 # the sketch is a complete list of instructions: `enter` lies between two of them;
                 # the rest of the instructions are checked as text (no legacy kind, no
                 # one-attribute Split), then the decisions are scanned; decisions may only point
@@ -575,7 +580,7 @@ class _Reader:
                 trace_text = text[start:end]
                 if _SPLIT_ONE_ATTR.search(trace_text) is not None or any(k in trace_text for k in self.legacy_texts):
                     return None  # maybe a legacy instruction: the general path decides and rewrites
-                n_insts, sketch_ok = len(insts), insts[0][0] != "EnterPostproc"
+                n_insts, sketch_ok, sketch_hash = len(insts), insts[0][0] != "EnterPostproc", None
             if text[end:end + 1] != ",":
                 return None
             run_secs, end2 = _scan_once(text, end + 1)
@@ -613,15 +618,20 @@ class _Reader:
             run_text = "[" + ",".join(["%.20g" % x for x in run_secs]) + "]"
             mean = math.fsum(run_secs) / len(run_secs)
         valid = sketch_ok and min(run_secs) < FAILED_RUN_SECS
-        return (index, tail[0], trace_text, blake2b(trace_text.encode(), digest_size=8).hexdigest(), run_text, mean,
-                valid, tail[1])
+        if sketch_hash is None:
+            trace_hash = blake2b(trace_text.encode(), digest_size=8).hexdigest()
+        else:  # the same digest: the hash state after the sketch's bytes, fed the rest
+            hasher = sketch_hash.copy()
+            hasher.update(text[enter:end].encode())
+            trace_hash = hasher.hexdigest()
+        return index, tail[0], trace_text, trace_hash, run_text, mean, valid, tail[1]
 
-    def _sketch(self, text: str) -> tuple[int, bool] | tuple[()]:
-        """(instruction count, whether the first is not EnterPostproc) of a trace's text up to
-        its first `,["EnterPostproc",...`, when that is `[[` and whole, well-formed, compact
-        instructions that need no rewriting; () when not (the line then takes another path).
-        Remembered per text."""
-        result: tuple[int, bool] | tuple[()] = ()
+    def _sketch(self, text: str) -> tuple[int, bool, Any] | tuple[()]:
+        """(instruction count, whether the first is not EnterPostproc, the trace hash's state
+        after these bytes) of a trace's text up to its first `,["EnterPostproc",...`, when that
+        is `[[` and whole, well-formed, compact instructions that need no rewriting; () when not
+        (the line then takes another path). Remembered per text."""
+        result: tuple[int, bool, Any] | tuple[()] = ()
         if text.startswith("[[") and not (" " in text or "\n" in text or "\t" in text or "\r" in text):
             try:
                 insts, end = _scan_once(text[1:] + "]", 0)
@@ -629,7 +639,7 @@ class _Reader:
                 insts, end = None, -1
             if (end == len(text) and _well_formed(insts) and all(text.find(k) < 0 for k in self.legacy_texts)
                     and _SPLIT_ONE_ATTR.search(text) is None):
-                result = (len(insts), insts[0][0] != "EnterPostproc")
+                result = (len(insts), insts[0][0] != "EnterPostproc", blake2b(text.encode(), digest_size=8))
         if len(self.sketches) < _MAX_SKETCHES:
             self.sketches[text] = result
         return result
