@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 #: Every revision id, oldest first.
-REVISIONS: tuple[str, ...] = ("2841e53b42af", "394d00b99009")
+REVISIONS: tuple[str, ...] = ("2841e53b42af", "394d00b99009", "5b0c7e1d9a42")
 
 #: The newest revision: what a database is upgraded to on open.
 HEAD: str = REVISIONS[-1]

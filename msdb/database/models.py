@@ -75,12 +75,13 @@ source = Table(
     Column("id", Integer, primary_key=True),
     Column("kind", String(16), nullable=False, comment="import, tune, merge or pull"),
     Column("location", Text, nullable=True, comment="file path or URL"),
-    Column("sha256", String(64), nullable=True),
+    Column("sha256", String(64), nullable=True, comment="of the file the records came from (an import's record file)"),
     Column("username", String(128), nullable=True),
     Column("host", String(255), nullable=True),
     Column("tvm_version", String(64), nullable=True),
     Column("msdb_version", String(64), nullable=True),
     Column("created_at", DateTime, nullable=False),
+    Column("workload_sha256", String(64), nullable=True, comment="of an import's workload file"),
 )
 
 tuning_record = Table(

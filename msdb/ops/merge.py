@@ -33,7 +33,8 @@ if TYPE_CHECKING:
 __all__ = ["MergeSummary", "merge_databases"]
 
 _BATCH = 5000
-_SOURCE_FIELDS = ("kind", "location", "sha256", "username", "host", "tvm_version", "msdb_version", "created_at")
+_SOURCE_FIELDS = ("kind", "location", "sha256", "workload_sha256", "username", "host", "tvm_version", "msdb_version",
+                  "created_at")
 _WORKLOAD_FIELDS = ("shash", "ignore_tensor_hash", "anchor_hash", "name", "flops", "script", "ir_format", "ir_blob",
                     "tvm_payload", "tvm_shash", "created_at")
 

@@ -312,16 +312,17 @@ def record_keys_of(conn: Connection, workload_id: int) -> set[tuple[int, int, st
 
 def insert_source(conn: Connection, *, kind: str, location: str | None, sha256: str | None, username: str | None,
                   host: str | None, tvm_version: str | None, msdb_version: str | None = None,
-                  created_at: _dt.datetime | None = None) -> int:
-    """A `source` row (provenance of the records inserted with its id)."""
+                  created_at: _dt.datetime | None = None, workload_sha256: str | None = None) -> int:
+    """A `source` row (provenance of the records inserted with its id). `sha256`: of the file
+    the records came from; `workload_sha256`: of an import's workload file."""
     from sqlalchemy import insert
 
     import msdb
     from msdb.database import models as M
 
     return int(conn.execute(insert(M.source).values(
-        kind=kind, location=location, sha256=sha256, username=username, host=host, tvm_version=tvm_version,
-        msdb_version=msdb_version if msdb_version is not None else msdb.__version__,
+        kind=kind, location=location, sha256=sha256, workload_sha256=workload_sha256, username=username, host=host,
+        tvm_version=tvm_version, msdb_version=msdb_version if msdb_version is not None else msdb.__version__,
         created_at=created_at if created_at is not None else now())).inserted_primary_key[0])
 
 

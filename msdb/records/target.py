@@ -86,6 +86,13 @@ NEVER_COMPARED = frozenset({"tag", "keys"})
 _KIND_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 _OPTION_RE = re.compile(r"^--?([A-Za-z_][A-Za-z0-9_\-.]*)(?:=(.*))?$", re.S)
 _INT_RE = re.compile(r"^[+-]?\d+$")
+#: Options TVM 0.27's target kinds declare as integers (`TargetKind.options_from_name`); TVM
+#: refuses any other value for them, and so does msdb (`num-cores=four` is a typo, not a name).
+INT_ATTRS = frozenset({
+    "num-cores", "opt-level", "vector-width", "from_device", "target_device_type", "max_num_threads",
+    "max_shared_memory_per_block", "max_threads_per_block", "thread_warp_size", "registers_per_block",
+    "l2_cache_size_bytes", "workspace-byte-alignment", "constants-byte-alignment",
+})
 
 
 class MatchKey(NamedTuple):
@@ -171,6 +178,8 @@ def _canonical(config: Mapping[str, Any], source: str) -> dict[str, Any]:
         elif key in LIST_ATTRS and isinstance(value, str):
             value = [part for part in value.split(",") if part]
         out[key] = _canonical_value(value, source)
+        if key in INT_ATTRS and (type(out[key]) is not int):
+            raise TargetError(f"target {source}: option {key!r} must be an integer, got {value!r}")
     out.setdefault("keys", list(KIND_KEYS[kind]))
     out.setdefault("tag", "")
     for key, value in KIND_DEFAULTS.get(kind, {}).items():

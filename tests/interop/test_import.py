@@ -58,13 +58,15 @@ def test_provenance_is_recorded(db_path: pathlib.Path) -> None:
     import hashlib
 
     _import(db_path, TEAMS["team_a"], user="alice", host="lab1")
-    rows = query(db_path, "SELECT kind, location, sha256, username, host, tvm_version, msdb_version, created_at FROM source")
+    rows = query(db_path, "SELECT kind, location, sha256, username, host, tvm_version, msdb_version, created_at, "
+                          "workload_sha256 FROM source")
     assert len(rows) == 1
-    kind, location, sha, user, host, tvm_version, msdb_version, created = rows[0]
+    kind, location, sha, user, host, tvm_version, msdb_version, created, workload_sha = rows[0]
     record_file = TEAMS["team_a"] / RECORD_FILE
     assert (kind, location, user, host, tvm_version) == ("import", str(record_file.resolve()), "alice", "lab1",
                                                          "0.27.0.post1")
     assert sha == hashlib.sha256(record_file.read_bytes()).hexdigest()
+    assert workload_sha == hashlib.sha256((TEAMS["team_a"] / WORKLOAD_FILE).read_bytes()).hexdigest()
     assert msdb_version and created
     tvm_shashes = {row[0] for row in query(db_path, "SELECT tvm_shash FROM workload")}
     assert tvm_shashes == {json.loads(line)[0] for line in (TEAMS["team_a"] / WORKLOAD_FILE).read_text().splitlines()}

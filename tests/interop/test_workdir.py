@@ -1,4 +1,5 @@
-"""Reading TVM work_dirs: every fixture generation, and each bad input reported as path:line."""
+"""Reading TVM work_dirs (`read_import`, the one reader of msdb import): every fixture
+generation, and each bad input reported as path:line."""
 
 from __future__ import annotations
 
@@ -10,10 +11,19 @@ import struct
 
 import pytest
 
-from msdb.interop.tvm.workdir import RECORD_FILE, WORKLOAD_FILE, WorkDirError, read_workdir
+from msdb.interop.tvm.importer import ParsedWorkDir, read_import
+from msdb.interop.tvm.workdir import RECORD_FILE, WORKLOAD_FILE, WorkDirError
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "data" / "fixtures"
 TEAM_A = FIXTURES / "tvm-0.27" / "team_a"
+
+
+def read_workdir(*paths: pathlib.Path) -> ParsedWorkDir:
+    plan = read_import(list(paths), workers=1)
+    (wd,) = plan.workdirs
+    wd.bad_lines = plan.bad_lines  # type: ignore[attr-defined]
+    wd.targets = plan.targets  # type: ignore[attr-defined]
+    return wd
 
 
 @pytest.mark.parametrize("team", ["team_a", "team_b", "team_c"])
@@ -22,7 +32,7 @@ def test_fixture_work_dirs_read_cleanly(team: str) -> None:
     assert wd.bad_lines == []
     assert len(wd.workloads) == 2 and len(wd.records) == 128
     assert wd.tvm_version == "0.27.0.post1"
-    assert all(r.target["kind"] == "llvm" for r in wd.records)
+    assert {wd.targets[row[2]].kind for row in wd.records} == {"llvm"}
     assert len(wd.workload_sha256) == 64
 
 
@@ -106,7 +116,7 @@ def test_missing_file_and_directory_without_files(tmp_path: pathlib.Path) -> Non
     with pytest.raises(WorkDirError, match=r"not a MetaSchedule work_dir \(missing database_workload.json, database_tuning_record.json\)"):
         read_workdir(tmp_path)
     (tmp_path / "f.json").write_text("")
-    with pytest.raises(WorkDirError, match="not a directory"):
+    with pytest.raises(WorkDirError, match="a file needs its partner"):
         read_workdir(tmp_path / "f.json")
     with pytest.raises(WorkDirError, match="no such file"):
         read_workdir(tmp_path / "f.json", tmp_path / "g.json")

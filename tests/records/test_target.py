@@ -39,6 +39,11 @@ def test_cli_strings_and_json_text_parse_like_tvms_dicts(text, config):
     ("nvidia/geforce-rtx-3080", "target tags such as 'nvidia/geforce-rtx-3080' are not supported"),
     ('{"kind": ', "target string '{\"kind\": ' looks like JSON but does not parse"),
     ({"arch": "sm_80"}, "has no 'kind'"),
+    # options TVM 0.27 types as integers refuse anything else, as TVM does
+    ("llvm -num-cores=four=4", "target 'llvm -num-cores=four=4': option 'num-cores' must be an integer, got 'four=4'"),
+    ({"kind": "llvm", "num-cores": True}, "option 'num-cores' must be an integer, got True"),
+    ({"kind": "cuda", "max_num_threads": "1024"}, "option 'max_num_threads' must be an integer, got '1024'"),
+    ({"kind": "llvm", "opt-level": 2.5}, "option 'opt-level' must be an integer, got 2.5"),
 ])
 def test_bad_targets_name_the_input(bad, message):
     with pytest.raises(TargetError) as info:

@@ -104,7 +104,8 @@ class ImportWriter:
             if source_id is None:
                 source_id = self.sources[id(wd)] = store.insert_source(
                     self.conn, kind="import", location=wd.location, sha256=wd.record_sha256 or None,
-                    username=self.user, host=self.host, tvm_version=wd.tvm_version)
+                    workload_sha256=wd.workload_sha256, username=self.user, host=self.host,
+                    tvm_version=wd.tvm_version)
                 summary.sources.append(source_id)
             new.append((workload_id, target_id, source_id, trace_text, trace_hash, run_text, mean, valid, args_text))
             if not valid:

@@ -811,8 +811,11 @@ class _Reader:
 
         global _FORK_TEXT
         valid = [w is not None for w in wd.workloads]
+        # several chunks per worker even for a smaller log, so that writing the first chunks
+        # overlaps parsing the last ones
+        per_chunk = min(_CHUNK, max(_MIN_CHUNK, _estimated_lines(text) // (4 * workers)))
         tasks = [(lo, hi, str(path), str(wd.workload_path), n_workloads, valid, self.opaque)
-                 for lo, hi in _line_chunks(text, _CHUNK)]
+                 for lo, hi in _line_chunks(text, per_chunk)]
         _FORK_TEXT = text
         n_lines = 0  # lines of the chunks done so far: the number of the next chunk's first line, minus one
         try:
@@ -893,7 +896,8 @@ def _nonblank(lines: list[str]) -> list[tuple[int, str]]:
 
 #: Lines per parallel parsing task (about), and the smallest record file worth forking for.
 _CHUNK = 5000
-_PARALLEL_MIN_LINES = 20000
+_MIN_CHUNK = 500
+_PARALLEL_MIN_LINES = 4000
 _MAX_WORKERS = 8
 #: The record file's text a forked worker reads (set by the parent just before forking).
 _FORK_TEXT: str | None = None
