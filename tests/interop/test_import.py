@@ -8,7 +8,7 @@ import pathlib
 
 import pytest
 
-from msdb.interop.tvm import importer
+from msdb.interop.tvm import import_reader, importer
 from msdb.interop.tvm.import_writer import ImportWriter
 from msdb.interop.tvm.importer import ImportAborted, import_tvm, normalize_trace_json, read_import
 from msdb.interop.tvm.workdir import WorkDirError
@@ -96,7 +96,7 @@ def test_trace_normalization_agrees_with_trace_normalized(legacy: str) -> None:
 
 
 def test_the_same_plan_with_parallel_workers(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(importer, "_CHUNK", 40)
+    monkeypatch.setattr(import_reader, "_CHUNK", 40)
     one = read_import([TEAMS["team_a"], LEGACY["team_a_pre0.17"]], workers=1)
     two = read_import([TEAMS["team_a"], LEGACY["team_a_pre0.17"]], workers=2)
     assert [wd.records for wd in one.workdirs] == [wd.records for wd in two.workdirs]
@@ -105,7 +105,7 @@ def test_the_same_plan_with_parallel_workers(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_parallel_workers_report_bad_lines_in_order(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(importer, "_CHUNK", 30)
+    monkeypatch.setattr(import_reader, "_CHUNK", 30)
     wd = copy_team("team_a", tmp_path / "wd")
     edit_lines(wd / RECORD_FILE, lambda ls: [ls[0][:50] + "\n"] + ls[1:70] + ['[7,[[[],[]],null,null,null]]\n'] + ls[70:])
     one = read_import([wd], workers=1)
@@ -348,7 +348,7 @@ def _compact(value: object) -> str:
 ])
 def test_the_quick_path_gives_the_rows_of_the_general_path(monkeypatch: pytest.MonkeyPatch, paths: list) -> None:
     quick = read_import(paths, workers=1)
-    monkeypatch.setattr(importer._Reader, "_quick", lambda self, text, n, workloads: None)
+    monkeypatch.setattr(import_reader.WorkDirReader, "_quick", lambda self, text, n, workloads: None)
     general = read_import(paths, workers=1)
     assert [wd.records for wd in quick.workdirs] == [wd.records for wd in general.workdirs]
     assert [wd.normalized for wd in quick.workdirs] == [wd.normalized for wd in general.workdirs]
@@ -357,14 +357,14 @@ def test_the_quick_path_gives_the_rows_of_the_general_path(monkeypatch: pytest.M
 
 def test_most_lines_of_a_tvm_log_take_the_quick_path(monkeypatch: pytest.MonkeyPatch) -> None:
     taken: list[bool] = []
-    quick = importer._Reader._quick
+    quick = import_reader.WorkDirReader._quick
 
     def counting(self, text, n, workloads):  # type: ignore[no-untyped-def]
         row = quick(self, text, n, workloads)
         taken.append(row is not None)
         return row
 
-    monkeypatch.setattr(importer._Reader, "_quick", counting)
+    monkeypatch.setattr(import_reader.WorkDirReader, "_quick", counting)
     plan = read_import([TEAMS["team_b"]], workers=1)
     assert len(plan.workdirs[0].records) == 128
     assert sum(taken) >= 120  # the first line of each target and sketch goes the general way
@@ -438,8 +438,8 @@ def test_a_record_committed_through_the_api_and_the_same_record_imported_are_one
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_streaming_import_equals_the_two_phase_import(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch,
                                                         workers: int) -> None:
-    monkeypatch.setattr(importer, "_CHUNK", 20)  # many chunks: rows are written while later ones are parsed
-    monkeypatch.setattr(importer, "_PROGRESS_EVERY", 25)  # and many batches on one process
+    monkeypatch.setattr(import_reader, "_CHUNK", 20)  # many chunks: rows are written while later ones are parsed
+    monkeypatch.setattr(import_reader, "_PROGRESS_EVERY", 25)  # and many batches on one process
     paths = [TEAMS["team_a"], TEAMS["team_b"], LEGACY["team_a_pre0.17"]]
     streamed = _import(tmp_path / "streamed.sqlite", *paths, workers=workers, user="u", host="h")
     db = open_database(tmp_path / "phased.sqlite", create=True)
@@ -458,8 +458,8 @@ def test_a_streaming_import_equals_the_two_phase_import(tmp_path: pathlib.Path, 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_bad_last_line_rolls_back_rows_already_written(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch,
                                                          workers: int) -> None:
-    monkeypatch.setattr(importer, "_CHUNK", 20)
-    monkeypatch.setattr(importer, "_PROGRESS_EVERY", 25)
+    monkeypatch.setattr(import_reader, "_CHUNK", 20)
+    monkeypatch.setattr(import_reader, "_PROGRESS_EVERY", 25)
     db_path = tmp_path / "db.sqlite"
     _import(db_path, TEAMS["team_c"])
     before = snapshot(db_path)

@@ -1,0 +1,123 @@
+"""What reading TVM work_dirs yields, and what an import did: the data passed between the
+reader (`msdb.interop.tvm.import_reader`), the writer (`msdb.interop.tvm.import_writer`) and
+the public calls (`msdb.interop.tvm.importer`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
+
+from msdb.errors import MsdbError
+from msdb.interop.tvm.workdir import BadLine
+
+if TYPE_CHECKING:
+    from msdb.ir.function import IRModule
+    from msdb.records import Target
+
+__all__ = ["FAILED_RUN_SECS", "ImportAborted", "ImportPlan", "ImportSummary", "ParsedWorkDir", "ParsedWorkload",
+           "RecordRow"]
+
+#: TVM's run_secs of a failed build or run.
+FAILED_RUN_SECS = 1e10
+
+
+class ImportAborted(MsdbError):
+    """A TVM log has bad lines and skipping them was not asked for; nothing was written."""
+
+    def __init__(self, bad_lines: Sequence[BadLine]) -> None:
+        self.bad_lines = list(bad_lines)
+        first = self.bad_lines[0]
+        more = len(self.bad_lines) - 1
+        tail = f" (and {more} more bad line{'s' if more != 1 else ''})" if more else ""
+        super().__init__(f"{first}{tail}; nothing was imported (--skip-bad imports the other lines)")
+
+
+@dataclass
+class ParsedWorkload:
+    """One usable workload line: decoded (`mod`, `hashes`) or opaque (`opaque_format`)."""
+
+    line: int
+    tvm_shash: str
+    payload: str
+    tvm_version: str | None
+    mod: IRModule | None = None
+    hashes: dict[str, str] | None = None
+    opaque_format: str | None = None
+    opaque_reason: str | None = None
+
+    @property
+    def is_opaque(self) -> bool:
+        return self.opaque_format is not None
+
+
+#: A parsed record: (line, workload_index, target_key, trace_text, trace_hash, run_secs_text,
+#: mean_run_secs, is_valid, args_text). Tuples, not objects: an import holds 100k of them.
+RecordRow = tuple[int, int, str, str, str, "str | None", "float | None", bool, "str | None"]
+
+
+@dataclass
+class ParsedWorkDir:
+    """Everything read from one work_dir; `workloads[i]` is None for a bad workload line."""
+
+    workload_path: Path
+    record_path: Path
+    workload_sha256: str
+    record_sha256: str
+    workloads: list[ParsedWorkload | None] = field(default_factory=list)
+    records: list[RecordRow] = field(default_factory=list)
+    normalized: int = 0
+
+    @property
+    def tvm_version(self) -> str | None:
+        versions = sorted({w.tvm_version for w in self.workloads if w is not None and w.tvm_version})
+        return versions[-1] if versions else None
+
+    @property
+    def location(self) -> str:
+        return str(self.record_path.resolve())
+
+
+@dataclass
+class ImportPlan:
+    """What `read_import` found: parsed work_dirs, the targets they name, and bad lines."""
+
+    workdirs: list[ParsedWorkDir]
+    targets: dict[str, Target | None]
+    bad_lines: list[BadLine]
+
+    @property
+    def n_records(self) -> int:
+        return sum(len(wd.records) for wd in self.workdirs)
+
+    def check(self, skip_bad: bool) -> None:
+        """Raise `ImportAborted` when there are bad lines and they are not to be skipped."""
+        if self.bad_lines and not skip_bad:
+            raise ImportAborted(self.bad_lines)
+
+
+@dataclass
+class ImportSummary:
+    """What an import did. `records_invalid` counts the new records TVM ranks as invalid (failed
+    builds or runs, no run_secs); they are stored as TVM stores them."""
+
+    workloads_new: int = 0
+    workloads_known: int = 0
+    records_new: int = 0
+    records_duplicate: int = 0
+    records_invalid: int = 0
+    bad_lines: list[BadLine] = field(default_factory=list)
+    opaque: list[str] = field(default_factory=list)
+    replayed: int = 0
+    replay_failures: list[str] = field(default_factory=list)
+    sources: list[int] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def line(self) -> str:
+        text = (f"workloads: {self.workloads_new} new, {self.workloads_known} known; records: {self.records_new} new, "
+                f"{self.records_duplicate} duplicate, {self.records_invalid} invalid")
+        if self.bad_lines:
+            text += f"; {len(self.bad_lines)} bad line{'s' if len(self.bad_lines) != 1 else ''} skipped"
+        if self.replayed or self.replay_failures:
+            text += f"; {self.replayed} traces replayed, {len(self.replay_failures)} failed"
+        return text + f"; {self.seconds:.2f} s"

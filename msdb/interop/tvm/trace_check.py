@@ -1,0 +1,159 @@
+"""Checks of a TVM trace's JSON for `msdb import`: its shape, whether it needs rewriting to
+TVM 0.27's form, and the rewrite.
+
+A trace is `[[[kind, [inputs], [attrs], [outputs]], ...], [[inst_index, decision], ...]]`. An
+import checks 100k of them of ~50 instructions, so these checks work on whole columns in C
+(`map`, `zip`, `set`) or on the text with one regular expression; the per-item walks only run
+to name what is wrong. Old spellings (`GetBlock`, one-attribute `Split`) are rewritten with the
+instruction registry's rules, without building a `Trace`.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+import re
+from typing import Any
+
+__all__ = ["SPLIT_ONE_ATTR", "legacy_kinds", "normalize_trace_json", "postproc_pattern", "scan_trace", "short_json",
+           "well_formed"]
+
+
+@functools.lru_cache(maxsize=1)
+def legacy_kinds() -> frozenset[str]:
+    """Old spellings of instruction kinds (`GetBlock`), from the instruction registry."""
+    from msdb.schedule.instructions import known_kinds, spec_for
+
+    return frozenset(kind for kind in known_kinds() if spec_for(kind).name != kind)
+
+
+def normalize_trace_json(trace: list[Any]) -> list[Any]:
+    """TVM 0.27's form of a trace's JSON (`GetBlock` -> `GetSBlock`, `Split` attrs padded with
+    `disable_predication`), rewriting only the instructions that need it, with the rules of
+    `msdb.schedule.instructions.normalize_instruction` (the same as `Trace.normalized()`, without
+    building a `Trace`)."""
+    from msdb.schedule.instruction import Instruction
+    from msdb.schedule.instructions import normalize_instruction
+
+    legacy = legacy_kinds()
+    insts = []
+    for inst in trace[0]:
+        kind, inputs, attrs, outputs = inst
+        if kind in legacy or (kind == "Split" and len(attrs) == 1):
+            new = normalize_instruction(Instruction(kind, tuple(inputs), tuple(attrs), tuple(outputs)))
+            insts.append([new.kind, inputs, list(new.attrs), outputs])
+        else:
+            insts.append(inst)
+    return [insts, trace[1]]
+
+
+#: A one-attribute `Split` (TVM <= 0.23 wrote no `disable_predication`): needs rewriting.
+SPLIT_ONE_ATTR = re.compile(r'\["Split",\[[^\[\]]*\],\[[^\[\],]*\],')
+_LIST_ONLY = {list}
+_STR_ONLY = {str}
+_INT_ONLY = {int}
+_FOUR = {4}
+#: (str, list, list, list) * n: the types of n instructions' fields, flattened, by n.
+_INST_PATTERNS: dict[int, tuple[type, ...]] = {}
+_chain = itertools.chain.from_iterable
+
+
+@functools.lru_cache(maxsize=4)
+def postproc_pattern(legacy: frozenset[str]) -> re.Pattern[str]:
+    """A regex matching, from a trace's `,["EnterPostproc",...`, the rest of its instruction
+    list in TVM's compact form and the `],` before the decisions, when every instruction is
+    `[kind, [inputs], [attrs], [outputs]]` with plain JSON scalars or lists of them (two levels
+    deep at most), no legacy kind, and no one-attribute Split (those need rewriting).
+
+    This is the per-line check of the quick path: it validates as text, building no objects,
+    in half the time of scanning the same text into lists and checking their shape. Anything
+    it does not match (string escapes, NaN, deeper nesting, whitespace) goes the general way,
+    which decides the same things with the JSON scanner; so it may refuse more, never less."""
+    string = r'"[^"\\\x00-\x1f]*+"'
+    number = r"-?+(?:0|[1-9][0-9]*+)(?:\.[0-9]++)?+(?:[eE][-+]?+[0-9]++)?+"
+    scalar = rf"(?:{string}|{number}|null|true|false)"
+    flat = rf"\[(?:{scalar}(?:,{scalar})*+)?+\]"
+    item = rf"(?:{scalar}|\[(?:(?:{scalar}|{flat})(?:,(?:{scalar}|{flat}))*+)?+\])"
+    items = rf"\[(?:{item}(?:,{item})*+)?+\]"
+    excluded = "|".join(re.escape(kind) for kind in sorted(legacy | {"Split"}))
+    kind = rf'"(?!(?:{excluded})")[A-Za-z_][A-Za-z0-9_]*+"'
+    split = rf'"Split",{items},\[{item}(?:,{item})++\]'
+    return re.compile(rf"(?:,\[(?:{split}|{kind},{items},{items}),{items}\])++\],")
+
+
+def well_formed(insts: Any) -> bool:
+    """Whether `insts` is a non-empty list of `[kind, [inputs], [attrs], [outputs]]` (checked
+    column-wise in C: the flattened field types against `(str, list, list, list) * n`)."""
+    if type(insts) is not list or not insts:
+        return False
+    try:
+        if set(map(len, insts)) != _FOUR:
+            return False
+    except TypeError:
+        return False
+    n = len(insts)
+    pattern = _INST_PATTERNS.get(n)
+    if pattern is None:
+        pattern = _INST_PATTERNS.setdefault(n, (str, list, list, list) * n)
+    return tuple(map(type, _chain(insts))) == pattern
+
+
+def scan_trace(trace: Any, legacy: frozenset[str], text: str | None = None) -> tuple[str | None, bool]:
+    """(why the trace JSON is malformed or None, whether it needs normalizing).
+
+    A trace is `[[[kind, [inputs], [attrs], [outputs]], ...], [[inst_index, decision], ...]]`.
+    The common case is checked column-wise with C-level `map`/`zip` (an import checks 100k
+    traces of ~50 instructions); the per-item walk only runs to name what is wrong. `text`, the
+    trace's JSON text when known, lets a regex find one-attribute `Split`s."""
+    if type(trace) is not list or len(trace) != 2 or type(trace[0]) is not list or type(trace[1]) is not list:
+        return "trace must be [instructions, decisions]", False
+    insts, decisions = trace
+    if insts:
+        if (set(map(type, insts)) != _LIST_ONLY or set(map(len, insts)) != {4}):
+            return _explain_insts(insts), False
+        kinds, inputs, attrs, outputs = zip(*insts)
+        if (set(map(type, kinds)) != _STR_ONLY or set(map(type, inputs)) != _LIST_ONLY
+                or set(map(type, attrs)) != _LIST_ONLY or set(map(type, outputs)) != _LIST_ONLY):
+            return _explain_insts(insts), False
+        needs = not legacy.isdisjoint(kinds)
+        if not needs and "Split" in kinds:
+            if text is not None:
+                needs = SPLIT_ONE_ATTR.search(text) is not None
+            else:
+                needs = any(k == "Split" and len(a) == 1 for k, a in zip(kinds, attrs))
+    else:
+        needs = False
+    if decisions:
+        if set(map(type, decisions)) != _LIST_ONLY or set(map(len, decisions)) != {2}:
+            return _explain_decisions(decisions, len(insts)), False
+        indexes = [d[0] for d in decisions]
+        if set(map(type, indexes)) != _INT_ONLY or min(indexes) < 0 or max(indexes) >= len(insts):
+            return _explain_decisions(decisions, len(insts)), False
+    return None, needs
+
+
+def _explain_insts(insts: list[Any]) -> str:
+    for i, inst in enumerate(insts):
+        if (type(inst) is not list or len(inst) != 4 or type(inst[0]) is not str or type(inst[1]) is not list
+                or type(inst[2]) is not list or type(inst[3]) is not list):
+            return f"trace instruction {i} is not [kind, [inputs], [attrs], [outputs]]: {short_json(inst)}"
+    return "trace instructions are malformed"  # pragma: no cover - callers only ask when one is
+
+
+def _explain_decisions(decisions: list[Any], n: int) -> str:
+    for j, item in enumerate(decisions):
+        if type(item) is not list or len(item) != 2 or type(item[0]) is not int:
+            return f"trace decision {j} is not [instruction_index, decision]: {short_json(item)}"
+        if not 0 <= item[0] < n:
+            return f"trace decision {j} points at instruction {item[0]}, but the trace has {n}"
+    return "trace decisions are malformed"  # pragma: no cover
+
+
+def short_json(value: Any, limit: int = 60) -> str:
+    """`value` as JSON, cut to `limit` characters, to quote it in a bad-line reason."""
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
