@@ -45,18 +45,28 @@ def import_command(db: str, paths: tuple[str, ...], skip_bad: bool, opaque: bool
     """
     import time
 
-    from msdb.interop.tvm.importer import import_tvm, resolve_import_paths
-    from msdb.ops.store import file_of
+    from msdb.interop.tvm.importer import import_plan, import_tvm, read_import, resolve_import_paths
+    from msdb.ops.store import file_of, is_behind
 
     start = time.perf_counter()
     resolve_import_paths(paths)  # a missing or incomplete work_dir is refused before DB is opened
     file = file_of(db)
     created = file is not None and not file.exists()
     with ProgressBars() as progress:
+        plan = None
+        if verify or is_behind(db):
+            # read (and replay) everything before DB is opened: opening migrates an older
+            # schema, which a refused import must not do
+            plan = read_import(paths, opaque=opaque, progress=progress)
+            plan.check(skip_bad)
         database = open_db(db, create=True)
         try:
-            summary = import_tvm(database, paths, skip_bad=skip_bad, opaque=opaque, user=user, host=host,
-                                 model=model, verify=verify, progress=progress)
+            if plan is not None:
+                summary = import_plan(database, plan, skip_bad=skip_bad, user=user, host=host, model=model,
+                                      verify=verify, progress=progress)
+            else:  # one pass: rows written while the lines are read, rolled back on a bad line
+                summary = import_tvm(database, paths, skip_bad=skip_bad, opaque=opaque, user=user, host=host,
+                                     model=model, progress=progress)
         except BaseException:
             database.close()
             if created and file is not None:

@@ -128,6 +128,27 @@ def open_database(location: str | os.PathLike[str], *, create: bool = False) -> 
         raise DatabaseOpenError(f"cannot open database {shown!r}: {exc.strerror or exc}") from None
 
 
+def is_behind(location: str | os.PathLike[str]) -> bool:
+    """Whether `location` is an existing SQLite file holding an msdb database at an older
+    schema revision, which opening it would migrate (read without opening it for msdb)."""
+    import sqlite3
+
+    from msdb.schema import HEAD, REVISIONS
+
+    path = file_of(os.fspath(location))
+    if path is None or not path.is_file():
+        return False
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            row = conn.execute("SELECT version_num FROM alembic_version").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return False  # not an msdb database (or not SQLite): opening it says what it is
+    return row is not None and row[0] != HEAD and row[0] in REVISIONS
+
+
 def file_of(text: str) -> Path | None:
     """The file behind a path or an sqlite URL; None for other URLs and in-memory SQLite."""
     if "://" not in text:

@@ -233,6 +233,39 @@ def test_migrate_upgrades_an_older_schema(db_copy: pathlib.Path) -> None:
     assert run("ls", db_copy).stdout == LS_TABLE  # the records survived
 
 
+def _downgrade(db: pathlib.Path, revision: str) -> None:
+    from alembic import command
+    from sqlalchemy import create_engine
+
+    from msdb.database.migrate import alembic_config
+
+    engine = create_engine(f"sqlite:///{db}")
+    with engine.begin() as conn:
+        command.downgrade(alembic_config(conn), revision)
+    engine.dispose()
+
+
+def test_import_into_an_older_schema_migrates_only_when_it_imports(db_copy: pathlib.Path,
+                                                                   tmp_path: pathlib.Path) -> None:
+    from msdb.database.migrate import HEAD, REVISIONS
+
+    older = REVISIONS[-2]
+    _downgrade(db_copy, older)
+    wd = tmp_path / "team_a"
+    shutil.copytree(TEAMS["team_a"], wd)
+    good = (wd / RECORD_FILE).read_text()
+    (wd / RECORD_FILE).write_text(good[:-100])  # a truncated last line
+    before = snapshot(db_copy)
+    refused = run("import", db_copy, wd)
+    assert refused.exit_code == 1 and f"{RECORD_FILE}:128: truncated JSON" in refused.stderr
+    assert snapshot(db_copy) == before  # not even migrated
+    assert query(db_copy, "SELECT version_num FROM alembic_version") == [(older,)]
+    (wd / RECORD_FILE).write_text(good)
+    imported = run("import", db_copy, wd)
+    assert imported.exit_code == 0 and "records: 0 new, 128 duplicate" in imported.stdout
+    assert query(db_copy, "SELECT version_num FROM alembic_version") == [(HEAD,)]
+
+
 def test_verify_clean_and_broken(tmp_path: pathlib.Path) -> None:
     db = tmp_path / "db.sqlite"
     assert run("import", db, TEAMS["team_c"]).exit_code == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import sys
 
 import pytest
 
@@ -476,4 +477,33 @@ def test_a_bad_last_line_rolls_back_rows_already_written(tmp_path: pathlib.Path,
     with pytest.raises(ImportAborted, match=rf"{RECORD_FILE}:128: truncated JSON"):
         _import(db_path, TEAMS["team_b"], wd, workers=workers)
     assert sum(written) >= 128 + 100  # team_b and most of team_a went into the transaction before line 128
+    assert snapshot(db_path) == before
+
+
+_KILL_AT: list[int] = []  # start offset of the chunk whose worker kills itself (set before forking)
+
+
+def _parse_chunk_or_die(task: tuple) -> tuple:  # module level: workers receive it pickled by name
+    import os
+    import signal
+
+    if task[0] in _KILL_AT:
+        os.kill(os.getpid(), signal.SIGKILL)  # as the OOM killer would
+    return import_reader._parse_chunk_of_the_reader(task)
+
+
+def test_a_parsing_worker_killed_from_outside_fails_the_import_cleanly(tmp_path: pathlib.Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from msdb.interop.tvm.import_reader import ImportWorkerError
+
+    monkeypatch.setattr(import_reader, "_CHUNK", 20)
+    text = (TEAMS["team_a"] / RECORD_FILE).read_text()
+    monkeypatch.setattr(import_reader, "_parse_chunk_of_the_reader", import_reader._parse_chunk, raising=False)
+    monkeypatch.setattr(import_reader, "_parse_chunk", _parse_chunk_or_die)
+    monkeypatch.setattr(sys.modules[__name__], "_KILL_AT", [import_reader._line_chunks(text, 20)[2][0]])
+    db_path = tmp_path / "db.sqlite"
+    _import(db_path, TEAMS["team_c"])
+    before = snapshot(db_path)
+    with pytest.raises(ImportWorkerError, match=rf"{RECORD_FILE}: a process parsing this file died"):
+        _import(db_path, TEAMS["team_a"], workers=2)  # not a hang: the import fails, the transaction rolls back
     assert snapshot(db_path) == before

@@ -120,3 +120,29 @@ def test_missing_file_and_directory_without_files(tmp_path: pathlib.Path) -> Non
         read_workdir(tmp_path / "f.json")
     with pytest.raises(WorkDirError, match="no such file"):
         read_workdir(tmp_path / "f.json", tmp_path / "g.json")
+
+
+def test_a_workload_line_that_is_not_utf8_keeps_its_index(work_dir: pathlib.Path) -> None:
+    lines = (work_dir / WORKLOAD_FILE).read_bytes().split(b"\n")
+    (work_dir / WORKLOAD_FILE).write_bytes(b"\n".join([b'["1", "\xff"]'] + lines[1:]))
+    wd = read_workdir(work_dir)
+    first_index = sum(1 for r in (TEAM_A / RECORD_FILE).read_text().splitlines() if r.startswith("[0,"))
+    assert str(wd.bad_lines[0]) == f"{work_dir / WORKLOAD_FILE}:1: line is not UTF-8 text"
+    assert len(wd.bad_lines) == 1 + first_index  # the records of workload 0 name that bad line
+    assert all("which is a bad line of" in b.reason for b in wd.bad_lines[1:])
+    assert {row[1] for row in wd.records} == {1}  # the rest still point at workload 1, not shifted
+
+
+def test_run_secs_beyond_floats_and_indexes_json_does_not_allow(work_dir: pathlib.Path) -> None:
+    def edit(lines: list[str]) -> list[str]:
+        huge = json.loads(lines[1])
+        huge[1][1] = [10 ** 400]
+        return [lines[0], json.dumps(huge) + "\n", "[00" + lines[2][2:], lines[3].replace("[0,", "[\u0660,", 1)] + lines[4:]
+
+    _rewrite(work_dir / RECORD_FILE, edit)
+    bad = _bad(work_dir)
+    assert bad[0].startswith(f"{work_dir / RECORD_FILE}:2: run_secs [1000") and bad[0].endswith(
+        "holds a value that is not a finite number")
+    assert bad[1].startswith(f"{work_dir / RECORD_FILE}:3: invalid JSON")
+    assert bad[2].startswith(f"{work_dir / RECORD_FILE}:4: invalid JSON")
+    assert len(bad) == 3

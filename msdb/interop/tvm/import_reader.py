@@ -25,7 +25,7 @@ import re
 import threading
 from hashlib import blake2b
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 from msdb.errors import MsdbError
 from msdb.interop.tvm.import_data import FAILED_RUN_SECS, ParsedWorkDir, ParsedWorkload
@@ -33,7 +33,7 @@ from msdb.interop.tvm.payload import (
     LegacyPayloadError, PayloadError, UnsupportedNodeError, decode_graph, graph_tvm_version, load_graph,
 )
 from msdb.interop.tvm.trace_check import (
-    SPLIT_ONE_ATTR, legacy_kinds, normalize_trace_json, postproc_pattern, scan_trace, short_json, well_formed,
+    legacy_kinds, needs_rewrite, normalize_trace_json, postproc_pattern, scan_trace, short_json, well_formed,
 )
 from msdb.interop.tvm.workdir import BadLine, WorkDirError
 from msdb.ops.store import OPAQUE_LEGACY, OPAQUE_UNSUPPORTED, ProgressFn
@@ -43,11 +43,17 @@ if TYPE_CHECKING:
     from msdb.interop.tvm.import_writer import ImportWriter
     from msdb.records import Target
 
-__all__ = ["WorkDirReader"]
+__all__ = ["ImportWorkerError", "WorkDirReader"]
+
+
+class ImportWorkerError(MsdbError):
+    """A worker process parsing a record file died (killed from outside); nothing was written."""
+
 
 #: Record lines per progress report (and per batch handed to a sink, on one process).
 _PROGRESS_EVERY = 2000
-_RECORD_HEAD = re.compile(r"\[(-?\d+),\[")
+#: `[index,[` at a record line's start; the index as JSON spells an integer (not `00`, ASCII digits).
+_RECORD_HEAD = re.compile(r"\[(-?(?:0|[1-9][0-9]*)),\[")
 #: The C scanner behind json.loads: `(value, end)` at an offset, StopIteration/ValueError on bad
 #: JSON. Used directly to find where a record line's trace ends without copying it.
 _scan_once = json.JSONDecoder().scan_once
@@ -60,6 +66,14 @@ _TWO = {2}
 _MAX_TAILS = 4096
 _MAX_SKETCHES = 50000
 _ENTER_POSTPROC = ',["EnterPostproc",[],[],[]]'
+
+
+def _all_finite(numbers: list[Any]) -> bool:
+    """Whether every number is finite as a float (an integer too big for one is not)."""
+    try:
+        return all(map(math.isfinite, numbers))
+    except OverflowError:
+        return False
 
 
 def _json_problem(text: str, exc: ValueError) -> str:
@@ -80,7 +94,9 @@ def _loads_tvm(text: str) -> Any:
 
 
 class WorkDirReader:
-    """Reads work_dirs into an `ImportPlan` (see the module docstring, phase 1)."""
+    """Reads work_dirs, one `read` call each, into `ParsedWorkDir`s or a sink; keeps what
+    repeats across lines and files (decoded payloads, parsed targets, checked sketches and line
+    tails) and the bad lines found (`bad`)."""
 
     def __init__(self, *, opaque: bool, progress: ProgressFn | None, total: int, workers: int | None = 1) -> None:
         self.legacy = legacy_kinds()
@@ -95,7 +111,6 @@ class WorkDirReader:
         self.tails: dict[str, tuple[str, str | None]] = {}
         #: trace texts up to `,["EnterPostproc"` -> what `_sketch` found, see `_quick`.
         self.sketches: dict[str, tuple[int, bool, Any] | tuple[()]] = {}
-        self.legacy_texts = tuple(json.dumps(kind) for kind in sorted(self.legacy))
         self.postproc = postproc_pattern(self.legacy)
         self.bad: list[BadLine] = []
         #: The progress phase this reader reports.
@@ -176,7 +191,7 @@ class WorkDirReader:
         if trace_text is not None and (" " in trace_text or "\n" in trace_text or "\t" in trace_text
                                        or "\r" in trace_text):
             trace_text = None  # not TVM's compact writer output: store (and hash) TVM's spelling
-        problem, needs_normalizing = scan_trace(trace, self.legacy, trace_text)
+        problem, needs_normalizing = scan_trace(trace, self.legacy)
         if problem is not None:
             self.bad.append(BadLine(path, number, problem))
             return
@@ -195,7 +210,7 @@ class WorkDirReader:
                 self.bad.append(BadLine(path, number, f"run_secs must be a list of numbers or null, got "
                                                       f"{short_json(run_secs)}"))
                 return
-            if not all(map(math.isfinite, run_secs)):
+            if not _all_finite(run_secs):
                 self.bad.append(BadLine(path, number, f"run_secs {short_json(run_secs)} holds a value that is not a "
                                                       "finite number"))
                 return
@@ -273,9 +288,8 @@ class WorkDirReader:
                 insts, decisions = trace
                 if not well_formed(insts):
                     return None
-                trace_text = text[start:end]
-                if SPLIT_ONE_ATTR.search(trace_text) is not None or any(k in trace_text for k in self.legacy_texts):
-                    return None  # maybe a legacy instruction: the general path decides and rewrites
+                if needs_rewrite(insts, self.legacy):
+                    return None  # the general path rewrites it
                 n_insts, sketch_ok, sketch_hash = len(insts), insts[0][0] != "EnterPostproc", None
             if text[end:end + 1] != ",":
                 return None
@@ -304,12 +318,15 @@ class WorkDirReader:
         if type(run_secs) is not list or not run_secs or not set(map(type, run_secs)) <= _FLOAT_INT:
             return None
         if len(run_secs) == 1:
-            mean = float(run_secs[0])
+            try:
+                mean = float(run_secs[0])
+            except OverflowError:
+                return None  # an integer beyond floats: the general path reports it
             if not math.isfinite(mean):
                 return None
             run_text = "[%.20g]" % run_secs[0]
         else:
-            if not all(map(math.isfinite, run_secs)):
+            if not _all_finite(run_secs):
                 return None
             run_text = "[" + ",".join(["%.20g" % x for x in run_secs]) + "]"
             mean = math.fsum(run_secs) / len(run_secs)
@@ -333,8 +350,7 @@ class WorkDirReader:
                 insts, end = _scan_once(text[1:] + "]", 0)
             except (StopIteration, ValueError):
                 insts, end = None, -1
-            if (end == len(text) and well_formed(insts) and all(text.find(k) < 0 for k in self.legacy_texts)
-                    and SPLIT_ONE_ATTR.search(text) is None):
+            if end == len(text) and well_formed(insts) and not needs_rewrite(insts, self.legacy):
                 result = (len(insts), insts[0][0] != "EnterPostproc", blake2b(text.encode(), digest_size=8))
         if len(self.sketches) < _MAX_SKETCHES:
             self.sketches[text] = result
@@ -454,7 +470,8 @@ class WorkDirReader:
             raise WorkDirError(f"{exc.filename}: cannot read ({exc.strerror})") from None
         wd = ParsedWorkDir(workload_path, record_path, hashlib.sha256(workload_bytes).hexdigest(), "")
         for number, text in self._lines(workload_path, workload_bytes):
-            wd.workloads.append(self.workload_line(workload_path, number, text))
+            # a line that is not UTF-8 still holds its index: the records after it keep theirs
+            wd.workloads.append(None if text is None else self.workload_line(workload_path, number, text))
         n_workloads = len(wd.workloads)
         if sink is not None:
             sink.workloads(wd)
@@ -462,7 +479,8 @@ class WorkDirReader:
         try:
             text = record_bytes.decode("utf-8")
         except UnicodeDecodeError:
-            lines = self._lines(record_path, record_bytes)  # line by line, naming the lines that are not UTF-8
+            # line by line, naming the lines that are not UTF-8
+            lines = [(number, line) for number, line in self._lines(record_path, record_bytes) if line is not None]
         else:
             del record_bytes  # a big log: hold the bytes, the text and its lines no longer than needed
             workers = _worker_count(self.workers, _estimated_lines(text))
@@ -504,6 +522,7 @@ class WorkDirReader:
         parsing it saved. Rows come back compact: a trace that is the line's own text comes
         back as offsets into `text`, not as text."""
         import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
 
         global _FORK_TEXT
         valid = [w is not None for w in wd.workloads]
@@ -515,9 +534,13 @@ class WorkDirReader:
         _FORK_TEXT = text
         n_lines = 0  # lines of the chunks done so far: the number of the next chunk's first line, minus one
         try:
-            with multiprocessing.get_context("fork").Pool(workers) as pool:
+            # an executor, not multiprocessing.Pool: a worker killed from outside (the OOM
+            # killer) raises BrokenProcessPool here instead of leaving the import, and the
+            # write transaction it holds open, waiting forever
+            with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+                results = pool.map(_parse_chunk, tasks)  # forks the workers (all at once, under "fork")
                 digest.start()  # its thread starts after the fork: a forked child has only the main thread
-                for count, records, bad, targets, errors, normalized in pool.imap(_parse_chunk, tasks):
+                for count, records, bad, targets, errors, normalized in _checked(results, path):
                     rows = []
                     for row in records:
                         trace = row[3]
@@ -541,9 +564,9 @@ class WorkDirReader:
             _FORK_TEXT = None
         return n_lines
 
-    def _lines(self, path: Path, data: bytes) -> list[tuple[int, str]]:
+    def _lines(self, path: Path, data: bytes) -> list[tuple[int, str | None]]:
         """Non-blank lines with their 1-based numbers (TVM 0.27 segfaults on a blank line; msdb
-        skips it); a line that is not UTF-8 is reported."""
+        skips it); a line that is not UTF-8 is reported, and comes back as None."""
         try:
             return _nonblank(data.decode("utf-8").split("\n"))
         except UnicodeDecodeError:
@@ -556,6 +579,7 @@ class WorkDirReader:
                 out.append((number, raw.decode("utf-8")))
             except UnicodeDecodeError:
                 self._bad(path, number, "line is not UTF-8 text")
+                out.append((number, None))
         return out
 
 
@@ -613,6 +637,16 @@ def _worker_count(requested: int | None, n_lines: int) -> int:
     if wanted <= 1 or "fork" not in multiprocessing.get_all_start_methods():
         return 1
     return min(wanted, max(1, (n_lines + _CHUNK - 1) // _CHUNK))
+
+
+def _checked(results: Iterator[tuple[Any, ...]], path: Path) -> Iterator[tuple[Any, ...]]:
+    """`results`, with a parsing worker's death told as an `MsdbError` naming the file."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    try:
+        yield from results
+    except BrokenProcessPool as exc:
+        raise ImportWorkerError(f"{path}: a process parsing this file died ({exc}); nothing was imported") from None
 
 
 def _estimated_lines(text: str) -> int:

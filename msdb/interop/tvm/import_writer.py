@@ -1,6 +1,6 @@
 """Phase 2 of `msdb import`: parsed work_dirs into database rows, inside one write transaction.
 
-`ImportWriter` receives what `msdb.interop.tvm.importer`'s reader found, work_dir by work_dir:
+`ImportWriter` receives what `msdb.interop.tvm.import_reader.WorkDirReader` found, work_dir by work_dir:
 first its workloads (`workloads`), then its record rows in batches (`records`), then the end
 of the work_dir (`done`, when the record file's sha256 is known). It can therefore run after
 the whole import was read (`commit_import`: the two-phase import that `--verify` needs), or
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
 
-    from msdb.interop.tvm.importer import ImportSummary, ParsedWorkDir, ParsedWorkload, RecordRow
+    from msdb.interop.tvm.import_data import ImportSummary, ParsedWorkDir, ParsedWorkload, RecordRow
     from msdb.ops.store import ProgressFn
     from msdb.records import Target
 

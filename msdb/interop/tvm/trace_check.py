@@ -16,7 +16,7 @@ import json
 import re
 from typing import Any
 
-__all__ = ["SPLIT_ONE_ATTR", "legacy_kinds", "normalize_trace_json", "postproc_pattern", "scan_trace", "short_json",
+__all__ = ["legacy_kinds", "needs_rewrite", "normalize_trace_json", "postproc_pattern", "scan_trace", "short_json",
            "well_formed"]
 
 
@@ -48,8 +48,6 @@ def normalize_trace_json(trace: list[Any]) -> list[Any]:
     return [insts, trace[1]]
 
 
-#: A one-attribute `Split` (TVM <= 0.23 wrote no `disable_predication`): needs rewriting.
-SPLIT_ONE_ATTR = re.compile(r'\["Split",\[[^\[\]]*\],\[[^\[\],]*\],')
 _LIST_ONLY = {list}
 _STR_ONLY = {str}
 _INT_ONLY = {int}
@@ -99,13 +97,28 @@ def well_formed(insts: Any) -> bool:
     return tuple(map(type, _chain(insts))) == pattern
 
 
-def scan_trace(trace: Any, legacy: frozenset[str], text: str | None = None) -> tuple[str | None, bool]:
+def needs_rewrite(insts: list[list[Any]], legacy: frozenset[str]) -> bool:
+    """Whether well-formed instructions hold one TVM 0.27 spells differently (a legacy kind, a
+    one-attribute `Split`)."""
+    if not insts:
+        return False
+    kinds, _, attrs, _ = zip(*insts)
+    return _needs_rewrite(kinds, attrs, legacy)
+
+
+def _needs_rewrite(kinds: tuple[str, ...], attrs: tuple[list[Any], ...], legacy: frozenset[str]) -> bool:
+    # decided per instruction, never on the text: a `["Split",[],[x],[]]` inside an input or
+    # decision list is not an instruction, and `"Get\u0042lock"` is one
+    return not legacy.isdisjoint(kinds) or ("Split" in kinds and any(
+        k == "Split" and len(a) == 1 for k, a in zip(kinds, attrs)))
+
+
+def scan_trace(trace: Any, legacy: frozenset[str]) -> tuple[str | None, bool]:
     """(why the trace JSON is malformed or None, whether it needs normalizing).
 
     A trace is `[[[kind, [inputs], [attrs], [outputs]], ...], [[inst_index, decision], ...]]`.
     The common case is checked column-wise with C-level `map`/`zip` (an import checks 100k
-    traces of ~50 instructions); the per-item walk only runs to name what is wrong. `text`, the
-    trace's JSON text when known, lets a regex find one-attribute `Split`s."""
+    traces of ~50 instructions); the per-item walk only runs to name what is wrong."""
     if type(trace) is not list or len(trace) != 2 or type(trace[0]) is not list or type(trace[1]) is not list:
         return "trace must be [instructions, decisions]", False
     insts, decisions = trace
@@ -116,12 +129,7 @@ def scan_trace(trace: Any, legacy: frozenset[str], text: str | None = None) -> t
         if (set(map(type, kinds)) != _STR_ONLY or set(map(type, inputs)) != _LIST_ONLY
                 or set(map(type, attrs)) != _LIST_ONLY or set(map(type, outputs)) != _LIST_ONLY):
             return _explain_insts(insts), False
-        needs = not legacy.isdisjoint(kinds)
-        if not needs and "Split" in kinds:
-            if text is not None:
-                needs = SPLIT_ONE_ATTR.search(text) is not None
-            else:
-                needs = any(k == "Split" and len(a) == 1 for k, a in zip(kinds, attrs))
+        needs = _needs_rewrite(kinds, attrs, legacy)
     else:
         needs = False
     if decisions:

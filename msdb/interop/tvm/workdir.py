@@ -1,7 +1,7 @@
 """A TVM MetaSchedule work_dir: its two file names, how a path names one, and how a bad line
 is reported (`path:line: reason`).
 
-The reading itself is `msdb.interop.tvm.importer` (one reader for msdb import, fast on big
+The reading itself is `msdb.interop.tvm.import_reader` (one reader for msdb import, fast on big
 logs). It is more forgiving than TVM's own reader where TVM is fragile (TVM 0.27 segfaults on a
 blank line and aborts the whole load on a truncated one) and stricter where TVM is silent (a
 record that points at a workload line that does not exist).

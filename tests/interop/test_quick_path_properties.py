@@ -1,0 +1,90 @@
+"""The importer's quick path (`WorkDirReader._quick`, which checks most of a trace as text) and
+its general path (`record_line` with the JSON scanner) must give the same row for every line the
+quick path accepts. Property test: record lines of a real TVM log, edited where the quick path
+looks (instructions after EnterPostproc, decisions, run_secs) with JSON fragments chosen to sit
+on its edges (numbers TVM would respell, escapes, Split-like lists, legacy kinds, whitespace)."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from msdb.interop.tvm.import_data import ParsedWorkDir
+from msdb.interop.tvm.import_reader import WorkDirReader
+from tests.cli.helpers import RECORD_FILE, TEAMS
+
+LINES = (TEAMS["team_a"] / RECORD_FILE).read_text().splitlines()[:4]
+PATH = pathlib.Path("log.json")
+SCALARS = ["0", "-0", "1.5", "0.1", "1e5", "1E+5", "-2.50", "1e999", "true", "false", "null", '"a"', '""', '"é"',
+           '"\\u00e9"', '"\\n"', '"a b"', '"GetBlock"', '"Split"', '"\\u0047etBlock"', '"\x7f"', '"\u2028"', "NaN",
+           "-Infinity", "123456789012345678901234567890", "00", "1.", "-"]
+KINDS = ['"Foo"', '"GetBlock"', '"Split"', '"EnterPostproc"', '"Get\\u0042lock"', '"X y"', '"é"', '"_a1"', '"1a"']
+
+scalar = st.sampled_from(SCALARS)
+fragment = st.recursive(scalar | scalar.map(lambda s: f'["Split",[],[{s}],[]]'),
+                        lambda inner: st.lists(inner, max_size=3).map(lambda xs: "[" + ",".join(xs) + "]"),
+                        max_leaves=6)
+fragments = st.lists(fragment, max_size=3).map(",".join)
+
+
+def _reader(general: bool) -> tuple[WorkDirReader, ParsedWorkDir]:
+    reader = WorkDirReader(opaque=False, progress=None, total=0)
+    wd = ParsedWorkDir(PATH, PATH, "", "")
+    wd.workloads = [object()] * 4  # type: ignore[list-item]
+    for number, line in enumerate(LINES, start=1):  # the sketches, targets and tails are known
+        reader.record_line(wd, PATH, number, line, 4)
+    if general:
+        reader._quick = lambda *args: None  # type: ignore[method-assign]
+    return reader, wd
+
+
+QUICK, QUICK_WD = _reader(general=False)
+GENERAL, GENERAL_WD = _reader(general=True)
+
+
+@st.composite
+def edited_lines(draw: st.DrawFn) -> str:
+    compact = json.dumps(json.loads(draw(st.sampled_from(LINES))), separators=(",", ":"), ensure_ascii=False)
+    enter = compact.index('["EnterPostproc",[],[],[]]')
+    insts_end = compact.index("]],[[", enter) + 1  # after the last instruction
+    where = draw(st.sampled_from(["instruction", "decision", "run_secs", "character"]))
+    if where == "instruction":
+        inst = f"[{draw(st.sampled_from(KINDS))},[{draw(fragments)}],[{draw(fragments)}],[{draw(fragments)}]]"
+        return compact[:insts_end] + "," + inst + compact[insts_end:]
+    if where == "decision":
+        index = draw(st.sampled_from(["0", "3", "-1", "200", "true", "1.0"]))
+        return compact[:insts_end + 3] + f"[{index},{draw(fragment)}]," + compact[insts_end + 3:]
+    if where == "run_secs":
+        trace, run_secs = json.loads(compact)[1][:2]
+        head = json.dumps(trace, separators=(",", ":"), ensure_ascii=False) + ","
+        at = compact.index(head) + len(head)
+        old = json.dumps(run_secs, separators=(",", ":"))
+        assert compact.startswith(old, at)
+        return compact[:at] + "[" + draw(fragments) + "]" + compact[at + len(old):]
+    at = draw(st.integers(enter, insts_end - 1))
+    return compact[:at] + draw(st.sampled_from(['"', "[", "]", ",", " ", "\\", "0", "Split", "\t"])) + compact[at + 1:]
+
+
+@settings(max_examples=400, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(edited_lines())
+def test_a_line_the_quick_path_accepts_gets_the_general_paths_row(line: str) -> None:
+    quick = QUICK._quick(line, 4, QUICK_WD.workloads)
+    if quick is None:
+        return  # the general path decides alone
+    bad, rows = len(GENERAL.bad), len(GENERAL_WD.records)
+    GENERAL.record_line(GENERAL_WD, PATH, 99, line, 4)
+    assert len(GENERAL.bad) == bad, GENERAL.bad[-1]
+    assert len(GENERAL_WD.records) == rows + 1
+    assert GENERAL_WD.records[-1][1:] == quick
+
+
+def test_the_edits_reach_the_quick_path() -> None:
+    """The property above is not vacuous: edited lines the quick path accepts exist."""
+    compact = json.dumps(json.loads(LINES[0]), separators=(",", ":"))
+    enter = compact.index('["EnterPostproc",[],[],[]]')
+    insts_end = compact.index("]],[[", enter) + 1
+    line = compact[:insts_end] + ',["Foo",["a",1.5],[[0,"x"]],["b"]]' + compact[insts_end:]
+    assert QUICK._quick(line, 4, QUICK_WD.workloads) is not None
