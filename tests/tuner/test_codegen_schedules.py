@@ -155,13 +155,37 @@ def test_rfactor_reduction() -> None:
     check_against_interpreter(mod, sch.mod, seed=7, rtol=1e-4)
 
 
+def _allocations(mod) -> dict[str, tuple[list[int], int]]:  # type: ignore[no-untyped-def]
+    """name -> (strides, elements) of every allocation of the lowered main function."""
+    from msdb.tuner.codegen.analysis import allocation_elements, buffer_strides, walk
+    from msdb.tuner.codegen.lower import Allocate, lower_func
+
+    found: list[Allocate] = []
+    walk(lower_func(mod.main).body, lambda n: found.append(n) if isinstance(n, Allocate) else None)
+    return {a.buffer.name: (list(buffer_strides(a.buffer)), allocation_elements(a.buffer)) for a in found}
+
+
 def test_storage_align_on_a_cache() -> None:
     mod = zoo.build("matmul", 16, 16, 16)
     sch = Schedule(mod)
     c = sch.get_block("C")
     cache = sch.cache_read(c, 0, "shared")
+    assert _allocations(sch.mod)["A_shared"] == ([16, 1], 256)
     sch.storage_align(cache, 0, 0, 16, 4)
+    # TVM's rule: the row stride 16 is padded to 20 (20 % 16 == 4), so rows start in different banks
+    assert _allocations(sch.mod)["A_shared"] == ([20, 1], 15 * 20 + 16)
     check_against_interpreter(mod, sch.mod, seed=8)
+
+
+def test_storage_align_on_two_axes_of_a_3d_cache() -> None:
+    mod = zoo.build("GMM", 2, 12, 10, 8)  # X: (2, 12, 8)
+    sch = Schedule(mod)
+    cache = sch.cache_read(sch.get_block("Z"), 0, "global")
+    sch.storage_align(cache, 0, 2, 4, 3)  # innermost stride 1 -> 3 (3 % 4 == 3)
+    sch.storage_align(cache, 0, 1, 8, 1)  # row stride 3 * 8 = 24 -> 25 (25 % 8 == 1)
+    strides = [25 * 12, 25, 3]
+    assert _allocations(sch.mod)["X_global"] == (strides, 1 + 1 * 300 + 11 * 25 + 7 * 3)
+    check_against_interpreter(mod, sch.mod, seed=11)
 
 
 def test_softmax_with_parallel_rows_and_vectorized_columns() -> None:

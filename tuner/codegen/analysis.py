@@ -19,7 +19,7 @@ from msdb.ir.dtype import is_int, is_uint
 from msdb.ir.functor import IRVisitor, post_order_visit
 
 __all__ = [
-    "Affine", "affine", "stride_of", "flat_index", "buffer_strides", "static_shape",
+    "Affine", "affine", "stride_of", "flat_index", "buffer_strides", "static_shape", "allocation_elements",
     "vars_in", "int_bound", "is_int_type",
 ]
 
@@ -173,6 +173,20 @@ def buffer_strides(buffer: E.Buffer) -> tuple[int, ...]:
     for d in range(len(shape) - 2, -1, -1):
         strides[d] = strides[d + 1] * shape[d + 1]
     return tuple(strides)
+
+
+def allocation_elements(buffer: E.Buffer) -> int:
+    """Elements an allocation of `buffer` needs: the product of its shape, or with strides
+    (storage_align pads them) one past its last element's offset."""
+    shape = static_shape(buffer)
+    if not buffer.strides:
+        count = 1
+        for d in shape:
+            count *= d
+        return count
+    if any(d == 0 for d in shape):
+        return 0
+    return 1 + sum((d - 1) * st for d, st in zip(shape, buffer_strides(buffer)))
 
 
 def flat_index(buffer: E.Buffer, indices: tuple[E.PrimExpr, ...], dtype: str | None = None) -> E.PrimExpr:

@@ -44,7 +44,7 @@ from msdb.ir import expr as E
 from msdb.ir import stmt as S
 from msdb.ir.arith import simplify
 from msdb.tuner.codegen.analysis import (
-    count_stmts, flat_index, int_bound, promote_to_i64, static_shape, stride_of, vars_in, walk,
+    allocation_elements, count_stmts, flat_index, int_bound, promote_to_i64, stride_of, vars_in, walk,
 )
 from msdb.tuner.codegen.emit_expr import ExprEmitter
 from msdb.tuner.codegen.errors import CodegenError
@@ -338,9 +338,7 @@ class _Emitter(ExprEmitter):
 
     def allocate(self, fn: FnState, s: Allocate) -> None:
         buf = s.buffer
-        count = 1
-        for d in static_shape(buf):
-            count *= d
+        count = allocation_elements(buf)
         nbytes = max(1, count) * elem_bytes(buf.dtype)
         heap = None
         ptr = fn.allocas.get(id(s))

@@ -68,9 +68,11 @@ def lower_module(mod: IRModule | PrimFunc) -> LoweredFunc:
 def lower_func(func: PrimFunc, name: str = "main") -> LoweredFunc:
     """The lowering pipeline, one pass per line."""
     params = _param_buffers(func)                       # the kernel's pointer arguments, in order
-    body, allocs = lower_blocks(func.body)              # blocks -> loops, ifs and stores; init guarded by reduce vars == min
-    body = plan_allocations(body, allocs)               # each intermediate lives at the LCA of its uses (per thread inside parallel loops)
+    lowering = _BlockLowering()
+    body = lowering.stmt(func.body)                     # blocks -> loops, ifs and stores; init guarded by reduce vars == min
+    body = plan_allocations(body, lowering.allocs)      # each intermediate lives at the LCA of its uses (per thread inside parallel loops)
     body = compact_allocations(body)                    # shrink each allocation to the region its scope touches (register tiles)
+    body = align_allocations(body, lowering.dim_aligns)  # storage_align: padded strides, after compaction as in TVM
     body = apply_unroll_pragmas(body)                   # meta_schedule's auto-unroll annotations -> UNROLLED loops (TVM's UnrollLoop)
     symbol = str(func.attrs.get("global_symbol", name))
     # TVM marks buffer pointers noalias only under this attribute (TE functions set it); the
@@ -179,6 +181,9 @@ class _BlockLowering:
 
     def __init__(self) -> None:
         self.allocs: list[E.Buffer] = []
+        #: storage_align requests (block annotation "buffer_dim_align"): buffer name -> axis ->
+        #: (factor, offset)
+        self.dim_aligns: dict[str, dict[int, tuple[int, int]]] = {}
         self.ranges: dict[E.Var, E.Range] = {}
         self.unit: dict[E.Var, E.PrimExpr] = {}
         self.indices = _IndexSimplifier(self)
@@ -258,6 +263,9 @@ class _BlockLowering:
             body = rewriter.visit(body)
             init = rewriter.visit(init) if init is not None else None
         self.allocs.extend(block.alloc_buffers)
+        for buffer_index, axis, factor, offset in block.annotations.get("buffer_dim_align", ()):
+            buffer = block.writes[_int(buffer_index)].buffer
+            self.dim_aligns.setdefault(buffer.name, {})[_int(axis)] = (_int(factor), _int(offset))
         body = self.stmt(body)
         if init is not None:
             init = self.stmt(init)
@@ -283,13 +291,6 @@ class _BlockLowering:
         if not _is_const(pred, 1) and body is not NOOP:
             body = S.IfThenElse(pred, body)
         return body
-
-
-def lower_blocks(body: S.Stmt) -> tuple[S.Stmt, list[E.Buffer]]:
-    """Blocks -> loops; returns the new body and every `alloc_buffers` entry met, in order."""
-    lowering = _BlockLowering()
-    out = lowering.stmt(body)
-    return out, lowering.allocs
 
 
 # =============================================================================================
@@ -583,6 +584,43 @@ class _CompactPass(IRMutator):
         logger.debug("compacted %s %s -> %s", buf.name, shape, tuple(int(d.value) for d in new_shape))
         body = _Compactor(buf, new_buf, plans, inner).visit(body)
         return Allocate(new_buf, body)
+
+
+def _int(value: Any) -> int:
+    return int(value.value) if isinstance(value, E.IntImm) else int(value)
+
+
+class _AlignPass(IRMutator):
+    def __init__(self, aligns: dict[str, dict[int, tuple[int, int]]]) -> None:
+        super().__init__()
+        self.aligns = aligns
+
+    def visit_Allocate(self, node: Allocate) -> S.Stmt:
+        body = self.visit(node.body)
+        buf = node.buffer
+        align = self.aligns.get(buf.name)
+        if not align or buf.strides:
+            return node if body is node.body else Allocate(buf, body)
+        shape = static_shape(buf)
+        strides: list[int] = []
+        stride = 1
+        for axis in range(len(shape) - 1, -1, -1):  # TVM's CompactBufferAllocation rule
+            if axis in align:
+                factor, offset = align[axis]
+                stride += (factor + offset - stride % factor) % factor
+            strides.append(stride)
+            stride *= shape[axis]
+        strides.reverse()
+        new_buf = E.Buffer(buf.name, buf.shape, buf.dtype, buf.scope, tuple(E.IntImm("int32", st) for st in strides),
+                           None, buf.data_alignment, buf.offset_factor, buf.axis_separators)
+        logger.debug("storage_align %s: strides %s", buf.name, strides)
+        return Allocate(new_buf, _Compactor(buf, new_buf, [None] * len(shape), set()).visit(body))
+
+
+def align_allocations(body: S.Stmt, aligns: dict[str, dict[int, tuple[int, int]]]) -> S.Stmt:
+    """Give each allocation a storage_align asked for (buffer name -> axis -> (factor,
+    offset)) padded strides: stride[axis] % factor == offset, inner dimensions first."""
+    return _AlignPass(aligns).visit(body) if aligns else body
 
 
 def compact_allocations(body: S.Stmt) -> S.Stmt:
