@@ -875,6 +875,7 @@ class Schedule(BlockPrimitives):
         given = {f.loop_var for f in fors}
         order = iter(fors)
         new_chain = [next(order) if loop.loop_var in given else loop for loop in chain]
+        self._check_reduction_order(chain, new_chain, bottom, names)
         inner_vars: set[E.Var] = set()
         new_stmt: S.Stmt = chain[-1].body
         for loop in reversed(new_chain):
@@ -886,6 +887,35 @@ class Schedule(BlockPrimitives):
             inner_vars.add(loop.loop_var)
             new_stmt = S.For(loop.loop_var, loop.min, loop.extent, loop.kind, new_stmt, loop.thread_binding, loop.annotations)
         self._state.replace(self._func_name, chain[0], new_stmt)
+
+    @staticmethod
+    def _check_reduction_order(chain: list[S.For], new_chain: list[S.For], bottom: S.For, names: list[str]) -> None:
+        """Refuse a new order that would run a block's init after some of its updates.
+
+        A block with an init runs it when every reduction iter var is at its minimum, which
+        must be the first update of each spatial point. A loop that feeds both a spatial and a
+        reduction iter var (a fused spatial-reduction loop, split) steps through a point's
+        reduction in its nesting order: swapping two such loops makes a point start mid-way,
+        and the init then overwrites partial sums (TVM accepts it and computes wrong results;
+        MetaSchedule never fuses across a reduction). Pure reduction loops may go in any
+        order: they all start at their minimum."""
+        loop_vars = {loop.loop_var for loop in chain}
+        for realize in child_block_realizes(bottom.body):
+            block = realize.block
+            if block.init is None:
+                continue
+            feeds: dict[E.Var, set[S.IterType]] = {}
+            for iv, value in zip(block.iter_vars, realize.iter_values):
+                for var in free_vars(value) & loop_vars:
+                    feeds.setdefault(var, set()).add(iv.iter_type)
+            mixed = {var for var, kinds in feeds.items() if len(kinds) > 1}
+            before = [loop.loop_var for loop in chain if loop.loop_var in mixed]
+            after = [loop.loop_var for loop in new_chain if loop.loop_var in mixed]
+            if before != after:
+                raise ScheduleError(
+                    f"reorder: loops {', '.join(repr(v.name) for v in before)} each feed both spatial and reduction "
+                    f"iter vars of block {block.name_hint!r}; putting them in the order "
+                    f"{', '.join(repr(v.name) for v in after)} would run its init after some of its updates")
 
     # ---- loop kinds ----
 

@@ -249,6 +249,30 @@ def test_reorder_rejections() -> None:
     assert loop_lines(sch.mod)[0] == "for j, i in T.grid(12, 16):"
 
 
+def test_reorder_refuses_to_run_an_init_after_updates() -> None:
+    """A fused spatial-reduction loop, split: swapping its two parts would visit each point's
+    reduction mid-way first, and the init would overwrite partial sums (TVM accepts this and
+    computes wrong results). Keeping their order, or moving other loops around them, is fine;
+    so is any order of pure reduction loops."""
+    from msdb.ir import zoo
+
+    mod = zoo.build("matmul_relu", 6, 5, 7)
+    sch = Schedule(mod)
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    f0, f1 = sch.split(sch.fuse(j, k), [None, 2])
+    assert_rejected(sch, lambda: sch.reorder(f1, i), "reorder", "'j_k_fused_0', 'j_k_fused_1'",
+                    "both spatial and reduction", "block 'C'", "init after some of its updates")
+    assert_rejected(sch, lambda: sch.reorder(f1, f0), "init after some of its updates")
+    sch.reorder(f0, i)  # the fused loop's parts keep their order
+    assert_same_results(mod, sch.mod)
+
+    sch2 = Schedule(mod)
+    i, j, k = sch2.get_loops(sch2.get_block("C"))
+    k0, k1 = sch2.split(k, [None, 3])
+    sch2.reorder(k1, k0, i)  # pure reduction loops: each starts at its minimum
+    assert_same_results(mod, sch2.mod)
+
+
 # ---- loop kinds ---------------------------------------------------------------------------
 
 
