@@ -537,7 +537,8 @@ class WorkDirReader:
             # an executor, not multiprocessing.Pool: a worker killed from outside (the OOM
             # killer) raises BrokenProcessPool here instead of leaving the import, and the
             # write transaction it holds open, waiting forever
-            with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+            try:
                 results = pool.map(_parse_chunk, tasks)  # forks the workers (all at once, under "fork")
                 digest.start()  # its thread starts after the fork: a forked child has only the main thread
                 for count, records, bad, targets, errors, normalized in _checked(results, path):
@@ -560,6 +561,10 @@ class WorkDirReader:
                     n_lines += count
                     if self.progress is not None:
                         self.progress(self.phase, min(self.done + n_lines, self.total), self.total)
+            finally:
+                # on an error (the sink's, a bad worker), chunks not started are dropped instead
+                # of parsed to the end first
+                pool.shutdown(wait=True, cancel_futures=True)
         finally:
             _FORK_TEXT = None
         return n_lines
