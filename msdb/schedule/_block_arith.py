@@ -20,7 +20,7 @@ Vocabulary used by callers:
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from msdb.ir import expr as E
 from msdb.ir.arith import structural_key
@@ -580,13 +580,13 @@ def _evaluate(expr: E.PrimExpr, env: Mapping[E.Var, object], n: int) -> object:
     raise _Unsupported(type(expr).__name__)
 
 
-def repeats_points(loops: list[tuple[E.Var, NumRange]], keep: int, bindings: list[E.PrimExpr],
-                   predicate: E.PrimExpr, limit: int = 1 << 16) -> bool | None:
-    """Whether two iterations of the loop nest `loops` (outermost first) that agree on the first
-    `keep` loops and satisfy `predicate` give the same values of `bindings`: a block whose
-    iterations repeat (a loop its bindings do not use, or only partly, as `fused % 2` of a
-    4-long loop) recomputes its points. None when the nest has more than `limit` iterations or
-    uses variables other than the loops."""
+def _enumerate(loops: list[tuple[E.Var, NumRange]], predicate: E.PrimExpr, exprs: list[E.PrimExpr],
+               limit: int) -> tuple[Any, list[Any], list[Any]] | None:
+    """Every iteration of the loop nest `loops` (outermost first), as numpy columns with one
+    entry per iteration in execution order: (where `predicate` holds, each loop variable's
+    value, each of `exprs`' value). None when the nest has more than `limit` iterations (or
+    none), or an expression uses variables other than the loops or operations `_evaluate`
+    does not know."""
     total = 1
     for _, (lo, hi) in loops:
         total *= hi - lo + 1
@@ -597,10 +597,27 @@ def repeats_points(loops: list[tuple[E.Var, NumRange]], keep: int, bindings: lis
     grids = np.meshgrid(*[np.arange(lo, hi + 1, dtype=np.int64) for _, (lo, hi) in loops], indexing="ij")
     env = {v: g.ravel() for (v, _), g in zip(loops, grids)}
     try:
-        mask = np.asarray(_evaluate(predicate, env, total)).astype(bool)
-        columns = [env[v] for v, _ in loops[:keep]] + [np.asarray(_evaluate(b, env, total)) for b in bindings]
+        mask = np.broadcast_to(np.asarray(_evaluate(predicate, env, total)).astype(bool), (total,))
+        values = [np.broadcast_to(np.asarray(_evaluate(e, env, total)), (total,)) for e in exprs]
     except _Unsupported:
         return None
+    return mask, [env[v] for v, _ in loops], values
+
+
+def repeats_points(loops: list[tuple[E.Var, NumRange]], keep: int, bindings: list[E.PrimExpr],
+                   predicate: E.PrimExpr, limit: int = 1 << 16) -> bool | None:
+    """Whether two iterations of the loop nest `loops` (outermost first) that agree on the first
+    `keep` loops and satisfy `predicate` give the same values of `bindings`: a block whose
+    iterations repeat (a loop its bindings do not use, or only partly, as `fused % 2` of a
+    4-long loop) recomputes its points. None when the nest has more than `limit` iterations or
+    uses variables other than the loops."""
+    nest = _enumerate(loops, predicate, bindings, limit)
+    if nest is None:
+        return None
+    import numpy as np
+
+    mask, loop_values, values = nest
+    columns = loop_values[:keep] + values
     if not columns:
         return int(mask.sum()) > 1
     rows = np.stack(columns, axis=1)[mask]
@@ -621,21 +638,12 @@ def reduction_order_ok(loops: list[tuple[E.Var, NumRange]], bindings: list[E.Pri
     (the repetitions add up). None when the nest has more than `limit` iterations or uses
     variables other than the loops; then only the structural rule of
     `unbound_loop_under_reduction` can be checked."""
-    total = 1
-    for _, (lo, hi) in loops:
-        total *= hi - lo + 1
-    if total > limit or total <= 0:
+    nest = _enumerate(loops, predicate, bindings, limit)
+    if nest is None:
         return None
     import numpy as np
 
-    grids = np.meshgrid(*[np.arange(lo, hi + 1, dtype=np.int64) for _, (lo, hi) in loops], indexing="ij") \
-        if loops else []
-    env = {v: g.ravel() for (v, _), g in zip(loops, grids)}
-    try:
-        mask = np.asarray(_evaluate(predicate, env, total)).astype(bool)
-        cols = [np.broadcast_to(np.asarray(_evaluate(b, env, total)), (total,)) for b in bindings]
-    except _Unsupported:
-        return None
+    mask, _, cols = nest
     spatial = [c[mask] for c, r in zip(cols, reduce) if not r]
     red = [c[mask] for c, r in zip(cols, reduce) if r]
     n = int(mask.sum())
@@ -678,21 +686,13 @@ def covered_points(loops: list[tuple[E.Var, NumRange]], bindings: list[E.PrimExp
                    limit: int = 1 << 16) -> int | None:
     """How many distinct binding tuples the loop nest `loops` produces where `predicate` holds
     (None when the nest has more than `limit` iterations or uses other variables)."""
-    total = 1
-    for _, (lo, hi) in loops:
-        total *= hi - lo + 1
-    if total > limit or total <= 0:
+    nest = _enumerate(loops, predicate, bindings, limit)
+    if nest is None:
         return None
     import numpy as np
 
-    grids = np.meshgrid(*[np.arange(lo, hi + 1, dtype=np.int64) for _, (lo, hi) in loops], indexing="ij") \
-        if loops else []
-    env = {v: g.ravel() for (v, _), g in zip(loops, grids)}
-    try:
-        mask = np.asarray(_evaluate(predicate, env, total)).astype(bool)
-        cols = [np.broadcast_to(np.asarray(_evaluate(b, env, total)), (total,))[mask] for b in bindings]
-    except _Unsupported:
-        return None
+    mask, _, values = nest
+    cols = [v[mask] for v in values]
     if not cols:
         return 1 if mask.any() else 0
     return int(len(np.unique(np.stack(cols, axis=1), axis=0)))

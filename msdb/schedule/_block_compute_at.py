@@ -201,19 +201,28 @@ def _check_producers_final(outer_loops: list[S.For], producers: list[S.BlockReal
                             "and the block would read its partial results")
 
 
+def _nest(outer_loops: list[S.For], loop_vars: list[E.Var], extents: list[int]) -> list[tuple[E.Var, NumRange]] | None:
+    """The loops around the block's new place, outermost first, with their value ranges; None
+    when an outer loop's range is not constant (the enumerating checks then do not apply)."""
+    nest: list[tuple[E.Var, NumRange]] = []
+    for lp in outer_loops:
+        lo, ext = E.const_int(lp.min), E.const_int(lp.extent)
+        if lo is None or ext is None:
+            return None
+        nest.append((lp.loop_var, (lo, lo + ext - 1)))
+    nest.extend((v, (0, e - 1)) for v, e in zip(loop_vars, extents))
+    return nest
+
+
 def _check_all_points_computed(outer_loops: list[S.For], loop_vars: list[E.Var], extents: list[int],
                                block: S.Block, values: list[E.PrimExpr], predicate: E.PrimExpr, where: str) -> None:
     """reverse_compute_at computes, per iteration, the points of the block that read what the
     producers wrote there; points that read none of it (a padding block's border, which only
     writes its pad value) would never be computed. TVM does not check this and leaves them
     unwritten. Checked by enumeration on small nests only."""
-    nest: list[tuple[E.Var, NumRange]] = []
-    for lp in outer_loops:
-        lo, ext = E.const_int(lp.min), E.const_int(lp.extent)
-        if lo is None or ext is None:
-            return
-        nest.append((lp.loop_var, (lo, lo + ext - 1)))
-    nest.extend((v, (0, e - 1)) for v, e in zip(loop_vars, extents))
+    nest = _nest(outer_loops, loop_vars, extents)
+    if nest is None:
+        return
     size = 1
     for iv in block.iter_vars:
         ext = E.const_int(iv.dom.extent)
@@ -232,13 +241,9 @@ def _check_reduction_order(outer_loops: list[S.For], loop_vars: list[E.Var], ext
     only right when that loop is above all of its reduction loops: each repetition then starts
     over from the init. Below one, the repetitions add up (a reduction moved under a consumer
     loop nested inside the loops that carry its reduction). TVM does not check this."""
-    nest: list[tuple[E.Var, NumRange]] = []
-    for lp in outer_loops:
-        lo, ext = E.const_int(lp.min), E.const_int(lp.extent)
-        if lo is None or ext is None:
-            return
-        nest.append((lp.loop_var, (lo, lo + ext - 1)))
-    nest.extend((v, (0, e - 1)) for v, e in zip(loop_vars, extents))
+    nest = _nest(outer_loops, loop_vars, extents)
+    if nest is None:
+        return
     reduce = [iv.iter_type == S.IterType.COMM_REDUCE for iv in block.iter_vars]
     ok = reduction_order_ok(nest, values, reduce, predicate)
     bad = unbound_loop_under_reduction(nest, values, reduce) if ok is None else None
