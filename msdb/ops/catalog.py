@@ -40,16 +40,9 @@ def target_label(config: dict[str, Any] | None) -> str:
     apart (`llvm -num-cores=1`, `cuda -arch=sm_80`); `-` for records without a target."""
     if config is None:
         return "-"
-    parts = [str(config.get("kind", "?"))]
-    for key, value in config.items():
-        if key in ("kind", "keys", "tag", "mtriple", "host") or value in ("", [], None):
-            continue
-        if isinstance(value, list):
-            value = ",".join(str(v) for v in value)
-        elif isinstance(value, bool):
-            value = "true" if value else "false"
-        parts.append(f"-{key}={value}")
-    return " ".join(parts)
+    from msdb.records.target import cli_form
+
+    return cli_form(config, leave_out=("keys", "tag", "mtriple", "host"))
 
 
 @dataclass

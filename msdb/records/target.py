@@ -42,11 +42,27 @@ import json
 import os
 import re
 import shlex
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Collection, Mapping, NamedTuple
 
 from msdb.errors import MsdbError
 
-__all__ = ["Target", "TargetError", "MatchKey"]
+__all__ = ["Target", "TargetError", "MatchKey", "cli_form"]
+
+
+def cli_form(config: Mapping[str, Any], leave_out: Collection[str] = ("host",)) -> str:
+    """A target config in TVM's CLI-like form (`llvm -keys=cpu -num-cores=4`): the kind, then
+    `-key=value` for every attribute but `leave_out` and the empty ones (lists joined by
+    commas, booleans as true/false)."""
+    parts = [str(config.get("kind", "?"))]
+    for key, value in config.items():
+        if key == "kind" or key in leave_out or value in ("", [], None):
+            continue
+        if isinstance(value, list):
+            value = ",".join(str(v) for v in value)
+        elif isinstance(value, bool):
+            value = "true" if value else "false"
+        parts.append(f"-{key}={value}")
+    return " ".join(parts)
 
 
 class TargetError(MsdbError, ValueError):
@@ -325,16 +341,7 @@ class Target:
 
     def __str__(self) -> str:
         """TVM's CLI-like form, e.g. `llvm -keys=cpu -mcpu=skylake-avx512 -num-cores=4`."""
-        parts = [self.kind]
-        for key, value in self._config.items():
-            if key in ("kind", "host") or value == "" or value == []:
-                continue
-            if isinstance(value, list):
-                value = ",".join(str(v) for v in value)
-            elif isinstance(value, bool):
-                value = "true" if value else "false"
-            parts.append(f"-{key}={value}")
-        return " ".join(parts)
+        return cli_form(self._config)
 
     def __repr__(self) -> str:
         strict = ", strict=True" if self._strict else ""
