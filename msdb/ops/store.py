@@ -129,24 +129,31 @@ def open_database(location: str | os.PathLike[str], *, create: bool = False) -> 
 
 
 def is_behind(location: str | os.PathLike[str]) -> bool:
-    """Whether `location` is an existing SQLite file holding an msdb database at an older
-    schema revision, which opening it would migrate (read without opening it for msdb)."""
-    import sqlite3
+    """Whether `location` holds an msdb database at an older schema revision, which opening it
+    would migrate. Asks `msdb.database.migrate.schema_state` through a plain engine (read-only
+    for a file) instead of opening the database for msdb; anything that cannot be read is
+    False: opening it then says what is wrong."""
+    from sqlalchemy import create_engine
+    from sqlalchemy import exc as sa_exc
 
-    from msdb.schema import HEAD, REVISIONS
+    from msdb.database.migrate import SchemaState, schema_state
 
-    path = file_of(os.fspath(location))
-    if path is None or not path.is_file():
+    text = os.fspath(location)
+    path = file_of(text)
+    if path is not None and not path.is_file():
+        return False
+    url = f"sqlite:///file:{path.resolve()}?mode=ro&uri=true" if path is not None else text
+    try:
+        engine = create_engine(url)
+    except (sa_exc.ArgumentError, sa_exc.NoSuchModuleError, ImportError):
         return False
     try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-        try:
-            row = conn.execute("SELECT version_num FROM alembic_version").fetchone()
-        finally:
-            conn.close()
-    except sqlite3.Error:
-        return False  # not an msdb database (or not SQLite): opening it says what it is
-    return row is not None and row[0] != HEAD and row[0] in REVISIONS
+        with engine.connect() as conn:
+            return schema_state(conn)[0] is SchemaState.BEHIND
+    except sa_exc.SQLAlchemyError:
+        return False
+    finally:
+        engine.dispose()
 
 
 def file_of(text: str) -> Path | None:
