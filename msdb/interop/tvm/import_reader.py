@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from msdb.interop.tvm.import_writer import ImportWriter
     from msdb.records import Target
 
-__all__ = ["ImportWorkerError", "WorkDirReader"]
+__all__ = ["ImportWorkerError", "WorkDirReader", "estimated_lines"]
 
 
 class ImportWorkerError(MsdbError):
@@ -654,11 +654,17 @@ def _checked(results: Iterator[tuple[Any, ...]], path: Path) -> Iterator[tuple[A
         raise ImportWorkerError(f"{path}: a process parsing this file died ({exc}); nothing was imported") from None
 
 
+def estimated_lines(sample: str | bytes, size: int) -> int:
+    """About how many lines a text (or file) of `size` characters (or bytes) holds whose start
+    is `sample`: its size over the mean line length in the sample. Counting the newlines of a
+    250 MB log costs a tenth of a second; this only decides how to split the work and how long
+    a progress bar is."""
+    newlines = sample.count(b"\n" if isinstance(sample, bytes) else "\n")
+    return max(1, size * (newlines + 1) // max(1, len(sample)))
+
+
 def _estimated_lines(text: str) -> int:
-    """About how many lines `text` has, from the line length of its first 64 KiB (counting
-    the newlines of a 250 MB log costs a tenth of a second; this decides only how to split)."""
-    sample = text[:1 << 16]
-    return max(1, len(text) * (sample.count("\n") + 1) // max(1, len(sample)))
+    return estimated_lines(text[:1 << 16], len(text))
 
 
 def _line_chunks(text: str, lines_per_chunk: int) -> list[tuple[int, int]]:

@@ -36,9 +36,9 @@ from typing import TYPE_CHECKING, Sequence
 
 from msdb.errors import MsdbError
 from msdb.interop.tvm.import_data import ImportAborted, ImportPlan, ImportSummary, ParsedWorkDir, ParsedWorkload
-from msdb.interop.tvm.import_reader import WorkDirReader
+from msdb.interop.tvm.import_reader import WorkDirReader, estimated_lines
 from msdb.interop.tvm.trace_check import legacy_kinds, normalize_trace_json, scan_trace
-from msdb.interop.tvm.workdir import RECORD_FILE, WORKLOAD_FILE, WorkDirError, resolve_paths
+from msdb.interop.tvm.workdir import RECORD_FILE, WORKLOAD_FILE, BadLine, WorkDirError, resolve_paths
 from msdb.ops.store import ProgressFn
 
 if TYPE_CHECKING:
@@ -89,27 +89,31 @@ def read_import(paths: Sequence[str | Path], *, opaque: bool = False, progress: 
     record file in parallel (None: one per CPU, up to 8, for files of more than 4,000 lines;
     1: none). The result does not depend on it."""
     resolved = resolve_import_paths(paths)
-    total = sum(_line_count(record) for _, record in resolved) if progress is not None else 0  # for the bar only
-    reader = WorkDirReader(opaque=opaque, progress=progress, total=total, workers=workers)
+    reader = WorkDirReader(opaque=opaque, progress=progress, total=_line_count(resolved), workers=workers)
     workdirs = [reader.read(workload, record) for workload, record in resolved]
     if progress is not None:
-        progress("reading", reader.total, reader.total)
-    bad = sorted(reader.bad, key=lambda b: (_order(resolved, b.path), b.line))
-    return ImportPlan(workdirs, reader.targets, bad)
+        progress(reader.phase, reader.total, reader.total)
+    return ImportPlan(workdirs, reader.targets, _in_file_order(reader.bad, resolved))
 
 
-def _line_count(path: Path) -> int:
-    """About how many lines the file has (for a progress bar's length only): its size over the
-    mean length of the lines in its first 64 KiB, which costs nothing next to counting them."""
-    try:
-        with open(path, "rb") as handle:
-            sample = handle.read(1 << 16)
-        size = path.stat().st_size
-    except OSError:
-        return 0
-    if len(sample) == size:
-        return sample.count(b"\n")
-    return size * (sample.count(b"\n") + 1) // max(1, len(sample))
+def _line_count(pairs: list[tuple[Path, Path]]) -> int:
+    """About how many record lines the work_dirs hold (a progress bar's length, the page cache
+    of a streaming import), from the first 64 KiB of each record file."""
+    total = 0
+    for _, record in pairs:
+        try:
+            with open(record, "rb") as handle:
+                sample = handle.read(1 << 16)
+            total += estimated_lines(sample, record.stat().st_size)
+        except OSError:
+            pass  # reading it says what is wrong
+    return total
+
+
+def _in_file_order(bad: list[BadLine], pairs: list[tuple[Path, Path]]) -> list[BadLine]:
+    """Bad lines in the order of the files given, then of their lines (parallel parsing finds
+    them out of order)."""
+    return sorted(bad, key=lambda b: (_order(pairs, b.path), b.line))
 
 
 def _order(pairs: list[tuple[Path, Path]], path: Path) -> int:
@@ -240,32 +244,19 @@ def _import_streaming(db: SQLiteDatabase, paths: Sequence[str | Path], *, skip_b
     from msdb.ops import store
 
     resolved = resolve_import_paths(paths)
-    total = sum(_line_count(record) for _, record in resolved) if progress is not None else 0
-    expected = sum(_file_size(record) for _, record in resolved) // _TYPICAL_LINE_BYTES
+    total = _line_count(resolved)
     reader = WorkDirReader(opaque=opaque, progress=progress, total=total, workers=workers)
     reader.phase = "importing"  # one pass: reading and writing
     summary = ImportSummary()
-    with db.write_transaction(records=expected) as conn:
+    with db.write_transaction(records=total) as conn:
         writer = ImportWriter(conn, reader.targets, summary, user=user or store.default_user(),
                               host=host or store.default_host(), model=model)
         for workload, record in resolved:
             reader.read(workload, record, sink=writer)
         if progress is not None:
             progress(reader.phase, reader.total, reader.total)
-        bad = sorted(reader.bad, key=lambda b: (_order(resolved, b.path), b.line))
+        bad = _in_file_order(reader.bad, resolved)
         if bad and not skip_bad:
             raise ImportAborted(bad)
         summary.bad_lines = bad
     return summary
-
-
-#: About the bytes of one record line of a TVM log, to size SQLite's cache for an import
-#: before its lines are counted.
-_TYPICAL_LINE_BYTES = 2048
-
-
-def _file_size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
