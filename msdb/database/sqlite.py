@@ -160,12 +160,10 @@ class _SQLiteBulkInsert:
 
 
 _RECORD_INSERT = _SQLiteBulkInsert(M.tuning_record, _RECORD_COLUMNS)
-#: The columns, in order, of the rows `insert_record_rows` takes.
-RECORD_COLUMNS = _RECORD_COLUMNS
 
 
 def insert_record_rows(conn: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
-    """INSERT `tuning_record` rows (tuples in `RECORD_COLUMNS` order, NULL as None, is_valid
+    """INSERT `tuning_record` rows (tuples in `_RECORD_COLUMNS` order, NULL as None, is_valid
     a bool) in `conn`'s transaction: the SQLite fast path of `_SQLiteBulkInsert` where it
     applies, else `bulk_insert`. For writers that build rows themselves (import, merge)."""
     if not rows:

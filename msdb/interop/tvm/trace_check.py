@@ -49,7 +49,6 @@ def normalize_trace_json(trace: list[Any]) -> list[Any]:
 
 
 _LIST_ONLY = {list}
-_STR_ONLY = {str}
 _INT_ONLY = {int}
 _FOUR = {4}
 #: (str, list, list, list) * n: the types of n instructions' fields, flattened, by n.
@@ -99,16 +98,12 @@ def well_formed(insts: Any) -> bool:
 
 def needs_rewrite(insts: list[list[Any]], legacy: frozenset[str]) -> bool:
     """Whether well-formed instructions hold one TVM 0.27 spells differently (a legacy kind, a
-    one-attribute `Split`)."""
+    one-attribute `Split`). Decided per parsed instruction, never on the text: a
+    `["Split",[],[x],[]]` inside an input or decision list is not an instruction, and
+    `"Get\u0042lock"` is one."""
     if not insts:
         return False
     kinds, _, attrs, _ = zip(*insts)
-    return _needs_rewrite(kinds, attrs, legacy)
-
-
-def _needs_rewrite(kinds: tuple[str, ...], attrs: tuple[list[Any], ...], legacy: frozenset[str]) -> bool:
-    # decided per instruction, never on the text: a `["Split",[],[x],[]]` inside an input or
-    # decision list is not an instruction, and `"Get\u0042lock"` is one
     return not legacy.isdisjoint(kinds) or ("Split" in kinds and any(
         k == "Split" and len(a) == 1 for k, a in zip(kinds, attrs)))
 
@@ -122,16 +117,9 @@ def scan_trace(trace: Any, legacy: frozenset[str]) -> tuple[str | None, bool]:
     if type(trace) is not list or len(trace) != 2 or type(trace[0]) is not list or type(trace[1]) is not list:
         return "trace must be [instructions, decisions]", False
     insts, decisions = trace
-    if insts:
-        if (set(map(type, insts)) != _LIST_ONLY or set(map(len, insts)) != {4}):
-            return _explain_insts(insts), False
-        kinds, inputs, attrs, outputs = zip(*insts)
-        if (set(map(type, kinds)) != _STR_ONLY or set(map(type, inputs)) != _LIST_ONLY
-                or set(map(type, attrs)) != _LIST_ONLY or set(map(type, outputs)) != _LIST_ONLY):
-            return _explain_insts(insts), False
-        needs = _needs_rewrite(kinds, attrs, legacy)
-    else:
-        needs = False
+    if insts and not well_formed(insts):
+        return _explain_insts(insts), False
+    needs = needs_rewrite(insts, legacy)
     if decisions:
         if set(map(type, decisions)) != _LIST_ONLY or set(map(len, decisions)) != {2}:
             return _explain_decisions(decisions, len(insts)), False
