@@ -293,6 +293,7 @@ class SQLiteDatabase(Database):
             connect_args["timeout"] = busy_timeout_s
         self._engine = create_engine(self.url, echo=echo, connect_args=connect_args)
         _install_sqlite_settings(self._engine, busy_timeout_s)
+        self._busy_timeout_s = busy_timeout_s
         self._key = object()
         self._hash_column = _HASH_COLUMN[self.module_equality]
         self._workloads: dict[int, Workload] = {}
@@ -341,20 +342,42 @@ class SQLiteDatabase(Database):
 
     def _set_wal(self, page_size: int | None = None) -> None:
         """WAL mode (persistent, set once per file); a page size only for a new file, where it
-        still applies (records hold a few KB of trace JSON: 4 KB pages would hold one each)."""
+        still applies (records hold a few KB of trace JSON: 4 KB pages would hold one each).
+
+        Switching a file to WAL needs an exclusive lock, and SQLite answers "database is
+        locked" at once, without its busy handler, when another connection holds a lock then
+        (several processes opening one new file: one creates the schema while another
+        switches). So the switch is retried, re-reading the mode (another process may have
+        switched it meanwhile), until the busy timeout runs out, as the busy handler would."""
+        import sqlite3
+        import time
+
         if self._engine.dialect.name != "sqlite" or self.path is None:
             return
-        raw = self._engine.raw_connection()
-        try:
-            cursor = raw.cursor()
-            if page_size is not None:
-                cursor.execute(f"PRAGMA page_size = {int(page_size)}")
-            mode = cursor.execute("PRAGMA journal_mode").fetchone()[0]
-            if str(mode).lower() != "wal":
-                cursor.execute("PRAGMA journal_mode = WAL")
-            cursor.close()
-        finally:
-            raw.close()
+        deadline = time.monotonic() + self._busy_timeout_s
+        pause = 0.001
+        while True:
+            raw = self._engine.raw_connection()
+            try:
+                cursor = raw.cursor()
+                if page_size is not None:
+                    cursor.execute(f"PRAGMA page_size = {int(page_size)}")
+                mode = cursor.execute("PRAGMA journal_mode").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    cursor.execute("PRAGMA journal_mode = WAL")
+                cursor.close()
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc):
+                    raise
+                if time.monotonic() + pause > deadline:
+                    raise DatabaseOpenError(
+                        f"{self._where}: cannot switch to WAL mode: {exc} by another connection for over "
+                        f"{self._busy_timeout_s:g} s; nothing was changed") from None
+            finally:
+                raw.close()
+            time.sleep(pause)  # another connection holds the lock: wait as SQLite's busy handler does
+            pause = min(pause * 2, 0.1)
 
     @contextlib.contextmanager
     def _write(self, *, cache_kib: int | None = None) -> Iterator[Connection]:

@@ -108,3 +108,48 @@ def test_a_writer_killed_mid_batch_leaves_earlier_batches_intact(tmp_path):
     db.commit_tuning_record(record(workload, [1e-3], CPU))
     assert db.query_tuning_record(matmul(), CPU).mean_run_secs == 1e-3
     db.close()
+
+
+def test_opening_a_new_file_while_another_connection_holds_a_write_lock(tmp_path, monkeypatch):
+    """Switching a file to WAL gets "database is locked" at once (SQLite's busy handler is not
+    asked) while another connection holds a write lock: several processes opening one new file
+    race there. The opener retries; here the lock goes away when it first waits."""
+    import time
+
+    path = tmp_path / "new.db"
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # a writer of another process, mid-transaction
+    waits: list[float] = []
+    real_sleep = time.sleep
+
+    def sleep_releasing_the_lock(seconds: float) -> None:
+        waits.append(seconds)
+        if other.in_transaction:
+            other.execute("ROLLBACK")
+        real_sleep(0)
+
+    monkeypatch.setattr(time, "sleep", sleep_releasing_the_lock)
+    db = SQLiteDatabase(path)
+    try:
+        assert waits  # the switch was refused once, then retried
+        with db.engine.connect() as conn:
+            assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        db.commit_workload(matmul())
+    finally:
+        db.close()
+        other.close()
+    assert _integrity(path) == "ok"
+
+
+def test_a_write_lock_held_past_the_busy_timeout_is_an_error(tmp_path):
+    from msdb.database.errors import DatabaseOpenError
+
+    path = tmp_path / "new.db"
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(DatabaseOpenError, match=rf"^{path}: cannot switch to WAL mode: database is locked by "
+                                                    r"another connection for over 0.05 s; nothing was changed$"):
+            SQLiteDatabase(path, busy_timeout_s=0.05)
+    finally:
+        other.close()
