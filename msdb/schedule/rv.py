@@ -1,10 +1,26 @@
 """Random variables: the handles a schedule hands out for blocks, loops and sampled integers.
 
 As in TVM, an RV is an opaque token; what it stands for lives in the schedule's symbol table
-(`Schedule.get(rv)`), so a trace can be replayed on another schedule by rebinding its RVs.
+(`Schedule.get(rv)`), so a trace can be replayed on another schedule by rebinding its RVs. A
+BlockRV stands for a block name (unique in its function), a LoopRV for a loop variable or one
+of the two marks of `sample_compute_location`, an ExprRV for an integer.
 """
 
 from __future__ import annotations
+
+from msdb.ir import expr as E
+
+__all__ = ["RV", "BlockRV", "LoopRV", "ExprRV", "ROOT_MARK", "INLINE_MARK", "LoopTarget"]
+
+#: What the LoopRVs of `sample_compute_location`'s non-loop decisions stand for: -1 "compute
+#: root" (leave the block where it is) and -2 "inline" (TVM's RootMark and InlineMark).
+#: compute_at and reverse_compute_at accept them; a loop is always a `Var`, so the strings
+#: never clash with a loop.
+ROOT_MARK = "root"
+INLINE_MARK = "inline"
+
+#: What a LoopRV stands for: a loop variable, ROOT_MARK or INLINE_MARK.
+LoopTarget = E.Var | str
 
 
 class RV:

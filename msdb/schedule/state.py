@@ -161,17 +161,6 @@ class ScheduleState:
             current = parents.get(current)
         return chain
 
-    def loops_of(self, func_name: str, block_name: str) -> list[S.For]:
-        """The loops around a block, outermost first, up to its enclosing (scope) block."""
-        loops: list[S.For] = []
-        for node in self.ancestors(func_name, self.realize(func_name, block_name)):
-            if isinstance(node, S.Block):
-                break
-            if isinstance(node, S.For):
-                loops.append(node)
-        loops.reverse()
-        return loops
-
     def scope_block(self, func_name: str, node: object) -> S.Block:
         """The nearest Block strictly enclosing `node` (for a block: its parent scope)."""
         start = node

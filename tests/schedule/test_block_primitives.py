@@ -14,7 +14,7 @@ from msdb.hashing import structural_equal
 from msdb.ir import IRModule, interpret, te
 from msdb.ir import stmt as S
 from msdb.schedule import BlockRV, Schedule
-from msdb.schedule.block_primitives import INLINE_MARK, ROOT_MARK
+from msdb.schedule.rv import INLINE_MARK, ROOT_MARK
 
 # ---------------------------------------------------------------- workloads and helpers
 

@@ -17,7 +17,8 @@ from msdb.errors import ScheduleError
 from msdb.ir import expr as E
 from msdb.ir import stmt as S
 from msdb.ir.functor import free_vars, substitute
-from msdb.schedule import _block_tree as T
+from msdb.schedule import analysis as A
+from msdb.schedule import tree_edit as T
 from msdb.schedule._block_arith import (Affine, IntervalEvaluator, NumRange, as_affine, implied_by_domains,
                                         covered_points, loop_bounds, plus_var, range_predicate, reduction_order_ok,
                                         unbound_loop_under_reduction, union_intervals)
@@ -42,14 +43,14 @@ def compute_at(state: ScheduleState, func_name: str, block_name: str, loop_var: 
                             "a block can only move under loops of its own scope")
     if any(anc is loop for anc in state.ancestors(func_name, realize)):
         raise ScheduleError(f"{where}: the loop already encloses the block; pick a loop of another block's nest")
-    scope = T.Scope(scope_block, T.blocks_in(scope_block.body))
-    not_complete = T.complete_block_problem(scope, block)
-    not_reduction = T.reduction_block_problem(scope, block)
+    scope = A.BlockScope(scope_block)
+    not_complete = scope.complete_block_problem(block)
+    not_reduction = scope.reduction_block_problem(block, regions=True)
     if not_complete is not None and not_reduction is not None:
         raise ScheduleError(f"{where}: the block must be a complete or a reduction block, but "
                             f"{not_complete} and {not_reduction}")
-    is_root = state.parent(func_name, state.parent(func_name, scope_block)) is None
-    if not reverse and T.is_output_block(func, scope_block, block, is_root):
+    is_root = A.is_root_scope(state, func_name, scope_block)
+    if not reverse and A.is_output_block(func, scope_block, block, is_root):
         raise ScheduleError(f"{where}: the block writes an output buffer of the function; "
                             "compute_at only moves producers of intermediate buffers")
 
@@ -61,7 +62,7 @@ def compute_at(state: ScheduleState, func_name: str, block_name: str, loop_var: 
     seen_consumers: list[S.Block] = []
     required_realizes: list[S.BlockRealize] = []
     for i, sub in enumerate(subtrees):
-        realizes = T.blocks_in(sub)
+        realizes = A.child_block_realizes(sub)
         here_p = [r for r in realizes if any(r.block is p for p in producers)]
         here_c = [r for r in realizes if any(r.block is c for c in consumers)]
         if here_p and here_c:
@@ -103,14 +104,14 @@ def compute_at(state: ScheduleState, func_name: str, block_name: str, loop_var: 
                             f"[{last_producer + 1}, {first_consumer}]")
 
     # ---- regions ----
-    outer_loops = T.enclosing_loops(state, func_name, loop, include_self=True)
+    outer_loops = A.loops_above(state, func_name, loop) + [loop]
     outer = loop_bounds(outer_loops)
     provided = block.reads if reverse else block.writes
     provided_ids = {id(r.buffer) for r in provided}
     required: dict[int, list[list[Interval]]] = {}
     for r in required_realizes:
         regions = r.block.writes if reverse else r.block.reads
-        inner_loops = T.loops_between(state, func_name, r, loop)
+        inner_loops = A.loops_above(state, func_name, r, below=loop)
         relax, bounds = _relax_env(inner_loops, outer)
         ev = IntervalEvaluator(relax, bounds)
         vmap = T.iter_var_map(r.block, r.iter_values)
@@ -159,11 +160,11 @@ def compute_at(state: ScheduleState, func_name: str, block_name: str, loop_var: 
     state.replace(func_name, scope_block, T.with_block(scope_block, body=new_body))
 
 
-def _check_outside_order(scope: T.Scope, loop: S.For, block: S.Block, producers: list[S.Block],
+def _check_outside_order(scope: A.BlockScope, loop: S.For, block: S.Block, producers: list[S.Block],
                          consumers: list[S.Block], reverse: bool, where: str) -> None:
     """Blocks the moved block depends on but that stay outside the loop must still run before
     it (compute_at) / after it (reverse_compute_at)."""
-    inside = {id(r.block) for r in T.blocks_in(loop)}
+    inside = {id(r.block) for r in A.child_block_realizes(loop)}
     order = [r.block for r in scope.realizes if id(r.block) not in (id(block),)]
     positions = [i for i, b in enumerate(order) if id(b) in inside]
     if not positions:
@@ -264,7 +265,7 @@ def _check_predicate_regenerated(state: ScheduleState, func_name: str, realize: 
         lo, ext = E.const_int(iv.dom.min), E.const_int(iv.dom.extent)
         if lo is not None and ext is not None:
             bindings.append((value, (lo, lo + ext - 1)))
-    bounds = loop_bounds(T.enclosing_loops(state, func_name, realize, include_self=False))
+    bounds = loop_bounds(A.loops_above(state, func_name, realize))
     if not implied_by_domains(realize.predicate, bindings, bounds):
         raise ScheduleError(f"{where}: the block's predicate does more than keep its iter vars inside their "
                             "domains, and moving the block would drop it")

@@ -20,7 +20,8 @@ from msdb.errors import ScheduleError
 from msdb.ir import expr as E
 from msdb.ir import stmt as S
 from msdb.ir.functor import replace_buffers, substitute
-from msdb.schedule import _block_tree as T
+from msdb.schedule import analysis as A
+from msdb.schedule import tree_edit as T
 from msdb.schedule._block_arith import (Affine, IntervalEvaluator, NumRange, loop_bounds, numeric_range,
                                         plus_var, range_predicate, union_intervals)
 from msdb.schedule.state import ScheduleState
@@ -35,7 +36,7 @@ def cache_read(state: ScheduleState, func_name: str, block_name: str, index: int
                             f"{len(block.reads)} buffer(s)")
     buffer = block.reads[index].buffer
     scope_block = state.scope_block(func_name, block)
-    scope = T.Scope(scope_block, T.blocks_in(scope_block.body))
+    scope = A.BlockScope(scope_block)
     consumers = [state.block(func_name, n) for n in consumer_names]
     cache = dataclasses.replace(buffer, name=f"{buffer.name}_{scope_name}", scope=scope_name)
 
@@ -45,7 +46,7 @@ def cache_read(state: ScheduleState, func_name: str, block_name: str, index: int
                             f"{[w.name_hint for w in writers]}; cache_read needs at most one writer")
     if writers:
         writer = writers[0]
-        related = consumers or [b for b in scope.consumers(writer) if any(r is buffer for r in T.read_buffers(b))]
+        related = consumers or [b for b in scope.consumers(writer) if any(r is buffer for r in A.read_buffers(b))]
         loc, pos = _detect_location(scope_block, writer, related)
         region = _relaxed_write_region(state, func_name, writer, buffer, loc)
     else:
@@ -71,7 +72,7 @@ def cache_write(state: ScheduleState, func_name: str, block_name: str, index: in
                             f"{len(block.writes)} buffer(s)")
     buffer = block.writes[index].buffer
     scope_block = state.scope_block(func_name, block)
-    scope = T.Scope(scope_block, T.blocks_in(scope_block.body))
+    scope = A.BlockScope(scope_block)
     writers = scope.writers(buffer)
     if writers != [block]:
         raise ScheduleError(f"{where}: buffer {buffer.name!r} is also written by "
@@ -79,7 +80,7 @@ def cache_write(state: ScheduleState, func_name: str, block_name: str, index: in
     consumers = [state.block(func_name, n) for n in consumer_names]
     cache = dataclasses.replace(buffer, name=f"{buffer.name}_{scope_name}", scope=scope_name)
     related = [b for b in scope.consumers(block)
-               if any(r is buffer for r in T.read_buffers(b)) and not any(b is c for c in consumers)]
+               if any(r is buffer for r in A.read_buffers(b)) and not any(b is c for c in consumers)]
     if related:
         loc, pos = _detect_location(scope_block, block, related)
     else:
@@ -194,7 +195,7 @@ def _relaxed_write_region(state: ScheduleState, func_name: str, block: S.Block, 
     that the copy block's predicate enforces (TVM emits a symbolic loop extent instead)."""
     realize = state.realize(func_name, block.name_hint)
     top = loc if isinstance(loc, S.For) else None
-    inner = T.loops_between(state, func_name, realize, top)
+    inner = A.loops_above(state, func_name, realize, below=top)
     outer = _outer_bounds(state, func_name, loc)
     bounds = dict(outer)
     relax = {}
@@ -245,7 +246,7 @@ def _outer_bounds(state: ScheduleState, func_name: str, loc: S.Stmt) -> dict[E.V
     """Ranges of the loops around the place the cache stage goes (`loc` included)."""
     if not isinstance(loc, S.For):
         return {}
-    return loop_bounds(T.enclosing_loops(state, func_name, loc, include_self=True))
+    return loop_bounds(A.loops_above(state, func_name, loc) + [loc])
 
 
 def _iter_domains(block: S.Block) -> dict[E.Var, NumRange]:

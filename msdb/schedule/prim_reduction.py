@@ -13,7 +13,8 @@ from msdb.errors import ScheduleError
 from msdb.ir import expr as E
 from msdb.ir import stmt as S
 from msdb.ir.functor import free_vars, substitute
-from msdb.schedule import _block_tree as T
+from msdb.schedule import analysis as A
+from msdb.schedule import tree_edit as T
 from msdb.ir.arith import simplify
 from msdb.schedule._block_arith import as_affine, loop_bounds, range_predicate, repeats_points
 from msdb.schedule.state import ScheduleState
@@ -87,14 +88,13 @@ def decompose_reduction(state: ScheduleState, func_name: str, block_name: str, l
     realize = state.realize(func_name, block_name)
     loop = state.loop(func_name, loop_var)
     where = f"decompose_reduction: block {block_name!r} at loop {loop_var.name!r}"
-    block_loops = T.enclosing_loops(state, func_name, realize, include_self=False)
+    block_loops = A.loops_above(state, func_name, realize)
     if not any(lp is loop for lp in block_loops):
         raise ScheduleError(f"{where}: the loop is not above the block (it must be one of the block's "
                             f"loops {[lp.loop_var.name for lp in block_loops]})")
-    if block.init is None:
-        raise ScheduleError(f"{where}: the block is not a reduction block (it has no init)")
-    if any(iv.iter_type not in (S.IterType.DATA_PAR, S.IterType.COMM_REDUCE) for iv in block.iter_vars):
-        raise ScheduleError(f"{where}: the block has iter vars that are neither spatial nor reduction")
+    problem = A.scope_of(state, func_name, block).reduction_block_problem(block)
+    if problem is not None:
+        raise ScheduleError(f"{where}: the block is not a reduction block: {problem}")
     position = next(i for i, lp in enumerate(block_loops) if lp is loop)
     loops = block_loops[position:]
     reduce_uses: set[E.Var] = set()
@@ -239,7 +239,7 @@ def rfactor(state: ScheduleState, func_name: str, loop_var: E.Var, factor_axis: 
     """
     loop = state.loop(func_name, loop_var)
     where = f"rfactor: loop {loop_var.name!r}"
-    realizes = T.blocks_in(loop.body)
+    realizes = A.child_block_realizes(loop.body)
     if len(realizes) != 1:
         raise ScheduleError(f"{where}: the loop must enclose exactly one block, it encloses "
                             f"{[r.block.name_hint for r in realizes]}")
@@ -252,8 +252,8 @@ def rfactor(state: ScheduleState, func_name: str, loop_var: E.Var, factor_axis: 
     if loop.kind != S.ForKind.SERIAL:
         raise ScheduleError(f"{where}: the loop must be serial, it is {loop.kind.name.lower()}")
     scope_block = state.scope_block(func_name, block)
-    scope = T.Scope(scope_block, T.blocks_in(scope_block.body))
-    problem = T.reduction_block_problem(scope, block)
+    scope = A.BlockScope(scope_block)
+    problem = scope.reduction_block_problem(block, regions=True)
     if problem is not None:
         raise ScheduleError(f"{where}: the block must be a reduction block, but {problem}")
     if len(block.writes) != 1:
@@ -268,7 +268,7 @@ def rfactor(state: ScheduleState, func_name: str, loop_var: E.Var, factor_axis: 
     if not 0 <= factor_axis <= ndim:
         raise ScheduleError(f"{where}: factor_axis {factor_axis} is out of range [{-(ndim + 1)}, {ndim}]")
 
-    loops = T.enclosing_loops(state, func_name, realize, include_self=False)
+    loops = A.loops_above(state, func_name, realize)
     spatial_vars: set[E.Var] = set()
     reduce_vars: set[E.Var] = set()
     for iv, value in zip(block.iter_vars, realize.iter_values):
@@ -375,7 +375,7 @@ def _check_rfactor_loops(state: ScheduleState, func_name: str, loops: list[S.For
     before its outermost loop, so that loop must start with the block (nothing the block may
     depend on runs before it inside), and the nest from the first reduction loop down must hold
     the block alone (those loops disappear around the write-back block)."""
-    first = T.blocks_in(loops[0].body)
+    first = A.child_block_realizes(loops[0].body)
     if not first or first[0].block is not block:
         raise ScheduleError(f"{where}: the block must be the first block under its outermost loop "
                             f"{loops[0].loop_var.name!r}, but {first[0].block.name_hint!r} comes first "
@@ -389,7 +389,7 @@ def _check_rfactor_loops(state: ScheduleState, func_name: str, loops: list[S.For
             continue
         if var in reduce_vars:
             if not met_reduction:
-                inner = T.blocks_in(lp.body)
+                inner = A.child_block_realizes(lp.body)
                 if len(inner) != 1:
                     raise ScheduleError(f"{where}: the outermost reduction loop {var.name!r} must enclose only the "
                                         f"block, it encloses {[r.block.name_hint for r in inner]}")

@@ -14,7 +14,8 @@ from msdb.ir import expr as E
 from msdb.ir import stmt as S
 from msdb.ir.functor import IRMutator, IRVisitor, substitute
 from msdb.ir.regions import infer_access_regions
-from msdb.schedule import _block_tree as T
+from msdb.schedule import analysis as A
+from msdb.schedule import tree_edit as T
 from msdb.schedule.state import ScheduleState
 
 
@@ -74,9 +75,9 @@ def compute_inline(state: ScheduleState, func_name: str, block_name: str) -> Non
         raise ScheduleError(f"cannot inline block {block_name}: not all of its iter vars are spatial")
     store = _store_with_var_indices(block, where, "the block")
     scope_block = state.scope_block(func_name, block)
-    scope = T.Scope(scope_block, T.blocks_in(scope_block.body))
-    is_root = state.parent(func_name, state.parent(func_name, scope_block)) is None
-    if T.is_output_block(func, scope_block, block, is_root):
+    scope = A.BlockScope(scope_block)
+    is_root = A.is_root_scope(state, func_name, scope_block)
+    if A.is_output_block(func, scope_block, block, is_root):
         raise ScheduleError(f"cannot inline block {block_name}: it writes the output buffer "
                             f"{store.buffer.name!r} of the function")
     if scope.writers(store.buffer) != [block]:
@@ -128,8 +129,11 @@ def reverse_compute_inline(state: ScheduleState, func_name: str, block_name: str
     realize = state.realize(func_name, block_name)
     where = f"reverse_compute_inline: block {block_name!r}"
     scope_block = state.scope_block(func_name, block)
-    scope = T.Scope(scope_block, T.blocks_in(scope_block.body))
-    problem = T.complete_block_problem(scope, block)
+    scope = A.BlockScope(scope_block)
+    if block.init is not None:
+        raise ScheduleError(f"{where}: the block has an init; only a block without one can be inlined "
+                            "into its producer")
+    problem = scope.complete_block_problem(block)
     if problem is not None:
         raise ScheduleError(f"{where}: the block must be complete, but {problem}")
     if not T.is_const_true(realize.predicate):
@@ -142,7 +146,7 @@ def reverse_compute_inline(state: ScheduleState, func_name: str, block_name: str
         raise ScheduleError(f"{where}: the block must have exactly one producer, it has "
                             f"{[p.name_hint for p in producers]}")
     producer = producers[0]
-    problem = T.complete_block_problem(scope, producer)
+    problem = scope.complete_block_problem(producer)
     if problem is not None:
         raise ScheduleError(f"{where}: its producer {producer.name_hint!r} must be a complete block, but {problem}")
     if [c for c in scope.consumers(producer)] != [block]:
@@ -150,8 +154,8 @@ def reverse_compute_inline(state: ScheduleState, func_name: str, block_name: str
                             f"{[c.name_hint for c in scope.consumers(producer) if c is not block]}")
     p_store = _store_with_var_indices(producer, where, "the producer")
     buffer = p_store.buffer
-    is_root = state.parent(func_name, state.parent(func_name, scope_block)) is None
-    if T.is_output_block(func, scope_block, producer, is_root):
+    is_root = A.is_root_scope(state, func_name, scope_block)
+    if A.is_output_block(func, scope_block, producer, is_root):
         raise ScheduleError(f"{where}: its producer writes the output buffer {buffer.name!r}")
     loads = _loads(body.value, buffer)
     if not loads:
@@ -180,21 +184,43 @@ def reverse_compute_inline(state: ScheduleState, func_name: str, block_name: str
                                 f"producer's {p_var.name!r}")  # type: ignore[union-attr]
         vmap[w] = p_var  # type: ignore[assignment]
 
-    class _Replace(IRMutator):
-        def visit_BufferLoad(self, node: E.BufferLoad) -> E.PrimExpr:
-            if node.buffer is buffer:
-                return p_store.value
-            return super().visit_BufferLoad(node)
-
-    value = substitute(_Replace().visit(body.value), vmap)
     indices = tuple(substitute(i, vmap) for i in body.indices)
-    new_body = S.BufferStore(body.buffer, value, indices)
-    new_producer = _reinfer(producer, new_body, None)
+
+    def consumer_store(produced: E.PrimExpr) -> S.BufferStore:
+        """The consumer's store with `produced` for its load of the producer's buffer."""
+        return S.BufferStore(body.buffer, substitute(_LoadReplacer(buffer, produced).visit(body.value), vmap), indices)
+
+    new_init = None
+    if producer.init is not None:
+        # A complete producer may have an init (TVM's definition ignores it); TVM rewrites the
+        # init's store like the body's, so the init stays and now writes the consumer's buffer.
+        init = producer.init
+        if not (isinstance(init, S.BufferStore) and init.buffer is buffer
+                and len(init.indices) == len(p_store.indices)
+                and all(a is b for a, b in zip(init.indices, p_store.indices))):
+            raise ScheduleError(f"{where}: the init of producer {producer.name_hint!r} must store into "
+                                f"{buffer.name!r} at the indices of its body's store")
+        new_init = consumer_store(init.value)
+    new_producer = _reinfer(producer, consumer_store(p_store.value), new_init)
     replace: dict[object, S.Stmt | None] = {producer: new_producer,
                                             T.removal_target(state, func_name, realize): None}
     new_scope_body = T.rebuild(scope_block.body, replace=replace)
     allocs = tuple(b for b in scope_block.alloc_buffers if b is not buffer)
     state.replace(func_name, scope_block, T.with_block(scope_block, body=new_scope_body, alloc_buffers=allocs))
+
+
+class _LoadReplacer(IRMutator):
+    """Replaces every load of `buffer` by `value`."""
+
+    def __init__(self, buffer: E.Buffer, value: E.PrimExpr) -> None:
+        super().__init__()
+        self.buffer = buffer
+        self.value = value
+
+    def visit_BufferLoad(self, node: E.BufferLoad) -> E.PrimExpr:
+        if node.buffer is self.buffer:
+            return self.value
+        return super().visit_BufferLoad(node)
 
 
 def _loads(node: object, buffer: E.Buffer) -> list[E.BufferLoad]:

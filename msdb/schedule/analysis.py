@@ -1,0 +1,328 @@
+"""The one scope analysis every schedule primitive uses (docs/architecture.md, "Schedules and
+traces").
+
+TVM's `BlockScope` and schedule analysis over msdb's block tree, in one place so that no two
+primitives can disagree about what a producer or a complete block is:
+
+- `child_block_realizes`: the block realizes directly in a subtree (TVM's child blocks on the
+  sref tree: not descending into the blocks found);
+- `BlockScope`: the child blocks of a scope root, their dependencies in TVM's order (per block
+  in execution order: RAW edges by its read regions, then WAW, then WAR), producers and
+  consumers, dominance, and TVM's complete-block and reduction-block conditions;
+- `loops_above`, `sref_parent`, `is_output_block`, `loop_iter_type`: where a node sits.
+
+Complete and reduction blocks follow TVM's definitions (`IsCompleteBlock`,
+`IsReductionBlock`), checked against TVM 0.27: a complete block has only spatial iter vars,
+is the only writer of its buffers in the scope and reads none of them (an init does not
+matter: TVM's primitives that refuse an init, such as compute_inline, check it themselves); a
+reduction block has an init, only spatial and reduction iter vars, is the only writer of its
+buffers, and stores into them at indices that use no reduction iter var. TVM's one further
+condition, affine bindings, is not checked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from msdb.errors import ScheduleError
+from msdb.ir import expr as E
+from msdb.ir import stmt as S
+from msdb.ir.function import PrimFunc
+from msdb.ir.functor import free_vars
+from msdb.schedule.state import ScheduleState
+
+__all__ = [
+    "child_block_realizes",
+    "read_buffers",
+    "write_buffers",
+    "Dependency",
+    "BlockScope",
+    "scope_of",
+    "loops_above",
+    "sref_parent",
+    "is_root_scope",
+    "is_output_block",
+    "loop_iter_type",
+    "uses_var",
+]
+
+
+def child_block_realizes(stmt: S.Stmt | None) -> list[S.BlockRealize]:
+    """Block realizes under `stmt` (itself included), in execution order, without descending
+    into the blocks found: their children belong to inner scopes."""
+    out: list[S.BlockRealize] = []
+    stack: list[Any] = [stmt]
+    while stack:
+        node = stack.pop()
+        t = type(node)
+        if t is S.BlockRealize:
+            out.append(node)
+        elif t is S.For or t is S.LetStmt:
+            stack.append(node.body)
+        elif t is S.SeqStmt:
+            stack.extend(reversed(node.seq))
+        elif t is S.IfThenElse:
+            if node.else_case is not None:
+                stack.append(node.else_case)
+            stack.append(node.then_case)
+    return out
+
+
+def _unique(buffers: Iterable[E.Buffer]) -> list[E.Buffer]:
+    seen: set[int] = set()
+    out: list[E.Buffer] = []
+    for buf in buffers:
+        if id(buf) not in seen:
+            seen.add(id(buf))
+            out.append(buf)
+    return out
+
+
+def read_buffers(block: S.Block) -> list[E.Buffer]:
+    """The buffers of the block's read regions, each once, in region order."""
+    return _unique(r.buffer for r in block.reads)
+
+
+def write_buffers(block: S.Block) -> list[E.Buffer]:
+    """The buffers of the block's write regions, each once, in region order."""
+    return _unique(w.buffer for w in block.writes)
+
+
+@dataclass(frozen=True)
+class Dependency:
+    """`dst` depends on the earlier block `src`: "RAW" (dst reads what src writes), "WAW" (both
+    write a buffer) or "WAR" (dst writes what src reads)."""
+
+    src: S.Block
+    dst: S.Block
+    kind: str
+
+
+class BlockScope:
+    """The child blocks of one scope root (a block, or a loop for TVM's "local" checks of a
+    subtree such as parallel's compact dataflow), in execution order, with their
+    dependencies."""
+
+    def __init__(self, root: S.Block | S.For) -> None:
+        self.root = root
+        self.realizes = child_block_realizes(root.body)
+        self._deps: list[Dependency] | None = None
+        self._writers: dict[int, list[S.Block]] | None = None
+
+    @property
+    def blocks(self) -> list[S.Block]:
+        return [r.block for r in self.realizes]
+
+    def index_of(self, block: S.Block) -> int:
+        for i, r in enumerate(self.realizes):
+            if r.block is block:
+                return i
+        raise ScheduleError(f"internal: block {block.name_hint!r} is not a child block of this scope")
+
+    # ---- dependencies ----
+    def dependencies(self) -> list[Dependency]:
+        """Every dependency edge, in TVM's `BlockScope` order."""
+        if self._deps is None:
+            writers: dict[int, list[S.Block]] = {}
+            readers: dict[int, list[S.Block]] = {}
+            deps: list[Dependency] = []
+            for block in self.blocks:
+                reads, writes = read_buffers(block), write_buffers(block)
+                for buf in reads:
+                    readers.setdefault(id(buf), []).append(block)
+                for buf in writes:
+                    writers.setdefault(id(buf), []).append(block)
+                for bufs, table, kind in ((reads, writers, "RAW"), (writes, writers, "WAW"), (writes, readers, "WAR")):
+                    for buf in bufs:
+                        deps.extend(Dependency(src, block, kind) for src in table.get(id(buf), ()) if src is not block)
+            self._deps = deps
+        return self._deps
+
+    def producers(self, block: S.Block) -> list[S.Block]:
+        """Earlier blocks that write what `block` reads (RAW) or writes (WAW), each once, in
+        TVM's order (`GetProducers`)."""
+        return _unique_blocks(d.src for d in self.dependencies() if d.dst is block and d.kind != "WAR")
+
+    def consumers(self, block: S.Block) -> list[S.Block]:
+        """Later blocks that read (RAW) or rewrite (WAW) what `block` writes, each once, in
+        TVM's order (`GetConsumers`)."""
+        return _unique_blocks(d.dst for d in self.dependencies() if d.src is block and d.kind != "WAR")
+
+    def writers(self, buffer: E.Buffer) -> list[S.Block]:
+        """The blocks of the scope that write `buffer`, in execution order."""
+        if self._writers is None:
+            table: dict[int, list[S.Block]] = {}
+            for block in self.blocks:
+                for buf in write_buffers(block):
+                    table.setdefault(id(buf), []).append(block)
+            self._writers = table
+        return list(self._writers.get(id(buffer), ()))
+
+    def readers(self, buffer: E.Buffer) -> list[S.Block]:
+        """The blocks of the scope that read `buffer`, in execution order."""
+        return [b for b in self.blocks if any(r is buffer for r in read_buffers(b))]
+
+    # ---- block kinds ----
+    def is_dominant(self, block: S.Block) -> bool:
+        """The block is the only writer, within the scope, of every buffer it writes."""
+        return all(len(self.writers(buf)) == 1 for buf in write_buffers(block))
+
+    def complete_block_problem(self, block: S.Block) -> str | None:
+        """Why `block` is not a complete block (TVM's `IsCompleteBlock`), or None if it is."""
+        if any(iv.iter_type != S.IterType.DATA_PAR for iv in block.iter_vars):
+            return "not all of its iter vars are spatial"
+        if not self.is_dominant(block):
+            return "another block of its scope writes the same buffer"
+        written = {id(b) for b in write_buffers(block)}
+        if any(id(b) in written for b in read_buffers(block)):
+            return "it reads a buffer it writes"
+        return None
+
+    def reduction_block_problem(self, block: S.Block, regions: bool = False) -> str | None:
+        """Why `block` is not a reduction block (TVM's `IsReductionBlock`, except its check of
+        affine bindings), or None if it is. With `regions`, a written region whose bounds use
+        a reduction iter var is refused too: not TVM's condition (TVM refuses such scopes as
+        not a "stage pipeline", an analysis msdb does not have), but the primitives that derive
+        domains from the written regions (compute_at, rfactor) need it."""
+        if block.init is None:
+            return "it has no init"
+        if any(iv.iter_type not in (S.IterType.DATA_PAR, S.IterType.COMM_REDUCE) for iv in block.iter_vars):
+            return "it has iter vars that are neither spatial nor reduction"
+        if not self.is_dominant(block):
+            return "another block of its scope writes the same buffer"
+        if _stores_at_reduction_index(block):
+            return "it stores into a buffer it writes at an index that uses a reduction iter var"
+        if regions and _written_region_uses_reduction_vars(block):
+            return "its written region depends on a reduction iter var"
+        return None
+
+    def is_complete_block(self, block: S.Block) -> bool:
+        return self.complete_block_problem(block) is None
+
+    def is_reduction_block(self, block: S.Block) -> bool:
+        return self.reduction_block_problem(block) is None
+
+
+def _unique_blocks(blocks: Iterable[S.Block]) -> list[S.Block]:
+    out: list[S.Block] = []
+    for block in blocks:
+        if not any(block is b for b in out):
+            out.append(block)
+    return out
+
+
+def _stores_at_reduction_index(block: S.Block) -> bool:
+    """TVM's last reduction-block condition: a store in the body (nested blocks included, a
+    matched buffer standing for its source) into a buffer the block writes uses a reduction
+    iter var in an index."""
+    reduce_vars = {iv.var for iv in block.iter_vars if iv.iter_type == S.IterType.COMM_REDUCE}
+    if not reduce_vars:
+        return False
+    written = {id(b) for b in write_buffers(block)}
+    source = {id(m.buffer): m.source.buffer for m in block.match_buffers}
+    stack: list[Any] = [block.body]
+    while stack:
+        node = stack.pop()
+        t = type(node)
+        if t is S.BufferStore:
+            buffer = source.get(id(node.buffer), node.buffer)
+            if id(buffer) in written and any(free_vars(i) & reduce_vars for i in node.indices):
+                return True
+        elif t is S.BlockRealize:
+            inner = node.block
+            source.update((id(m.buffer), source.get(id(m.source.buffer), m.source.buffer)) for m in inner.match_buffers)
+            stack.append(inner.body)
+            if inner.init is not None:
+                stack.append(inner.init)
+        elif t is S.For or t is S.LetStmt:
+            stack.append(node.body)
+        elif t is S.SeqStmt:
+            stack.extend(node.seq)
+        elif t is S.IfThenElse:
+            stack.append(node.then_case)
+            if node.else_case is not None:
+                stack.append(node.else_case)
+    return False
+
+
+def _written_region_uses_reduction_vars(block: S.Block) -> bool:
+    reduce_vars = {iv.var for iv in block.iter_vars if iv.iter_type == S.IterType.COMM_REDUCE}
+    return bool(reduce_vars) and any(free_vars(rng.min) & reduce_vars or free_vars(rng.extent) & reduce_vars
+                                     for w in block.writes for rng in w.region)
+
+
+def scope_of(state: ScheduleState, func_name: str, node: object) -> BlockScope:
+    """The scope `node` (a block, loop or realize) belongs to: its nearest enclosing block's."""
+    return BlockScope(state.scope_block(func_name, node))
+
+
+def loops_above(state: ScheduleState, func_name: str, node: object, below: object | None = None) -> list[S.For]:
+    """The loops enclosing `node` (a For or a BlockRealize; `node` itself excluded), outermost
+    first, up to its scope block, or only those strictly inside `below` when given."""
+    loops: list[S.For] = []
+    for anc in state.ancestors(func_name, node):
+        if anc is below or type(anc) is S.Block:
+            break
+        if type(anc) is S.For:
+            loops.append(anc)  # type: ignore[arg-type]
+    loops.reverse()
+    return loops
+
+
+def sref_parent(state: ScheduleState, func_name: str, node: object) -> S.Stmt | None:
+    """The nearest enclosing loop or block of `node` (TVM's sref-tree parent); a block's own
+    realize is skipped."""
+    for anc in state.ancestors(func_name, node):
+        if isinstance(anc, (S.For, S.Block)):
+            return anc
+    return None
+
+
+def is_root_scope(state: ScheduleState, func_name: str, scope_block: S.Block) -> bool:
+    """Whether `scope_block` is the function's root block."""
+    return state.parent(func_name, state.parent(func_name, scope_block)) is None
+
+
+def is_output_block(func: PrimFunc, scope_block: S.Block, block: S.Block, root_scope: bool) -> bool:
+    """Whether `block` writes an output of its scope: a parameter buffer of the function in the
+    root scope, a buffer the scope block does not allocate in an inner scope."""
+    if root_scope:
+        params = {id(b) for b in func.buffer_map.values()}
+        return any(id(w.buffer) in params for w in block.writes)
+    allocated = {id(b) for b in scope_block.alloc_buffers}
+    return any(id(w.buffer) not in allocated for w in block.writes)
+
+
+def uses_var(expr: Any, var: E.Var) -> bool:
+    """Whether `var` occurs in the expression (fast path for the common tiny bindings)."""
+    t = type(expr)
+    if t is E.Var:
+        return expr is var
+    if t is E.IntImm or t is E.FloatImm or t is E.StringImm:
+        return False
+    if isinstance(expr, E.BinaryOp):
+        return uses_var(expr.a, var) or uses_var(expr.b, var)
+    return var in free_vars(expr)
+
+
+def loop_iter_type(loop: S.For) -> S.IterType:
+    """TVM's GetLoopIterType: how the blocks directly under `loop` use its variable (spatial,
+    reduction, or opaque when mixed or fed to another kind of iter var)."""
+    var = loop.loop_var
+    n_spatial = n_reduce = n_other = 0
+    for realize in child_block_realizes(loop.body):
+        for iv, value in zip(realize.block.iter_vars, realize.iter_values):
+            if not uses_var(value, var):
+                continue
+            if iv.iter_type == S.IterType.DATA_PAR:
+                n_spatial += 1
+            elif iv.iter_type == S.IterType.COMM_REDUCE:
+                n_reduce += 1
+            else:
+                n_other += 1
+    if n_other or (n_spatial and n_reduce):
+        return S.IterType.OPAQUE
+    if n_reduce:
+        return S.IterType.COMM_REDUCE
+    return S.IterType.DATA_PAR
