@@ -1,5 +1,7 @@
-"""Schedules and traces (DESIGN.md section 3): TVM's primitives over msdb's IR, recorded as
-instructions with sampling decisions, serialized in TVM's trace JSON and printed as Python."""
+"""Schedules and traces (docs/architecture.md, "Schedules and traces"): TVM's primitives over
+msdb's IR as functions over the schedule state, `Schedule` the facade that records them as
+instructions with sampling decisions, and `Trace`, serialized in TVM's trace JSON
+(docs/tvm-formats.md, section 1) and printed as Python."""
 
 from __future__ import annotations
 

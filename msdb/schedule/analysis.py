@@ -45,6 +45,7 @@ __all__ = [
     "is_output_block",
     "loop_iter_type",
     "uses_var",
+    "domain",
 ]
 
 
@@ -264,8 +265,8 @@ def loops_above(state: ScheduleState, func_name: str, node: object, below: objec
     for anc in state.ancestors(func_name, node):
         if anc is below or type(anc) is S.Block:
             break
-        if type(anc) is S.For:
-            loops.append(anc)  # type: ignore[arg-type]
+        if isinstance(anc, S.For):
+            loops.append(anc)
     loops.reverse()
     return loops
 
@@ -292,6 +293,13 @@ def is_output_block(func: PrimFunc, scope_block: S.Block, block: S.Block, root_s
         return any(id(w.buffer) in params for w in block.writes)
     allocated = {id(b) for b in scope_block.alloc_buffers}
     return any(id(w.buffer) not in allocated for w in block.writes)
+
+
+def domain(iv: S.IterVar) -> E.Range:
+    """The domain of a block iter var (only a loop's thread binding may lack one)."""
+    if iv.dom is None:
+        raise ScheduleError(f"internal: iter var {iv.var.name!r} has no domain")
+    return iv.dom
 
 
 def uses_var(expr: Any, var: E.Var) -> bool:

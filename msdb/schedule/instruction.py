@@ -1,15 +1,44 @@
-"""One step of a trace: an instruction kind with its inputs, attributes and outputs.
+"""One step of a trace (`Instruction`) and what msdb knows about its kind (`InstructionKind`).
 
-The layouts follow TVM's `InstructionKind`s exactly (reference/tvm-metaschedule.md section 1),
-so a recorded instruction serializes to the JSON TVM writes: e.g. Split has inputs
-`[loop, *factors]` (each factor an ExprRV, an int or None), attrs `[preserve_unit_iters,
+An instruction follows its TVM `InstructionKind`'s layout exactly (docs/tvm-formats.md), so a
+recorded instruction serializes to the JSON TVM writes: e.g. Split has inputs `[loop,
+*factors]` (each factor an ExprRV, an int or None), attrs `[preserve_unit_iters,
 disable_predication]`, outputs the new loops.
+
+An `InstructionKind` holds every rule of a kind as data: its spellings across TVM generations
+(kind name and Python method), its parameters in the order of the primitive's Python call
+(each an input, an attribute or the decision, with its layout type, how it prints and how it
+is passed back on replay, and for attributes the generation that added it), its outputs,
+purity, post-processing role and decision check. The generic operations below (layout check,
+printing, JSON forms, normalizing between generations, replay) read those rules; nothing
+elsewhere branches on a kind's name. The registry of kinds is `msdb.schedule.instructions`.
 """
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+from msdb.errors import ScheduleError
+from msdb.schedule.rv import RV, BlockRV, ExprRV, LoopRV
+
+if TYPE_CHECKING:
+    from msdb.schedule.schedule import Schedule
+
+__all__ = [
+    "Instruction",
+    "RawInput",
+    "Generation",
+    "Form",
+    "Param",
+    "Spelling",
+    "InstructionKind",
+    "format_value",
+    "RV_TYPES_BY_PREFIX",
+]
+
+RV_TYPES_BY_PREFIX: dict[str, type[RV]] = {"b": BlockRV, "l": LoopRV, "v": ExprRV}
 
 
 @dataclass(frozen=True, eq=False)
@@ -23,3 +52,411 @@ class Instruction:
     inputs: tuple[Any, ...]
     attrs: tuple[Any, ...]
     outputs: tuple[Any, ...]
+
+
+class RawInput(str):
+    """An input TVM writes as an unquoted JSON string that is neither an RV name nor "None":
+    a serialized IndexMap (`{"root": ...}`), as TransformLayout records it. Kept verbatim."""
+
+    __slots__ = ()
+
+
+class Generation(enum.IntEnum):
+    """The TVM generations whose traces are spelled differently, oldest first."""
+
+    BEFORE_0_17 = 0  #: `GetBlock`; Split without `disable_predication`
+    BEFORE_0_24 = 1  #: `GetBlock`; Split with `disable_predication`
+    CURRENT = 2  #: TVM 0.24 to 0.27: `GetSBlock`
+
+
+class Form(enum.Enum):
+    """How a parameter prints in TVM's Python and how replay passes it to the primitive."""
+
+    VALUE = "value"  #: printed as TVM prints a value; passed as is
+    STR = "str"  #: printed in double quotes; passed as is
+    BOOL = "bool"  #: printed True/False; passed as a bool
+    LIST = "list"  #: printed and passed as a list
+    ANNOTATION = "annotation"  #: an annotation value: a bool prints (and goes to JSON) as 0/1
+
+
+def _format_float(value: float) -> str:
+    # TVM prints floats through a C++ stream with precision 17, i.e. C's "%.17g".
+    return "%.17g" % value
+
+
+def format_value(value: Any, names: dict[RV, str], in_dict: bool = False) -> str:
+    """A value the way TVM's Python printer writes it: RVs by name, strings in double quotes
+    without escaping, floats with 17 significant digits, lists in brackets. Inside a dict TVM
+    leaves string values unquoted (it does not translate map contents)."""
+    if isinstance(value, RV):
+        try:
+            return names[value]
+        except KeyError:
+            raise LookupError(value) from None
+    if value is None:
+        return "None"
+    if isinstance(value, RawInput):
+        return str(value)
+    if isinstance(value, str):
+        return value if in_dict else '"' + value + '"'
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    if isinstance(value, int):
+        return str(int(value))
+    if isinstance(value, float):
+        return _format_float(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(format_value(v, names, in_dict) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f'"{k}": {format_value(v, names, True)}' for k, v in value.items()) + "}"
+    return str(value)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+#: Layout types: the check and the words an error uses.
+_TYPES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "block": (lambda v: isinstance(v, BlockRV), "a block"),
+    "loop": (lambda v: isinstance(v, LoopRV), "a loop"),
+    "block_or_loop": (lambda v: isinstance(v, (BlockRV, LoopRV)), "a block or a loop"),
+    "value": (lambda v: not isinstance(v, (BlockRV, LoopRV)), "a value"),
+    "blocks": (lambda v: isinstance(v, (list, tuple)) and all(isinstance(b, BlockRV) for b in v), "a list of blocks"),
+    "factor": (lambda v: v is None or isinstance(v, ExprRV) or _is_int(v),
+               "a factor (sampled variable, integer or None)"),
+    "str": (lambda v: isinstance(v, str), "a string"),
+    "bool": (lambda v: isinstance(v, int), "a boolean (0/1)"),
+    "int": (_is_int, "an integer"),
+    "list": (lambda v: isinstance(v, (list, tuple)), "a list"),
+    "numbers": (lambda v: isinstance(v, (list, tuple))
+                and all(isinstance(p, (int, float)) and not isinstance(p, bool) for p in v), "a list of numbers"),
+    "any": (lambda v: True, "anything"),
+}
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, RV):
+        return {BlockRV: "a block", LoopRV: "a loop", ExprRV: "a sampled variable"}.get(type(value), "an RV")
+    return repr(value)
+
+
+_INPUT, _ATTR, _DECISION = "input", "attr", "decision"
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of a kind's primitive, in the order of its Python call.
+
+    `source` says where its value lives: an "input" (inputs hold RVs), an "attr" (plain
+    values) or the "decision". `keyword` is the primitive's keyword (None: positional).
+    `type` is the layout type (a key of `_TYPES`); `rest` takes every remaining input or
+    attribute, passed as one list or, with `splat`, as separate positional arguments. An
+    attribute added by a later TVM generation has `since` and the `default` that older traces
+    mean. `omit_empty` leaves an empty value out of the printed call (and replays None)."""
+
+    keyword: str | None
+    source: str
+    type: str = "any"
+    form: Form = Form.VALUE
+    rest: bool = False
+    splat: bool = False
+    since: Generation = Generation.BEFORE_0_17
+    default: Any = None
+    omit_empty: bool = False
+
+    def check(self, value: Any) -> str | None:
+        """The expected kind of value when `value` does not fit the layout type."""
+        ok, want = _TYPES[self.type]
+        return None if ok(value) else want
+
+    def replay_value(self, value: Any) -> Any:
+        if value is None:
+            return None
+        if self.omit_empty and not value:
+            return None
+        if self.form is Form.BOOL:
+            return bool(value)
+        if self.form is Form.LIST:
+            return list(value)
+        return value
+
+    def print_value(self, value: Any, names: dict[RV, str]) -> str:
+        if self.form is Form.STR:
+            return '"' + str(value) + '"'
+        if self.form is Form.BOOL:
+            return "True" if value else "False"
+        if self.form is Form.LIST:
+            return format_value(list(value), names)
+        if self.form is Form.ANNOTATION and isinstance(value, bool):
+            return str(int(value))  # TVM stores a boolean annotation as an integer
+        return format_value(value, names)
+
+
+def input_param(keyword: str | None, type: str = "any", form: Form = Form.VALUE, **kw: Any) -> Param:
+    return Param(keyword, _INPUT, type, form, **kw)
+
+
+def attr_param(keyword: str | None, type: str = "any", form: Form = Form.VALUE, **kw: Any) -> Param:
+    return Param(keyword, _ATTR, type, form, **kw)
+
+
+def decision_param(form: Form = Form.VALUE) -> Param:
+    return Param("decision", _DECISION, form=form)
+
+
+@dataclass(frozen=True)
+class Spelling:
+    """How TVM spells a kind from generation `since` on: its name and its Python method."""
+
+    since: Generation
+    name: str
+    method: str
+
+
+InstCheck = Callable[[Instruction], "str | None"]
+DecisionCheck = Callable[[Instruction, Any], "str | None"]
+
+
+@dataclass(frozen=True)
+class InstructionKind:
+    """Every rule of one instruction kind, as data (see the module docstring).
+
+    `outputs`: "" (none), "b", "l", "v" (exactly one), "b*", "l*", "v*" (any number) or "*"
+    (unknown kinds). `check_outputs` / `check_attrs`: rules across parameters (how many loops
+    a Split defines, candidates against probabilities), run after the per-parameter checks.
+    `check_decision` marks a sampling kind. `known` is False for kinds msdb has no rules for:
+    parsed, printed positionally and written back unchanged, never replayed."""
+
+    spellings: tuple[Spelling, ...]
+    params: tuple[Param, ...]
+    outputs: str
+    pure: bool = False
+    postproc: bool = False
+    replayable: bool = True
+    known: bool = True
+    check_decision: DecisionCheck | None = None
+    check_outputs: InstCheck | None = None
+    check_attrs: InstCheck | None = None
+
+    # ---- names ----
+    @property
+    def name(self) -> str:
+        """TVM 0.27's name of the kind."""
+        return self.spellings[-1].name
+
+    @property
+    def method(self) -> str:
+        """The Schedule method that replays it (TVM 0.27's spelling)."""
+        return self.spellings[-1].method
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every name the kind had, oldest first."""
+        return tuple(dict.fromkeys(s.name for s in self.spellings))
+
+    def spelled(self, generation: Generation) -> Spelling:
+        """How TVM of `generation` spells the kind."""
+        chosen = self.spellings[0]
+        for spelling in self.spellings:
+            if spelling.since <= generation:
+                chosen = spelling
+        return chosen
+
+    @property
+    def is_sampling(self) -> bool:
+        return self.check_decision is not None
+
+    @property
+    def list_outputs(self) -> bool:
+        return self.outputs.endswith("*")
+
+    # ---- layout ----
+    @property
+    def input_params(self) -> tuple[Param, ...]:
+        return tuple(p for p in self.params if p.source == _INPUT)
+
+    @property
+    def attr_params(self) -> tuple[Param, ...]:
+        return tuple(p for p in self.params if p.source == _ATTR)
+
+    @property
+    def n_attrs(self) -> tuple[int, ...]:
+        """The attribute counts TVM's generations record."""
+        return tuple(sorted({sum(1 for p in self.attr_params if p.since <= g) for g in Generation}))
+
+    def input_param_at(self, index: int) -> Param | None:
+        params = self.input_params
+        if index < len(params):
+            return params[index]
+        return params[-1] if params and params[-1].rest else None
+
+    def check(self, inst: Instruction) -> str | None:
+        """Why `inst` does not fit the kind's layout, or None when it does (unknown kinds are
+        not checked)."""
+        if not self.known:
+            return None
+        if len(inst.attrs) not in self.n_attrs:
+            expected = " or ".join(str(n) for n in self.n_attrs)
+            return f"expects {expected} attribute(s), got {len(inst.attrs)}: {list(inst.attrs)!r}"
+        problem = self._check_operands(self.input_params, inst.inputs, "input")
+        if problem:
+            return problem
+        problem = self._check_output_types(inst)
+        if problem:
+            return problem
+        if self.check_outputs is not None:
+            problem = self.check_outputs(inst)
+            if problem:
+                return problem
+        for j, (param, value) in enumerate(zip(self.attr_params, inst.attrs)):
+            want = param.check(value)
+            if want is not None:
+                return f"attribute {j} ({param.keyword}) must be {want}, got {value!r}"
+        return self.check_attrs(inst) if self.check_attrs is not None else None
+
+    @staticmethod
+    def _check_operands(params: tuple[Param, ...], values: tuple[Any, ...], what: str) -> str | None:
+        variadic = bool(params) and params[-1].rest
+        fixed = len(params) - 1 if variadic else len(params)
+        if variadic and len(values) < fixed + 1:
+            return f"expects at least {fixed + 1} {what}(s), got {len(values)}"
+        if not variadic and len(values) != fixed:
+            return f"expects {fixed} {what}(s), got {len(values)}"
+        for i, value in enumerate(values):
+            want = params[min(i, len(params) - 1)].check(value)
+            if want is not None:
+                return f"{what} {i} must be {want}, got {_describe(value)}"
+        return None
+
+    def _check_output_types(self, inst: Instruction) -> str | None:
+        kind, outputs = self.outputs, inst.outputs
+        if kind == "*":
+            return None
+        if kind == "":
+            return f"defines no outputs, got {len(outputs)}" if outputs else None
+        want = RV_TYPES_BY_PREFIX[kind[0]]
+        if not kind.endswith("*") and len(outputs) != 1:
+            return f"defines exactly one output, got {len(outputs)}"
+        for i, rv in enumerate(outputs):
+            if rv is not None and not isinstance(rv, want):
+                return f"output {i} must be {_describe(want())}, got {_describe(rv)}"
+        return None
+
+    # ---- reading parameters ----
+    def _values(self, inputs: Sequence[Any], attrs: Sequence[Any], decision: Any) -> list[tuple[Param, Any]]:
+        """Each parameter with its value (a rest parameter: the list of what remains; an
+        attribute an older trace lacks: its default)."""
+        out: list[tuple[Param, Any]] = []
+        position = {_INPUT: 0, _ATTR: 0}
+        source_values = {_INPUT: inputs, _ATTR: attrs}
+        for param in self.params:
+            if param.source == _DECISION:
+                out.append((param, decision))
+                continue
+            items, at = source_values[param.source], position[param.source]
+            if param.rest:
+                out.append((param, list(items[at:])))
+                position[param.source] = len(items)
+            else:
+                out.append((param, items[at] if at < len(items) else param.default))
+                position[param.source] = at + 1
+        return out
+
+    # ---- printing ----
+    def print_args(self, inst: Instruction, decision: Any, names: dict[RV, str],
+                   generation: Generation) -> list[tuple[str | None, str]]:
+        """The arguments of the Python call TVM of `generation` prints for `inst`:
+        (keyword or None, printed value)."""
+        args: list[tuple[str | None, str]] = []
+        for param, value in self._values(inst.inputs, inst.attrs, decision):
+            if param.splat:
+                args.extend((None, param.print_value(v, names)) for v in value)
+                continue
+            if param.source == _DECISION and value is None:
+                continue  # TVM prints `decision=` only when the instruction has one
+            if param.omit_empty and not value:
+                continue
+            if param.since > generation and not value:
+                continue  # an attribute that generation lacks, at its default
+            args.append((param.keyword, param.print_value(value, names)))
+        return args
+
+    # ---- JSON ----
+    def attrs_to_json(self, attrs: Sequence[Any]) -> list[Any]:
+        """Attributes as TVM writes them: a Python bool becomes 0/1 where TVM records an
+        Integer (the "bool" layout type)."""
+        out = [_plain_json(a) for a in attrs]
+        for j, param in enumerate(self.attr_params[:len(out)]):
+            if param.type == "bool" and isinstance(out[j], bool):
+                out[j] = int(out[j])
+        return out
+
+    def input_bools_as_ints(self, index: int) -> bool:
+        """Whether TVM writes a bool in input `index` as an integer (an annotation value)."""
+        param = self.input_param_at(index)
+        return param is not None and param.form is Form.ANNOTATION
+
+    # ---- generations ----
+    def missing_attrs(self, n_attrs: int) -> tuple[Param, ...]:
+        """The attributes an instruction with `n_attrs` attributes lacks because an older TVM
+        generation recorded it (empty when it has them all, or when no generation records
+        that many)."""
+        params = self.attr_params
+        if not self.known or n_attrs >= len(params) or n_attrs not in self.n_attrs:
+            return ()
+        return params[n_attrs:]
+
+    def normalized(self, inst: Instruction) -> Instruction:
+        """`inst` as TVM 0.27 records it: the current name, and the attributes later
+        generations added filled in with the value older traces mean; `inst` itself when it
+        already is."""
+        attrs = inst.attrs
+        missing = self.missing_attrs(len(attrs))
+        if missing:
+            # Written like the attributes present: JSON 0/1 unless they are Python bools.
+            as_bool = any(isinstance(a, bool) for a, p in zip(attrs, self.attr_params) if p.type == "bool")
+            attrs = attrs + tuple(p.default if p.type != "bool" or as_bool else int(p.default) for p in missing)
+        if inst.kind == self.name and attrs is inst.attrs:
+            return inst
+        return Instruction(self.name, inst.inputs, attrs, inst.outputs)
+
+    def legacy(self, inst: Instruction, generation: Generation) -> Instruction:
+        """`inst` (in TVM 0.27's form) as TVM of `generation` records it: its name then, and
+        without the attributes added later when they hold their default."""
+        name = self.spelled(generation).name
+        attrs = inst.attrs
+        newer = [j for j, p in enumerate(self.attr_params) if p.since > generation and j < len(attrs)]
+        if newer and newer[-1] == len(attrs) - 1 and all(not attrs[j] for j in newer):
+            attrs = attrs[:newer[0]]
+        if name == inst.kind and attrs is inst.attrs:
+            return inst
+        return Instruction(name, inst.inputs, attrs, inst.outputs)
+
+    # ---- replay ----
+    def apply(self, sch: Schedule, inputs: Sequence[Any], attrs: Sequence[Any], decision: Any) -> list[Any]:
+        """Run the instruction on `sch` through its public primitive, with the keywords TVM's
+        Python API uses; the new outputs as a list."""
+        if not self.replayable:
+            raise ScheduleError(f"instruction {self.name} is not supported for replay")
+        args: list[Any] = []
+        kwargs: dict[str, Any] = {}
+        for param, value in self._values(inputs, attrs, decision):
+            if param.splat:
+                args.extend(value)
+            elif param.keyword is None:
+                args.append(param.replay_value(value))
+            else:
+                kwargs[param.keyword] = param.replay_value(value)
+        result = getattr(sch, self.method)(*args, **kwargs)
+        if result is None:
+            return []
+        if isinstance(result, (list, tuple)):
+            return list(result)
+        return [result]
+
+
+def _plain_json(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return [_plain_json(v) for v in value]
+    return value

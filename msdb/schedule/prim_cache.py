@@ -14,6 +14,7 @@ consumers), right between them; an input buffer's copy goes first in the scope.
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from msdb.errors import ScheduleError
@@ -26,9 +27,13 @@ from msdb.schedule._block_arith import (Affine, IntervalEvaluator, NumRange, loo
                                         plus_var, range_predicate, union_intervals)
 from msdb.schedule.state import ScheduleState
 
+__all__ = ["cache_read", "cache_write"]
+
 
 def cache_read(state: ScheduleState, func_name: str, block_name: str, index: int, scope_name: str,
                consumer_names: list[str]) -> str:
+    """Stage the block's `index`-th read buffer through a copy in `scope_name` (see
+    `Schedule.cache_read`); returns the copy block's name."""
     block = state.block(func_name, block_name)
     where = f"cache_read: block {block_name!r}"
     if not 0 <= index < len(block.reads):
@@ -65,6 +70,8 @@ def cache_read(state: ScheduleState, func_name: str, block_name: str, index: int
 
 def cache_write(state: ScheduleState, func_name: str, block_name: str, index: int, scope_name: str,
                 consumer_names: list[str]) -> str:
+    """Make the block write a copy in `scope_name` and copy it back (see
+    `Schedule.cache_write`); returns the copy block's name."""
     block = state.block(func_name, block_name)
     where = f"cache_write: block {block_name!r}"
     if not 0 <= index < len(block.writes):
@@ -112,7 +119,7 @@ def _rewrite_reads(block: S.Block, old: E.Buffer, new: E.Buffer) -> S.Block:
     return replace_buffers(block, {old: new})
 
 
-def _apply(state: ScheduleState, func_name: str, scope_block: S.Block, loc: S.Stmt, pos: int, stage: S.Stmt,
+def _apply(state: ScheduleState, func_name: str, scope_block: S.Block, loc: S.For | S.Block, pos: int, stage: S.Stmt,
            replace: dict[object, S.Stmt | None], cache: E.Buffer) -> None:
     node, fn = T.body_insert_edit(loc, pos, stage)
     new_body = T.rebuild(scope_block.body, replace=replace, post={node: fn})
@@ -120,40 +127,50 @@ def _apply(state: ScheduleState, func_name: str, scope_block: S.Block, loc: S.St
     state.replace(func_name, scope_block, new_scope)
 
 
-def _detect_location(scope_block: S.Block, block: S.Block, related: list[S.Block]) -> tuple[S.Stmt, int]:
+@dataclass
+class _Detection:
+    """The walk state of `_detect_location`."""
+
+    visited_block: bool = False
+    visited_related: bool = False
+    loc: S.For | S.Block | None = None
+    pos: int = -1
+
+
+def _detect_location(scope_block: S.Block, block: S.Block, related: list[S.Block]) -> tuple[S.For | S.Block, int]:
     """(statement, position in its body sequence) where the copy stage goes: TVM's
     CacheLocDetector. Without related blocks, the end of the scope."""
     if not related:
         return scope_block, len(T.as_list(scope_block.body))
     related_ids = {id(b) for b in related}
-    st = {"visited_block": False, "visited_related": False, "loc": None, "pos": -1}
+    st = _Detection()
 
     def visit(n: S.Stmt) -> None:
         if isinstance(n, S.SeqStmt):
-            previous = st["visited_block"]
-            st["visited_block"] = False
+            previous = st.visited_block
+            st.visited_block = False
             for i, child in enumerate(n.seq):
-                if st["pos"] != -1:
+                if st.pos != -1:
                     break
                 visit(child)
-                if st["visited_block"] and st["visited_related"] and st["pos"] == -1:
-                    st["pos"] = i
+                if st.visited_block and st.visited_related and st.pos == -1:
+                    st.pos = i
                     break
-                if st["visited_related"]:
+                if st.visited_related:
                     break
             # Whatever ended the loop, a block seen before this sequence stays seen (a nested
             # sequence, such as a decomposed reduction's loop body, must not forget the writer).
-            st["visited_block"] = st["visited_block"] or previous
+            st.visited_block = st.visited_block or previous
         elif isinstance(n, S.BlockRealize):
             b = n.block
             if b is block:
-                st["visited_block"] = True
+                st.visited_block = True
             elif id(b) in related_ids:
-                st["visited_related"] = True
+                st.visited_related = True
         elif isinstance(n, S.For):
             visit(n.body)
-            if st["visited_block"] and st["visited_related"] and st["loc"] is None and st["pos"] != -1:
-                st["loc"] = n
+            if st.visited_block and st.visited_related and st.loc is None and st.pos != -1:
+                st.loc = n
         elif isinstance(n, S.IfThenElse):
             visit(n.then_case)
             if n.else_case is not None:
@@ -162,14 +179,14 @@ def _detect_location(scope_block: S.Block, block: S.Block, related: list[S.Block
             visit(n.body)
 
     visit(scope_block.body)
-    if st["visited_block"] and st["visited_related"] and st["loc"] is None:
-        st["loc"] = scope_block
-        if st["pos"] == -1:
-            st["pos"] = 1
-    if st["loc"] is None or st["pos"] == -1:
+    if st.visited_block and st.visited_related and st.loc is None:
+        st.loc = scope_block
+        if st.pos == -1:
+            st.pos = 1
+    if st.loc is None or st.pos == -1:
         # The related blocks come before the block (no position separates them): append.
         return scope_block, len(T.as_list(scope_block.body))
-    return st["loc"], st["pos"]
+    return st.loc, st.pos
 
 
 class _Dim(NamedTuple):
@@ -200,10 +217,10 @@ def _relaxed_write_region(state: ScheduleState, func_name: str, block: S.Block, 
     bounds = dict(outer)
     relax = {}
     for lp in inner:
-        lo, ext = E.const_int(lp.min), E.const_int(lp.extent)
-        if lo is not None and ext is not None:
-            relax[lp.loop_var] = (Affine(None, lo), Affine(None, lo + ext - 1))
-            bounds[lp.loop_var] = (lo, lo + ext - 1)
+        start, ext = E.const_int(lp.min), E.const_int(lp.extent)
+        if start is not None and ext is not None:
+            relax[lp.loop_var] = (Affine(None, start), Affine(None, start + ext - 1))
+            bounds[lp.loop_var] = (start, start + ext - 1)
     ev = IntervalEvaluator(relax, bounds, pin_points=False)
     vmap = T.iter_var_map(block, realize.iter_values)
     domains = _iter_domains(block)
@@ -211,14 +228,15 @@ def _relaxed_write_region(state: ScheduleState, func_name: str, block: S.Block, 
     out: list[_Dim] = []
     for d in range(len(buffer.shape)):
         size = _static_dim(buffer, d)
-        ends: list[tuple[Affine, Affine]] | None = []
+        ends: list[tuple[Affine, Affine]] = []
+        known_ends = True
         allowed: list[NumRange] | None = []
         for w in written:
             rng = w.region[d]
             ext = E.const_int(rng.extent)
             got = ev.eval(substitute(rng.min, vmap)) if ext is not None else None
             if got is None or ext is None:
-                ends = None
+                known_ends = False
                 break
             ends.append((got[0], got[1] + (ext - 1)))
             at = numeric_range(rng.min, domains)
@@ -232,8 +250,9 @@ def _relaxed_write_region(state: ScheduleState, func_name: str, block: S.Block, 
         if valid[0] > valid[1]:
             raise ScheduleError(f"block {block.name_hint!r} writes no element of buffer {buffer.name!r} "
                                 f"dimension {d} inside its bounds")
-        lo = hi = None
-        if ends:
+        lo: Affine | None = None
+        hi: Affine | None = None
+        if known_ends and ends:
             try:
                 lo, hi = union_intervals(ends, outer)
             except ValueError:
@@ -253,7 +272,8 @@ def _iter_domains(block: S.Block) -> dict[E.Var, NumRange]:
     """Inclusive ranges of the block's iter vars with static domains."""
     out: dict[E.Var, NumRange] = {}
     for iv in block.iter_vars:
-        lo, ext = E.const_int(iv.dom.min), E.const_int(iv.dom.extent)
+        dom = A.domain(iv)
+        lo, ext = E.const_int(dom.min), E.const_int(dom.extent)
         if lo is not None and ext is not None and ext > 0:
             out[iv.var] = (lo, lo + ext - 1)
     return out

@@ -24,11 +24,15 @@ from msdb.schedule._block_arith import (Affine, IntervalEvaluator, NumRange, as_
                                         unbound_loop_under_reduction, union_intervals)
 from msdb.schedule.state import ScheduleState
 
+__all__ = ["compute_at"]
+
 Interval = tuple[Affine, Affine]
 
 
 def compute_at(state: ScheduleState, func_name: str, block_name: str, loop_var: E.Var,
                preserve_unit_loops: bool, index: int, reverse: bool) -> None:
+    """Move the block under the loop (see `Schedule.compute_at`; with `reverse`,
+    `Schedule.reverse_compute_at`)."""
     prim = "reverse_compute_at" if reverse else "compute_at"
     func = state.func(func_name)
     block = state.block(func_name, block_name)
@@ -226,7 +230,7 @@ def _check_all_points_computed(outer_loops: list[S.For], loop_vars: list[E.Var],
         return
     size = 1
     for iv in block.iter_vars:
-        ext = E.const_int(iv.dom.extent)
+        ext = E.const_int(A.domain(iv).extent)
         if ext is None:
             return
         size *= ext
@@ -262,7 +266,7 @@ def _check_predicate_regenerated(state: ScheduleState, func_name: str, realize: 
     block = realize.block
     bindings = []
     for iv, value in zip(block.iter_vars, realize.iter_values):
-        lo, ext = E.const_int(iv.dom.min), E.const_int(iv.dom.extent)
+        lo, ext = E.const_int(A.domain(iv).min), E.const_int(A.domain(iv).extent)
         if lo is not None and ext is not None:
             bindings.append((value, (lo, lo + ext - 1)))
     bounds = loop_bounds(A.loops_above(state, func_name, realize))
@@ -390,7 +394,7 @@ def _cover(iv: S.IterVar, dom: Interval | None, bound: NumRange | None, outer: d
            reverse: bool, where: str) -> tuple[Affine, Affine, NumRange | None]:
     """(lo, hi) the new loops must cover for one iter var, and the bound a predicate must
     enforce (None when provably unnecessary)."""
-    dmin, dext = E.const_int(iv.dom.min), E.const_int(iv.dom.extent)
+    dmin, dext = E.const_int(A.domain(iv).min), E.const_int(A.domain(iv).extent)
     if dmin is None or dext is None:
         raise ScheduleError(f"{where}: iter var {iv.var.name!r} has a symbolic domain; static domains are required")
     full = (dmin, dmin + dext - 1)

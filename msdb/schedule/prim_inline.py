@@ -18,6 +18,8 @@ from msdb.schedule import analysis as A
 from msdb.schedule import tree_edit as T
 from msdb.schedule.state import ScheduleState
 
+__all__ = ["compute_inline", "reverse_compute_inline"]
+
 
 def _store_with_var_indices(block: S.Block, where: str, role: str) -> S.BufferStore:
     """The block's body as `buf[v0, v1, ...] = value` with distinct iter vars as indices."""
@@ -64,6 +66,7 @@ def _reinfer(block: S.Block, body: S.Stmt, init: S.Stmt | None) -> S.Block:
 
 
 def compute_inline(state: ScheduleState, func_name: str, block_name: str) -> None:
+    """Inline the block into its consumers (see `Schedule.compute_inline`)."""
     func = state.func(func_name)
     block = state.block(func_name, block_name)
     realize = state.realize(func_name, block_name)
@@ -86,6 +89,7 @@ def compute_inline(state: ScheduleState, func_name: str, block_name: str) -> Non
         raise ScheduleError(f"cannot inline block {block_name}: its value reads the buffer it writes")
 
     value = _inlined_value(block, store)
+    index_vars = tuple(i for i in store.indices if isinstance(i, E.Var))  # all of them (checked above)
     replace: dict[object, S.Stmt | None] = {}
     same_scope = {id(b) for b in scope.blocks}
     for other in _all_blocks(scope_block):
@@ -94,7 +98,7 @@ def compute_inline(state: ScheduleState, func_name: str, block_name: str) -> Non
         if id(other) not in same_scope:
             raise ScheduleError(f"cannot inline block {block_name}: block {other.name_hint!r} of an inner "
                                 f"scope reads {store.buffer.name!r}; only consumers in the same scope are supported")
-        inliner = _LoadInliner(store.buffer, store.indices, value)  # type: ignore[arg-type]
+        inliner = _LoadInliner(store.buffer, index_vars, value)
         body = inliner.visit(other.body)
         init = inliner.visit(other.init) if other.init is not None else None
         matches = other.match_buffers
@@ -118,12 +122,13 @@ def _inlined_value(block: S.Block, store: S.BufferStore) -> E.PrimExpr:
     ivs = block.iter_vars
     if len(ivs) == len(store.indices) and all(i is iv.var for i, iv in zip(store.indices, ivs)):
         return store.value
-    points = {iv.var: iv.dom.min for iv in ivs
-              if E.const_int(iv.dom.extent) == 1 and E.const_int(iv.dom.min) is not None}
+    points = {iv.var: A.domain(iv).min for iv in ivs
+              if E.const_int(A.domain(iv).extent) == 1 and E.const_int(A.domain(iv).min) is not None}
     return substitute(store.value, points) if points else store.value
 
 
 def reverse_compute_inline(state: ScheduleState, func_name: str, block_name: str) -> None:
+    """Inline the block into its single producer (see `Schedule.reverse_compute_inline`)."""
     func = state.func(func_name)
     block = state.block(func_name, block_name)
     realize = state.realize(func_name, block_name)
@@ -177,12 +182,13 @@ def reverse_compute_inline(state: ScheduleState, func_name: str, block_name: str
     vmap: dict[E.Var, E.PrimExpr] = {}
     for k, w in enumerate(first):
         p_var = p_store.indices[k]
-        a, b = c_iv[w].dom, p_iv[p_var].dom  # type: ignore[index]
+        assert isinstance(w, E.Var) and isinstance(p_var, E.Var)  # both checked above
+        a, b = A.domain(c_iv[w]), A.domain(p_iv[p_var])
         if E.const_int(a.min) != E.const_int(b.min) or E.const_int(a.extent) != E.const_int(b.extent) \
                 or E.const_int(a.extent) is None:
             raise ScheduleError(f"{where}: iter var {w.name!r} does not range over the same domain as the "
-                                f"producer's {p_var.name!r}")  # type: ignore[union-attr]
-        vmap[w] = p_var  # type: ignore[assignment]
+                                f"producer's {p_var.name!r}")
+        vmap[w] = p_var
 
     indices = tuple(substitute(i, vmap) for i in body.indices)
 

@@ -9,15 +9,19 @@ reduces the partial results.
 
 from __future__ import annotations
 
+from typing import Callable
+
 from msdb.errors import ScheduleError
 from msdb.ir import expr as E
 from msdb.ir import stmt as S
+from msdb.ir.arith import simplify
 from msdb.ir.functor import free_vars, substitute
 from msdb.schedule import analysis as A
 from msdb.schedule import tree_edit as T
-from msdb.ir.arith import simplify
 from msdb.schedule._block_arith import as_affine, loop_bounds, range_predicate, repeats_points
 from msdb.schedule.state import ScheduleState
+
+__all__ = ["decompose_reduction", "rfactor"]
 
 
 def _split_and(pred: E.PrimExpr) -> list[E.PrimExpr]:
@@ -63,7 +67,8 @@ def _init_predicate(realize: S.BlockRealize, iter_vars: list[S.IterVar], values:
         bounds = loop_bounds([lp for lp in block_loops if lp.loop_var not in discarded])
         checks = []
         for iv, value in zip(iter_vars, values):
-            lo, ext = E.const_int(iv.dom.min), E.const_int(iv.dom.extent)
+            dom = A.domain(iv)
+            lo, ext = E.const_int(dom.min), E.const_int(dom.extent)
             form = as_affine(value)
             if lo is not None and ext is not None and form is not None and free_vars(value) & dropped:
                 checks.append((form, (lo, lo + ext - 1)))
@@ -83,7 +88,8 @@ def _copy_loop(loop: S.For, var: E.Var, body: S.Stmt) -> S.For:
 
 
 def decompose_reduction(state: ScheduleState, func_name: str, block_name: str, loop_var: E.Var) -> tuple[str, str]:
-    """Returns (init block name, update block name)."""
+    """Split the reduction block at the loop into an init and an update block (see
+    `Schedule.decompose_reduction`); returns (init block name, update block name)."""
     block = state.block(func_name, block_name)
     realize = state.realize(func_name, block_name)
     loop = state.loop(func_name, loop_var)
@@ -320,7 +326,7 @@ def rfactor(state: ScheduleState, func_name: str, loop_var: E.Var, factor_axis: 
     rf_nest: S.Stmt = S.BlockRealize(tuple(substitute(v, fresh) for v in rf_values),
                                      substitute(realize.predicate, fresh), rf_block)
     for lp in reversed(loops):
-        rf_nest = _copy_loop(lp, fresh[lp.loop_var], rf_nest)  # type: ignore[arg-type]
+        rf_nest = _copy_loop(lp, fresh[lp.loop_var], rf_nest)
 
     # ---- the write-back block, where the reduction block was ----
     wb_rf_var = E.Var(f"v{loop_var.name}", loop_var.dtype)
@@ -348,16 +354,26 @@ def rfactor(state: ScheduleState, func_name: str, loop_var: E.Var, factor_axis: 
         init=S.BufferStore(buffer, identity, wb_idx), annotations=block.annotations)
     wb = S.BlockRealize(tuple(wb_values), wb_pred, wb_block)
 
-    post: dict[object, object] = {}
+    post: dict[object, Callable[[S.Stmt], S.Stmt]] = {}
     for lp in loops:
         if lp.loop_var in removed:
-            post[lp] = lambda rebuilt: rebuilt.body
-    outer_fn = post.get(loops[0], lambda rebuilt: rebuilt)
+            post[lp] = _loop_body
+    outer_fn = post.get(loops[0], _unchanged)
     post[loops[0]] = lambda rebuilt: S.seq(rf_nest, outer_fn(rebuilt))
-    new_body = T.rebuild(scope_block.body, replace={realize: wb}, post=post)  # type: ignore[arg-type]
+    new_body = T.rebuild(scope_block.body, replace={realize: wb}, post=post)
     new_scope = T.with_block(scope_block, body=new_body, alloc_buffers=scope_block.alloc_buffers + (rf_buffer,))
     state.replace(func_name, scope_block, new_scope)
     return rf_name
+
+
+def _loop_body(loop: S.Stmt) -> S.Stmt:
+    """A rebuilt loop's body: the loop disappears."""
+    assert isinstance(loop, S.For)
+    return loop.body
+
+
+def _unchanged(stmt: S.Stmt) -> S.Stmt:
+    return stmt
 
 
 def _vars_in_order(expr: E.PrimExpr) -> list[E.Var]:

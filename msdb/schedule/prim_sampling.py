@@ -114,8 +114,8 @@ def compute_location_candidates(state: ScheduleState, func_name: str, block_name
     if len(consumers) == 1:
         boundary = A.sref_parent(state, func_name, consumers[0])
     else:
-        chains = [[b] + [a for a in state.ancestors(func_name, b) if isinstance(a, (S.For, S.Block))]
-                  for b in consumers]
+        chains: list[list[object]] = [[b, *(a for a in state.ancestors(func_name, b) if isinstance(a, (S.For, S.Block)))]
+                                      for b in consumers]
         others = [{id(x) for x in c} for c in chains[1:]]
         boundary = next((x for x in chains[0] if all(id(x) in o for o in others)), None)
     if not isinstance(boundary, S.For):

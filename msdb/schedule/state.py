@@ -17,6 +17,8 @@ from msdb.ir import expr as E
 from msdb.ir import stmt as S
 from msdb.ir.function import IRModule, PrimFunc
 
+__all__ = ["FuncIndex", "ScheduleState", "replace_child"]
+
 
 @dataclass
 class FuncIndex:
@@ -27,12 +29,12 @@ class FuncIndex:
     blocks: dict[str, S.Block] = field(default_factory=dict)
     realizes: dict[str, S.BlockRealize] = field(default_factory=dict)
     loops: dict[E.Var, S.For] = field(default_factory=dict)
-    parent: dict[object, object] = field(default_factory=dict)
+    parent: dict[object, S.Stmt] = field(default_factory=dict)
 
 
 def _build_index(func: PrimFunc) -> FuncIndex:
     index = FuncIndex()
-    stack: list[tuple[object, object | None]] = [(func.body, None)]
+    stack: list[tuple[S.Stmt | None, S.Stmt | None]] = [(func.body, None)]
     while stack:
         node, parent = stack.pop()
         if node is None:
@@ -65,7 +67,7 @@ def _build_index(func: PrimFunc) -> FuncIndex:
     return index
 
 
-def replace_child(parent: object, old: S.Stmt, new: S.Stmt | None) -> object:
+def replace_child(parent: S.Stmt, old: S.Stmt, new: S.Stmt | None) -> S.Stmt:
     """`parent` with its direct child `old` replaced by `new` (None removes it from a
     SeqStmt). Raises ScheduleError when `old` is not a direct child."""
     if isinstance(parent, S.For):
@@ -148,10 +150,10 @@ class ScheduleState:
         except KeyError:
             raise ScheduleError(f"loop {loop_var.name!r} no longer exists in function {func_name!r} (it was transformed away)") from None
 
-    def parent(self, func_name: str, node: object) -> object | None:
+    def parent(self, func_name: str, node: object) -> S.Stmt | None:
         return self.index(func_name).parent.get(node)
 
-    def ancestors(self, func_name: str, node: object) -> list[object]:
+    def ancestors(self, func_name: str, node: object) -> list[S.Stmt]:
         """Ancestors of `node`, innermost first, up to the root BlockRealize."""
         parents = self.index(func_name).parent
         chain = []
@@ -181,14 +183,14 @@ class ScheduleState:
                 raise ScheduleError("internal: cannot delete a function body")
             self._set_body(func_name, new)
             return
-        child: object = old
-        replacement: object | None = new
+        child: S.Stmt = old
+        replacement: S.Stmt | None = new
         for ancestor in self.ancestors(func_name, old):
-            replacement = replace_child(ancestor, child, replacement)  # type: ignore[arg-type]
+            replacement = replace_child(ancestor, child, replacement)
             child = ancestor
-        if child is not func.body:
+        if child is not func.body or replacement is None:
             raise ScheduleError("internal: statement is not part of the function")
-        self._set_body(func_name, replacement)  # type: ignore[arg-type]
+        self._set_body(func_name, replacement)
 
     def _set_body(self, func_name: str, body: S.Stmt) -> None:
         self.mod = self.mod.with_function(func_name, self.func(func_name).with_body(body))

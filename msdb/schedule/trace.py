@@ -24,19 +24,8 @@ import logging
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from msdb.errors import MsdbError, ScheduleError
-from msdb.schedule.instruction import Instruction
-from msdb.schedule.instructions import (
-    RV_TYPES_BY_PREFIX,
-    KindSpec,
-    PrintContext,
-    RawInput,
-    apply_instruction,
-    check_layout,
-    legacy_instruction,
-    normalize_instruction,
-    print_style,
-    spec_for,
-)
+from msdb.schedule.instruction import RV_TYPES_BY_PREFIX, Generation, Instruction, InstructionKind, RawInput
+from msdb.schedule.instructions import check_layout, kind_of, legacy_instruction, normalize_instruction, print_style
 from msdb.schedule.rv import RV
 
 if TYPE_CHECKING:
@@ -100,7 +89,7 @@ class Trace:
         if not remove_postproc:
             return self._insts
         for i, inst in enumerate(self._insts):
-            if spec_for(inst.kind).postproc:
+            if kind_of(inst.kind).postproc:
                 return self._insts[:i]
         return self._insts
 
@@ -140,13 +129,13 @@ class Trace:
         insts_json: list[Any] = []
         decisions_json: list[Any] = []
         for index, inst in enumerate(self._valid_prefix(remove_postproc)):
-            spec = spec_for(inst.kind)
+            kind = kind_of(inst.kind)
             try:
-                inputs = [_input_to_json(v, names, spec) for v in inst.inputs]
+                inputs = [_input_to_json(v, names, kind.input_bools_as_ints(i)) for i, v in enumerate(inst.inputs)]
             except LookupError as exc:
                 raise TraceError(f"{_where(index, inst.kind)}: input {exc.args[0]!r} is not defined by an earlier instruction",
                                  index) from None
-            attrs = spec.attrs_to_json(inst.attrs)
+            attrs = kind.attrs_to_json(inst.attrs)
             outputs = _name_outputs(inst.outputs, names, index, inst.kind)
             insts_json.append([inst.kind, inputs, attrs, outputs])
             if inst in self._decisions and self._decisions[inst] is not None:
@@ -163,7 +152,7 @@ class Trace:
             from msdb.schedule import tvm_json
 
             try:
-                obj = tvm_json.loads(obj)
+                obj = tvm_json.loads(bytes(obj) if isinstance(obj, bytearray) else obj)
             except ValueError as exc:
                 raise TraceError(f"a trace must be JSON text or its parsed value; the text is not valid JSON ({exc})") from None
         if not isinstance(obj, (list, tuple)) or len(obj) != 2 or not all(isinstance(x, (list, tuple)) for x in obj):
@@ -182,15 +171,15 @@ class Trace:
                 raise TraceError(f"trace decision {position}: instruction index {index} is out of range "
                                  f"(the trace has {len(insts)} instructions)", index)
             inst = insts[index]
-            spec = spec_for(inst.kind)
-            if spec.known and not spec.is_sampling:
+            kind = kind_of(inst.kind)
+            if kind.known and not kind.is_sampling:
                 raise TraceError(f"{_where(index, inst.kind)}: has a decision {_short(decision)} but is not a sampling instruction",
                                  index)
             if inst in decisions:
                 raise TraceError(f"{_where(index, inst.kind)}: has two decisions", index)
             decision = _decision_from_json(decision)
-            if spec.check_decision is not None:
-                problem = spec.check_decision(inst, decision)
+            if kind.check_decision is not None:
+                problem = kind.check_decision(inst, decision)
                 if problem:
                     raise TraceError(f"{_where(index, inst.kind)}: bad decision: {problem}", index)
             decisions[inst] = decision
@@ -207,10 +196,9 @@ class Trace:
         names: dict[RV, str] = {}
         lines = []
         for index, inst in enumerate(self._valid_prefix(remove_postproc)):
-            spec = spec_for(inst.kind)
-            context = PrintContext(inst, self._decisions.get(inst), names, style)
+            kind = kind_of(inst.kind)
             try:
-                args = spec.printer(context)
+                args = kind.print_args(inst, self._decisions.get(inst), names, style)
             except LookupError as exc:
                 raise TraceError(f"{_where(index, inst.kind)}: input {exc.args[0]!r} is not defined by an earlier instruction",
                                  index) from None
@@ -218,7 +206,7 @@ class Trace:
                 raise TraceError(f"{_where(index, inst.kind)}: cannot print instruction with inputs {list(inst.inputs)!r} "
                                  f"and attrs {list(inst.attrs)!r}: {exc}", index) from None
             outputs = _name_outputs(inst.outputs, names, index, inst.kind)
-            lines.append(_python_line(spec, style, args, outputs))
+            lines.append(_python_line(kind, style, args, outputs))
         return lines
 
     def as_python(self, remove_postproc: bool = False, legacy: bool | str = False) -> str:
@@ -228,7 +216,7 @@ class Trace:
     def as_apply_trace(self, remove_postproc: bool = False, legacy: bool | str = False) -> str:
         """The trace wrapped in `def apply_trace(sch)`, exactly as `str()` of a TVM trace
         prints it (TVM 0.24+ imports `s_tir`, older TVM `tir`)."""
-        module = "s_tir" if print_style(legacy) == "0.27" else "tir"
+        module = "s_tir" if print_style(legacy) is Generation.CURRENT else "tir"
         body = self.python_lines(remove_postproc, legacy) or ["pass"]
         header = f"# from tvm import {module}\ndef apply_trace(sch: {module}.Schedule) -> None:\n"
         return header + "\n".join("  " + line for line in body)
@@ -242,9 +230,9 @@ class Trace:
         if index is None:
             raise TraceError(f"with_decision: instruction {inst.kind} is not part of this trace"
                              + (" (before post-processing)" if remove_postproc else ""))
-        spec = spec_for(inst.kind)
-        if spec.check_decision is not None:
-            problem = spec.check_decision(inst, decision)
+        kind = kind_of(inst.kind)
+        if kind.check_decision is not None:
+            problem = kind.check_decision(inst, decision)
             if problem:
                 raise TraceError(f"{_where(index, inst.kind)}: bad decision: {problem}", index)
         decisions = {x: self._decisions[x] for x in insts if x in self._decisions}
@@ -258,7 +246,7 @@ class Trace:
         used: set[RV] = set()
         kept: list[Instruction] = []
         for inst in reversed(insts):
-            if spec_for(inst.kind).pure and not any(out in used for out in inst.outputs if out is not None):
+            if kind_of(inst.kind).pure and not any(out in used for out in inst.outputs if out is not None):
                 continue
             kept.append(inst)
             _collect_rvs(inst.inputs, used)
@@ -276,7 +264,7 @@ class Trace:
         rv_map: dict[RV, RV] = {}
         insts = self._valid_prefix(remove_postproc)
         for index, inst in enumerate(insts):
-            spec = spec_for(inst.kind)
+            kind = kind_of(inst.kind)
             try:
                 inputs = [_translate(v, rv_map) for v in inst.inputs]
             except LookupError as exc:
@@ -286,7 +274,7 @@ class Trace:
             if decision_provider is not None:
                 decision = decision_provider(inst, inputs, inst.attrs, decision)
             try:
-                outputs = apply_instruction(spec, sch, inputs, inst.attrs, decision)
+                outputs = kind.apply(sch, inputs, inst.attrs, decision)
             except ScheduleError as exc:
                 raise ScheduleError(f"replaying {_where(index, inst.kind)}: {exc}") from exc
             if len(outputs) != len(inst.outputs):
@@ -340,9 +328,10 @@ def _translate(value: Any, rv_map: dict[RV, RV]) -> Any:
     return value
 
 
-def _input_to_json(value: Any, names: dict[RV, str], spec: KindSpec, in_dict: bool = False) -> Any:
+def _input_to_json(value: Any, names: dict[RV, str], bools_as_ints: bool, in_dict: bool = False) -> Any:
     """An input as TVM writes it: RVs by name, None as "None", string literals quoted (but
-    strings inside a dict as they are: TVM does not translate map contents)."""
+    strings inside a dict as they are: TVM does not translate map contents), and with
+    `bools_as_ints` (an annotation value) bools as 0/1."""
     if isinstance(value, RV):
         try:
             return names[value]
@@ -354,12 +343,12 @@ def _input_to_json(value: Any, names: dict[RV, str], spec: KindSpec, in_dict: bo
         return str(value)
     if isinstance(value, str):
         return value if in_dict else '"' + value + '"'
-    if isinstance(value, bool) and spec.name == "Annotate" and not in_dict:
+    if isinstance(value, bool) and bools_as_ints and not in_dict:
         return int(value)  # TVM stores boolean annotations as integers
     if isinstance(value, (list, tuple)):
-        return [_input_to_json(v, names, spec, in_dict) for v in value]
+        return [_input_to_json(v, names, bools_as_ints, in_dict) for v in value]
     if isinstance(value, dict):
-        return {k: _input_to_json(v, names, spec, True) for k, v in value.items()}
+        return {k: _input_to_json(v, names, bools_as_ints, True) for k, v in value.items()}
     return value
 
 
@@ -379,11 +368,12 @@ def _name_outputs(outputs: Sequence[Any], names: dict[RV, str], index: int, kind
     return result
 
 
-def _python_line(spec: KindSpec, style: str, args: list[tuple[str | None, str]], outputs: list[str]) -> str:
-    call = f"sch.{spec.method_for(style)}(" + ", ".join(v if k is None else f"{k}={v}" for k, v in args) + ")"
+def _python_line(kind: InstructionKind, generation: Generation, args: list[tuple[str | None, str]],
+                 outputs: list[str]) -> str:
+    call = f"sch.{kind.spelled(generation).method}(" + ", ".join(v if k is None else f"{k}={v}" for k, v in args) + ")"
     if not outputs:
         return call
-    if spec.list_outputs or (not spec.known and len(outputs) != 1):
+    if kind.list_outputs or (not kind.known and len(outputs) != 1):
         if len(outputs) == 1:
             return f"{outputs[0]}, = {call}"
         return ", ".join(outputs) + " = " + call
@@ -438,7 +428,7 @@ def _inst_from_json(item: Any, index: int, names: dict[str, RV]) -> Instruction:
         names[name] = rv
         outputs.append(rv)
     inst = Instruction(kind, inputs, attrs, tuple(outputs))
-    problem = check_layout(spec_for(kind), inst)
+    problem = check_layout(inst)
     if problem:
         raise TraceError(f"{_where(index, kind)}: {problem}", index)
     return inst

@@ -84,7 +84,8 @@ def _descend(n: S.Stmt, visit: Callable[[S.Stmt], S.Stmt | None]) -> S.Stmt | No
             return None
         if block is n.block:
             return n
-        return S.BlockRealize(n.iter_values, n.predicate, block)  # type: ignore[arg-type]
+        assert isinstance(block, S.Block)
+        return S.BlockRealize(n.iter_values, n.predicate, block)
     if isinstance(n, S.Block):
         body = visit(n.body)
         init = visit(n.init) if n.init is not None else None
@@ -101,7 +102,8 @@ def _descend(n: S.Stmt, visit: Callable[[S.Stmt], S.Stmt | None]) -> S.Stmt | No
         if then is n.then_case and other is n.else_case:
             return n
         if then is None:
-            return S.IfThenElse(E.Not(n.condition), other)  # type: ignore[arg-type]
+            assert other is not None
+            return S.IfThenElse(E.Not(n.condition), other)
         return S.IfThenElse(n.condition, then, other)
     if isinstance(n, S.LetStmt):
         body = visit(n.body)
@@ -141,10 +143,10 @@ def insert_after(new: S.Stmt) -> Callable[[S.Stmt], S.Stmt]:
     return lambda rebuilt: S.seq(rebuilt, new)
 
 
-def body_insert_edit(container: S.Stmt, pos: int, new: S.Stmt) -> tuple[object, Callable[[S.Stmt], S.Stmt]]:
+def body_insert_edit(container: S.For | S.Block, pos: int, new: S.Stmt) -> tuple[object, Callable[[S.Stmt], S.Stmt]]:
     """An edit (node, post-function) inserting `new` at index `pos` of the body sequence of
     `container` (a For or a Block): before item `pos`, or after the last item."""
-    items = as_list(container.body)  # type: ignore[attr-defined]
+    items = as_list(container.body)
     if pos < len(items):
         return items[pos], insert_before(new)
     return items[-1], insert_after(new)
