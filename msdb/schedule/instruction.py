@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from msdb.errors import ScheduleError
@@ -170,17 +171,6 @@ class Param:
         ok, want = _TYPES[self.type]
         return None if ok(value) else want
 
-    def replay_value(self, value: Any) -> Any:
-        if value is None:
-            return None
-        if self.omit_empty and not value:
-            return None
-        if self.form is Form.BOOL:
-            return bool(value)
-        if self.form is Form.LIST:
-            return list(value)
-        return value
-
     def print_value(self, value: Any, names: dict[RV, str]) -> str:
         if self.form is Form.STR:
             return '"' + str(value) + '"'
@@ -250,7 +240,7 @@ class InstructionKind:
         """The Schedule method that replays it (TVM 0.27's spelling)."""
         return self.spellings[-1].method
 
-    @property
+    @cached_property
     def names(self) -> tuple[str, ...]:
         """Every name the kind had, oldest first."""
         return tuple(dict.fromkeys(s.name for s in self.spellings))
@@ -263,24 +253,24 @@ class InstructionKind:
                 chosen = spelling
         return chosen
 
-    @property
+    @cached_property
     def is_sampling(self) -> bool:
         return self.check_decision is not None
 
-    @property
+    @cached_property
     def list_outputs(self) -> bool:
         return self.outputs.endswith("*")
 
     # ---- layout ----
-    @property
+    @cached_property
     def input_params(self) -> tuple[Param, ...]:
         return tuple(p for p in self.params if p.source == _INPUT)
 
-    @property
+    @cached_property
     def attr_params(self) -> tuple[Param, ...]:
         return tuple(p for p in self.params if p.source == _ATTR)
 
-    @property
+    @cached_property
     def n_attrs(self) -> tuple[int, ...]:
         """The attribute counts TVM's generations record."""
         return tuple(sorted({sum(1 for p in self.attr_params if p.since <= g) for g in Generation}))
@@ -344,23 +334,29 @@ class InstructionKind:
         return None
 
     # ---- reading parameters ----
+    @cached_property
+    def _positions(self) -> tuple[tuple[Param, int], ...]:
+        """Each parameter with its position among the inputs or the attributes."""
+        out: list[tuple[Param, int]] = []
+        count = {_INPUT: 0, _ATTR: 0, _DECISION: 0}
+        for param in self.params:
+            out.append((param, count[param.source]))
+            count[param.source] += 1
+        return tuple(out)
+
     def _values(self, inputs: Sequence[Any], attrs: Sequence[Any], decision: Any) -> list[tuple[Param, Any]]:
         """Each parameter with its value (a rest parameter: the list of what remains; an
         attribute an older trace lacks: its default)."""
         out: list[tuple[Param, Any]] = []
-        position = {_INPUT: 0, _ATTR: 0}
-        source_values = {_INPUT: inputs, _ATTR: attrs}
-        for param in self.params:
+        for param, at in self._positions:
             if param.source == _DECISION:
                 out.append((param, decision))
                 continue
-            items, at = source_values[param.source], position[param.source]
+            items = inputs if param.source == _INPUT else attrs
             if param.rest:
                 out.append((param, list(items[at:])))
-                position[param.source] = len(items)
             else:
                 out.append((param, items[at] if at < len(items) else param.default))
-                position[param.source] = at + 1
         return out
 
     # ---- printing ----
@@ -434,6 +430,13 @@ class InstructionKind:
         return Instruction(name, inst.inputs, attrs, inst.outputs)
 
     # ---- replay ----
+    @cached_property
+    def _replay_plan(self) -> tuple[tuple[str, int, bool, bool, str | None, Callable[[Any], Any] | None, Any], ...]:
+        """The parameters reduced to what replay needs, once per kind: (source, position,
+        rest, splat, keyword, conversion, default)."""
+        return tuple((p.source, at, p.rest, p.splat, p.keyword, _REPLAY_CONVERSIONS.get((p.form, p.omit_empty)),
+                      p.default) for p, at in self._positions)
+
     def apply(self, sch: Schedule, inputs: Sequence[Any], attrs: Sequence[Any], decision: Any) -> list[Any]:
         """Run the instruction on `sch` through its public primitive, with the keywords TVM's
         Python API uses; the new outputs as a list."""
@@ -441,19 +444,38 @@ class InstructionKind:
             raise ScheduleError(f"instruction {self.name} is not supported for replay")
         args: list[Any] = []
         kwargs: dict[str, Any] = {}
-        for param, value in self._values(inputs, attrs, decision):
-            if param.splat:
-                args.extend(value)
-            elif param.keyword is None:
-                args.append(param.replay_value(value))
+        for source, at, rest, splat, keyword, convert, default in self._replay_plan:
+            if source == _DECISION:
+                value = decision
             else:
-                kwargs[param.keyword] = param.replay_value(value)
+                items = inputs if source == _INPUT else attrs
+                value = items[at:] if rest else items[at] if at < len(items) else default
+            if convert is not None and value is not None:
+                value = convert(value)
+            if splat:
+                args.extend(value)
+            elif keyword is None:
+                args.append(value)
+            else:
+                kwargs[keyword] = value
         result = getattr(sch, self.method)(*args, **kwargs)
         if result is None:
             return []
         if isinstance(result, (list, tuple)):
             return list(result)
         return [result]
+
+
+def _list_or_none(value: Any) -> list[Any] | None:
+    return list(value) if value else None
+
+
+#: How replay converts a parameter's value, by (form, omit_empty); absent: passed as is.
+_REPLAY_CONVERSIONS: dict[tuple[Form, bool], Callable[[Any], Any]] = {
+    (Form.BOOL, False): bool,
+    (Form.LIST, False): list,
+    (Form.LIST, True): _list_or_none,
+}
 
 
 def _plain_json(value: Any) -> Any:

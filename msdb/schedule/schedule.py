@@ -174,20 +174,17 @@ class Schedule:
         return name
 
     def _loop_var(self, rv: LoopRV) -> E.Var:
-        """The variable of the loop a LoopRV stands for (the loop must still exist), with a
-        clear error for the root/inline marks."""
+        """The variable of the loop a LoopRV stands for, with a clear error for the
+        root/inline marks (whether the loop still exists, the primitive asks the state)."""
         target: LoopTarget = self._lookup(rv, LoopRV)
         if isinstance(target, str):
             raise ScheduleError(f"the LoopRV stands for the {target!r} location of sample_compute_location, not a loop")
-        self._state.loop(self._func_name, target)
         return target
 
     def _target(self, rv: BlockRV | LoopRV, op: str) -> prim_annotate.Target:
         """A block name or a loop variable, for the primitives that take either."""
         if isinstance(rv, BlockRV):
-            name = self._block_name(rv)
-            self._state.block(self._func_name, name)
-            return name
+            return self._block_name(rv)
         if isinstance(rv, LoopRV):
             return self._loop_var(rv)
         raise ScheduleError(f"{op}: expected a BlockRV or LoopRV, got {type(rv).__name__}")
