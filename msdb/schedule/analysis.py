@@ -23,7 +23,7 @@ condition, affine bindings, is not checked.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from msdb.errors import ScheduleError
 from msdb.ir import expr as E
@@ -34,6 +34,7 @@ from msdb.schedule.state import ScheduleState
 
 __all__ = [
     "child_block_realizes",
+    "statements_under",
     "read_buffers",
     "write_buffers",
     "Dependency",
@@ -222,29 +223,39 @@ def _stores_at_reduction_index(block: S.Block) -> bool:
         return False
     written = {id(b) for b in write_buffers(block)}
     source = {id(m.buffer): m.source.buffer for m in block.match_buffers}
-    stack: list[Any] = [block.body]
-    while stack:
-        node = stack.pop()
-        t = type(node)
-        if t is S.BufferStore:
+    for node in statements_under(block.body, inits=True):
+        if type(node) is S.BufferStore:
             buffer = source.get(id(node.buffer), node.buffer)
             if id(buffer) in written and any(free_vars(i) & reduce_vars for i in node.indices):
                 return True
-        elif t is S.BlockRealize:
-            inner = node.block
-            source.update((id(m.buffer), source.get(id(m.source.buffer), m.source.buffer)) for m in inner.match_buffers)
-            stack.append(inner.body)
-            if inner.init is not None:
-                stack.append(inner.init)
+        elif type(node) is S.BlockRealize:
+            source.update((id(m.buffer), source.get(id(m.source.buffer), m.source.buffer))
+                          for m in node.block.match_buffers)
+    return False
+
+
+def statements_under(stmt: S.Stmt, inits: bool = False) -> Iterator[Any]:
+    """Every statement under `stmt` (itself included), descending into blocks (their bodies,
+    and with `inits` their inits), depth first. A block realize is yielded before anything
+    under it is visited."""
+    stack: list[Any] = [stmt]
+    while stack:
+        node = stack.pop()
+        if node is None:
+            continue
+        yield node
+        t = type(node)
+        if t is S.BlockRealize:
+            stack.append(node.block.body)
+            if inits and node.block.init is not None:
+                stack.append(node.block.init)
         elif t is S.For or t is S.LetStmt:
             stack.append(node.body)
         elif t is S.SeqStmt:
             stack.extend(node.seq)
         elif t is S.IfThenElse:
             stack.append(node.then_case)
-            if node.else_case is not None:
-                stack.append(node.else_case)
-    return False
+            stack.append(node.else_case)
 
 
 def _written_region_uses_reduction_vars(block: S.Block) -> bool:

@@ -36,6 +36,7 @@ __all__ = [
     "Spelling",
     "InstructionKind",
     "format_value",
+    "token_text",
     "RV_TYPES_BY_PREFIX",
 ]
 
@@ -85,10 +86,11 @@ def _format_float(value: float) -> str:
     return "%.17g" % value
 
 
-def format_value(value: Any, names: dict[RV, str], in_dict: bool = False) -> str:
-    """A value the way TVM's Python printer writes it: RVs by name, strings in double quotes
-    without escaping, floats with 17 significant digits, lists in brackets. Inside a dict TVM
-    leaves string values unquoted (it does not translate map contents)."""
+def token_text(value: Any, names: dict[RV, str], in_dict: bool = False) -> str | None:
+    """How TVM writes a token the same way in its Python print and in its trace JSON: an RV
+    by name (LookupError when it has none), None as "None", a raw input verbatim, a string in
+    double quotes without escaping (as it is inside a dict: TVM does not translate map
+    contents). None for any other value."""
     if isinstance(value, RV):
         try:
             return names[value]
@@ -100,6 +102,15 @@ def format_value(value: Any, names: dict[RV, str], in_dict: bool = False) -> str
         return str(value)
     if isinstance(value, str):
         return value if in_dict else '"' + value + '"'
+    return None
+
+
+def format_value(value: Any, names: dict[RV, str], in_dict: bool = False) -> str:
+    """A value the way TVM's Python printer writes it: tokens as `token_text` says, floats
+    with 17 significant digits, lists in brackets."""
+    text = token_text(value, names, in_dict)
+    if text is not None:
+        return text
     if isinstance(value, bool):
         return "True" if value else "False"
     if isinstance(value, int):

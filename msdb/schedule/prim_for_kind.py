@@ -9,8 +9,6 @@ cross-thread reduction). unroll is always legal.
 
 from __future__ import annotations
 
-from typing import Any
-
 from msdb.errors import ScheduleError
 from msdb.ir import expr as E
 from msdb.ir import stmt as S
@@ -54,32 +52,22 @@ def _set_loop_kind(state: ScheduleState, func_name: str, loop_var: E.Var, kind: 
     _check_compact_dataflow(loop, op)
     cross_thread = thread_axis is not None and thread_axis.startswith("threadIdx.")
     var = loop.loop_var
-    stack: list[Any] = [loop.body]
-    while stack:
-        node = stack.pop()
-        t = type(node)
-        if t is S.BlockRealize:
-            block = node.block
-            for iv, value in zip(block.iter_vars, node.iter_values):
-                if not A.uses_var(value, var):
-                    continue
-                if iv.iter_type == S.IterType.DATA_PAR:
-                    continue
-                if iv.iter_type == S.IterType.COMM_REDUCE and cross_thread:
-                    continue
-                kind_name = "reduction" if iv.iter_type == S.IterType.COMM_REDUCE else "non-spatial"
-                raise ScheduleError(
-                    f"{op}: cannot {verb} a loop bound to a {kind_name} iter var of block "
-                    f"{block.name_hint}: loop {var.name!r} feeds iter var {iv.var.name!r}"
-                    + ("; only threadIdx.x/y/z may be bound to a reduction" if kind == S.ForKind.THREAD_BINDING else ""))
-            stack.append(block.body)
-        elif t is S.For or t is S.LetStmt:
-            stack.append(node.body)
-        elif t is S.SeqStmt:
-            stack.extend(node.seq)
-        elif t is S.IfThenElse:
-            stack.append(node.then_case)
-            stack.append(node.else_case)
+    for node in A.statements_under(loop.body):
+        if type(node) is not S.BlockRealize:
+            continue
+        block = node.block
+        for iv, value in zip(block.iter_vars, node.iter_values):
+            if not A.uses_var(value, var):
+                continue
+            if iv.iter_type == S.IterType.DATA_PAR:
+                continue
+            if iv.iter_type == S.IterType.COMM_REDUCE and cross_thread:
+                continue
+            kind_name = "reduction" if iv.iter_type == S.IterType.COMM_REDUCE else "non-spatial"
+            raise ScheduleError(
+                f"{op}: cannot {verb} a loop bound to a {kind_name} iter var of block "
+                f"{block.name_hint}: loop {var.name!r} feeds iter var {iv.var.name!r}"
+                + ("; only threadIdx.x/y/z may be bound to a reduction" if kind == S.ForKind.THREAD_BINDING else ""))
     binding = None
     if thread_axis is not None:
         binding = S.IterVar(None, E.Var(thread_axis, var.dtype), S.IterType.THREAD_INDEX, thread_axis)

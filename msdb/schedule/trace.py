@@ -24,7 +24,8 @@ import logging
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from msdb.errors import MsdbError, ScheduleError
-from msdb.schedule.instruction import RV_TYPES_BY_PREFIX, Generation, Instruction, InstructionKind, RawInput
+from msdb.schedule.instruction import (RV_TYPES_BY_PREFIX, Generation, Instruction, InstructionKind, RawInput,
+                                      token_text)
 from msdb.schedule.instructions import check_layout, kind_of, legacy_instruction, normalize_instruction, print_style
 from msdb.schedule.rv import RV
 
@@ -332,17 +333,9 @@ def _input_to_json(value: Any, names: dict[RV, str], bools_as_ints: bool, in_dic
     """An input as TVM writes it: RVs by name, None as "None", string literals quoted (but
     strings inside a dict as they are: TVM does not translate map contents), and with
     `bools_as_ints` (an annotation value) bools as 0/1."""
-    if isinstance(value, RV):
-        try:
-            return names[value]
-        except KeyError:
-            raise LookupError(value) from None
-    if value is None:
-        return "None"
-    if isinstance(value, RawInput):
-        return str(value)
-    if isinstance(value, str):
-        return value if in_dict else '"' + value + '"'
+    text = token_text(value, names, in_dict)
+    if text is not None:
+        return text
     if isinstance(value, bool) and bools_as_ints and not in_dict:
         return int(value)  # TVM stores boolean annotations as integers
     if isinstance(value, (list, tuple)):

@@ -349,12 +349,12 @@ def test_compute_at_with_sampled_root_and_inline_locations() -> None:
     sch = Schedule(mod)
     b = sch.get_block("B")
     root = sch.sample_compute_location(b, decision=-1)
-    assert sch._lookup(root, type(root)) == ROOT_MARK
+    assert sch.get(root) == ROOT_MARK
     before = sch.mod
     sch.compute_at(b, root)
     assert sch.mod is before and sch.trace.insts[-1].kind == "ComputeAt"
     inline = sch.sample_compute_location(b, decision=-2)
-    assert sch._lookup(inline, type(inline)) == INLINE_MARK
+    assert sch.get(inline) == INLINE_MARK
     sch.compute_at(b, inline)
     assert block_names(sch.mod) == ["root", "C"]
     assert_same_results(mod, sch.mod)

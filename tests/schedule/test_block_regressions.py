@@ -753,12 +753,12 @@ def _reorder_is_unsafe(sch: Schedule) -> bool:
     reduction block whose loops repeat it (a loop its bindings use partly or not at all) or
     carry both spatial and reduction iter vars changes the result. Such reorders are not
     generated."""
-    state = sch._state  # noqa: SLF001 - the test inspects loop nests the public API hides
+    state = sch.state
     for name in _block_names(sch.mod):
-        block = state.block(sch._func_name, name)  # noqa: SLF001
+        block = state.block(sch.func_name, name)
         if block.init is None:
             continue
-        realize = state.realize(sch._func_name, name)  # noqa: SLF001
+        realize = state.realize(sch.func_name, name)
         spatial: set = set()
         reduce: set = set()
         for iv, value in zip(block.iter_vars, realize.iter_values):

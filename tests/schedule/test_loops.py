@@ -398,7 +398,7 @@ def loop_programs(draw: st.DrawFn) -> list[tuple]:
 
 def _apply_program(sch: Schedule, steps: list[tuple]) -> int:
     applied = 0
-    names = {"Z", "B", "C"} & set(sch._state.index("main").blocks)
+    names = {"Z", "B", "C"} & set(sch.state.index("main").blocks)
     for op, block_name, pos, arg in steps:
         if block_name not in names:
             continue
