@@ -1,4 +1,6 @@
-"""The schedule's view of the module being transformed: where every block and loop is.
+"""The schedule state (TVM's `ScheduleState`): the module being transformed and where every
+block and loop is. The primitives are functions over it (docs/architecture.md, "Schedules and
+traces").
 
 IR nodes are immutable, so a primitive builds a new subtree and `ScheduleState.replace` rebuilds
 the chain of ancestors up to the function. Random variables survive replacement because they

@@ -1,8 +1,8 @@
 """`Trace`: the instructions a schedule ran plus its sampling decisions, in TVM's formats.
 
-A trace is frozen data (house style 8): it is what a tuning record stores, what the tuner
-mutates (`with_decision`), and what replays a schedule on a workload (`apply_to_schedule`).
-Two external forms, each TVM's own:
+A trace is frozen data: it is what a tuning record stores, what the tuner mutates
+(`with_decision`), and what replays a schedule on a workload (`apply_to_schedule`). Two
+external forms, each TVM's own (docs/tvm-formats.md, section 1):
 
 - JSON (`as_json` / `from_json`): `[insts, decisions]` with `insts = [[kind, inputs, attrs,
   outputs], ...]`, random variables named `b<i>`, `l<i>`, `v<i>` (`i` counting every named
@@ -15,7 +15,9 @@ Two external forms, each TVM's own:
 Generations. Traces from TVM before 0.24 say `GetBlock`, before 0.17 `Split` has one attribute.
 `from_json` keeps an instruction exactly as read, so `as_json` reproduces the original bytes of
 any generation; `normalized()` gives the TVM 0.27 form (what msdb stores and what a replay
-records). Printing and replay accept both spellings.
+records). Printing and replay accept every spelling. What is specific to a kind (its layout,
+printing, JSON forms, replay) is data on its `InstructionKind` (`msdb.schedule.instructions`);
+this module does the generic work.
 """
 
 from __future__ import annotations
