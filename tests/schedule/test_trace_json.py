@@ -177,6 +177,15 @@ def test_legacy_traces_normalize_to_tvm_027(generation: str) -> None:
         assert old.as_python() == new.as_python()
 
 
+@pytest.mark.parametrize("generation", ["team_a_pre0.24", "team_a_pre0.17", "../tvm-0.27/team_a"])
+def test_needs_normalizing_says_what_normalize_instruction_rewrites(generation: str) -> None:
+    from msdb.schedule.instructions import needs_normalizing, normalize_instruction
+
+    for trace in _traces(FIXTURES / "tvm-legacy" / generation / "database_tuning_record.json")[:16]:
+        for inst in trace.insts:
+            assert needs_normalizing(inst.kind, len(inst.attrs)) == (normalize_instruction(inst) is not inst)
+
+
 def test_legacy_kinds_are_kept_as_read() -> None:
     trace = _traces(FIXTURES / "tvm-legacy" / "team_a_pre0.17" / "database_tuning_record.json")[0]
     kinds = {inst.kind for inst in trace.insts}

@@ -384,3 +384,20 @@ def test_cuda_trace_replay_stops_at_blockize() -> None:
     sch = Schedule(mod)
     with pytest.raises(ScheduleError, match=r"instruction 6 \(Blockize\): instruction Blockize is not supported for replay"):
         trace.apply_to_schedule(sch, remove_postproc=False)
+
+
+def test_every_replayable_kind_names_a_schedule_method_with_its_keywords() -> None:
+    """The registry's data drive replay: each kind's method exists on `Schedule` and takes the
+    keywords TVM's Python API uses (what the trace prints)."""
+    import inspect
+
+    from msdb.schedule.instructions import known_kinds, kind_of
+
+    for name in known_kinds():
+        kind = kind_of(name)
+        if not kind.replayable:
+            continue
+        params = inspect.signature(getattr(Schedule, kind.method)).parameters
+        for param in kind.params:
+            if param.keyword is not None:
+                assert param.keyword in params, f"{name}: {kind.method} has no keyword {param.keyword!r}"
