@@ -33,6 +33,9 @@ __all__ = [
     "Generation",
     "Form",
     "Param",
+    "input_param",
+    "attr_param",
+    "decision_param",
     "Spelling",
     "InstructionKind",
     "format_value",
@@ -195,14 +198,17 @@ class Param:
 
 
 def input_param(keyword: str | None, type: str = "any", form: Form = Form.VALUE, **kw: Any) -> Param:
+    """A parameter that lives in the instruction's inputs."""
     return Param(keyword, _INPUT, type, form, **kw)
 
 
 def attr_param(keyword: str | None, type: str = "any", form: Form = Form.VALUE, **kw: Any) -> Param:
+    """A parameter that lives in the instruction's attributes."""
     return Param(keyword, _ATTR, type, form, **kw)
 
 
 def decision_param(form: Form = Form.VALUE) -> Param:
+    """The decision of a sampling instruction, passed as `decision=`."""
     return Param("decision", _DECISION, form=form)
 
 

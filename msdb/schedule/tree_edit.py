@@ -116,10 +116,11 @@ def _descend(n: S.Stmt, visit: Callable[[S.Stmt], S.Stmt | None]) -> S.Stmt | No
 _KEEP = object()
 
 
-def with_block(block: S.Block, *, iter_vars=_KEEP, reads=_KEEP, writes=_KEEP, name_hint=_KEEP, body=_KEEP,
-               init=_KEEP, alloc_buffers=_KEEP, match_buffers=_KEEP, annotations=_KEEP) -> S.Block:
+def with_block(block: S.Block, *, iter_vars: Any = _KEEP, reads: Any = _KEEP, writes: Any = _KEEP,
+               name_hint: Any = _KEEP, body: Any = _KEEP, init: Any = _KEEP, alloc_buffers: Any = _KEEP,
+               match_buffers: Any = _KEEP, annotations: Any = _KEEP) -> S.Block:
     """A copy of `block` with the given fields replaced."""
-    def pick(value, current):
+    def pick(value: Any, current: Any) -> Any:
         return current if value is _KEEP else value
 
     return S.Block(
