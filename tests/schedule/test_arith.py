@@ -136,8 +136,9 @@ def test_simplify_returns_the_same_object_when_nothing_changes() -> None:
 
 
 def test_unknown_variables_are_not_assumed_in_range() -> None:
-    # without a range for x, (x * 4 + y) // 4 is not x
-    assert show(simplify((x * 4 + j) // 4)) == "x + j // 4"
+    # without a range for x, (x * 4 + y) // 4 is not x; TVM 0.27 orders the result's terms by
+    # their lower factor (`j // 4` before `x`; the older msdb.ir.arith printed "x + j // 4")
+    assert show(simplify((x * 4 + j) // 4)) == "j // 4 + x"
     assert show(simplify((x * 4 + j) // 4, {j: 4})) == "x"
 
 

@@ -1,0 +1,200 @@
+"""Constant folding with TVM's semantics: what TVM's expression constructors fold
+(`TryConstFold`: `2 * 3 -> 6`, `x * 1 -> x`, `x + 0 -> x`) and how constants cast.
+
+The TVMScript parser and printer (operator sugar folds, constructors do not), the TE builder and
+the simplifier all fold through this module, so a constant expression has one value everywhere:
+integer results wrap to their dtype's width (TVM's `GetFoldResultInt64Repr`), `Div`/`Mod`
+truncate toward zero and `FloorDiv`/`FloorMod` floor, a division by a zero constant is left as
+a node (TVM reports it at run time), and float `Mod`/`FloorMod` are never folded (TVM leaves
+them too).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+from msdb.ir import expr as E
+from msdb.ir.arith.limits import is_integer, wrap
+from msdb.ir.dtype import is_float
+
+__all__ = ["truncdiv", "truncmod", "eval_binary", "fold_binary", "fold_cast", "compare_values", "FOLDING_ARITH"]
+
+Number = int | float
+
+#: Arithmetic node classes whose operator form folds constants (TVM's `TryConstFold`).
+FOLDING_ARITH = (E.Add, E.Sub, E.Mul, E.Div, E.Mod, E.FloorDiv, E.FloorMod, E.Min, E.Max)
+
+
+def truncdiv(x: int, y: int) -> int:
+    """C's integer division (toward zero)."""
+    q = abs(x) // abs(y)
+    return q if (x >= 0) == (y >= 0) else -q
+
+
+def truncmod(x: int, y: int) -> int:
+    """C's remainder: the sign of the dividend."""
+    return x - truncdiv(x, y) * y
+
+
+def _int_op(cls: type, x: int, y: int) -> int | None:
+    if cls is E.Add:
+        return x + y
+    if cls is E.Sub:
+        return x - y
+    if cls is E.Mul:
+        return x * y
+    if cls is E.Min:
+        return min(x, y)
+    if cls is E.Max:
+        return max(x, y)
+    if y == 0:
+        return None
+    if cls is E.Div:
+        return truncdiv(x, y)
+    if cls is E.Mod:
+        return truncmod(x, y)
+    if cls is E.FloorDiv:
+        return x // y
+    if cls is E.FloorMod:
+        return x % y
+    return None
+
+
+def _float_op(cls: type, x: float, y: float) -> float | None:
+    if cls is E.Add:
+        return x + y
+    if cls is E.Sub:
+        return x - y
+    if cls is E.Mul:
+        return x * y
+    if cls is E.Min:
+        return min(x, y)
+    if cls is E.Max:
+        return max(x, y)
+    if y == 0:
+        return None
+    if cls is E.Div:
+        return x / y
+    if cls is E.FloorDiv:
+        return float(math.floor(x / y))
+    return None  # float Mod / FloorMod: TVM keeps the node
+
+
+def eval_binary(cls: type, x: Number, y: Number, dtype: str) -> Number | None:
+    """The value of `x op y` in `dtype` (integers wrapped to the dtype), or None where TVM
+    leaves the node unfolded."""
+    if is_float(dtype):
+        return _float_op(cls, float(x), float(y))
+    value = _int_op(cls, int(x), int(y))
+    if value is None:
+        return None
+    return wrap(value, dtype) if is_integer(dtype) or dtype == "bool" else value
+
+
+def _const(e: E.PrimExpr) -> Number | None:
+    if isinstance(e, (E.IntImm, E.FloatImm)):
+        return e.value
+    return None
+
+
+def fold_binary(cls: type, a: E.PrimExpr, b: E.PrimExpr) -> E.PrimExpr | None:
+    """What TVM's `TryConstFold` makes of `cls(a, b)` (operands of one dtype): a constant, one
+    of the operands (`x * 1`, `0 + x`, `x // 1`), `0` for `x % 1`; None when it builds the
+    node unchanged."""
+    ca, cb = _const(a), _const(b)
+    dtype = a.dtype
+    if ca is not None and cb is not None:
+        value = eval_binary(cls, ca, cb, dtype)
+        if value is not None:
+            return E.make_const(value, dtype)
+    rule = _IDENTITIES.get(cls)
+    return rule(a, b, ca, cb) if rule is not None else None
+
+
+def _add_identity(a: E.PrimExpr, b: E.PrimExpr, ca: Number | None, cb: Number | None) -> E.PrimExpr | None:
+    if ca == 0:
+        return b
+    if cb == 0:
+        return a
+    return None
+
+
+def _sub_identity(a: E.PrimExpr, b: E.PrimExpr, ca: Number | None, cb: Number | None) -> E.PrimExpr | None:
+    return a if cb == 0 else None
+
+
+def _mul_identity(a: E.PrimExpr, b: E.PrimExpr, ca: Number | None, cb: Number | None) -> E.PrimExpr | None:
+    if ca == 1:
+        return b
+    if ca == 0:
+        return a
+    if cb == 1:
+        return a
+    if cb == 0:
+        return b
+    return None
+
+
+def _div_identity(a: E.PrimExpr, b: E.PrimExpr, ca: Number | None, cb: Number | None) -> E.PrimExpr | None:
+    if ca == 0 and cb != 0:
+        return a
+    if cb == 1:
+        return a
+    return None
+
+
+def _mod_identity(a: E.PrimExpr, b: E.PrimExpr, ca: Number | None, cb: Number | None) -> E.PrimExpr | None:
+    if isinstance(a, E.IntImm) and a.value == 0 and cb != 0:
+        return a
+    if isinstance(b, E.IntImm) and b.value == 1:
+        return E.make_const(0, a.dtype)
+    return None
+
+
+_IDENTITIES: dict[type, Callable[[E.PrimExpr, E.PrimExpr, Number | None, Number | None], E.PrimExpr | None]] = {
+    E.Add: _add_identity,
+    E.Sub: _sub_identity,
+    E.Mul: _mul_identity,
+    E.Div: _div_identity,
+    E.FloorDiv: _div_identity,
+    E.Mod: _mod_identity,
+    E.FloorMod: _mod_identity,
+}
+
+
+def fold_cast(dtype: str, value: E.PrimExpr) -> E.PrimExpr | None:
+    """`value` cast to `dtype` when that folds: the value itself when the dtype already
+    matches, a constant for a constant (integers wrap, floats truncate toward zero); None when
+    a `Cast` node is needed (a non-constant, or a NaN or infinity cast to an integer)."""
+    if value.dtype == dtype:
+        return value
+    c = _const(value)
+    if c is None:
+        return None
+    if is_float(dtype):
+        return E.FloatImm(dtype, float(c))
+    if dtype == "bool":
+        return E.IntImm("bool", int(c != 0))
+    if is_integer(dtype):
+        if isinstance(c, float) and not math.isfinite(c):
+            return None
+        return E.IntImm(dtype, wrap(int(c), dtype))
+    return None
+
+
+def compare_values(cls: type, x: Number, y: Number) -> bool:
+    """`x op y` for a comparison node class."""
+    if cls is E.LT:
+        return x < y
+    if cls is E.LE:
+        return x <= y
+    if cls is E.GT:
+        return x > y
+    if cls is E.GE:
+        return x >= y
+    if cls is E.EQ:
+        return x == y
+    if cls is E.NE:
+        return x != y
+    raise TypeError(f"{cls.__name__} is not a comparison")
