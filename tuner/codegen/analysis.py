@@ -1,10 +1,11 @@
-"""Small index analyses shared by the lowering passes and the LLVM emitter.
+"""Small analyses shared by the lowering passes and the LLVM emitter: buffer layout (flat
+indices, strides, allocation sizes), tree walks and statement counts.
 
-Both sides ask the same questions of integer index expressions: "which part of this index
-moves with these loop variables, and by how much?" (buffer compaction, vectorization) and "what
-values can this take?" (compaction extents, unsigned division). Answering them from one affine
-decomposition keeps the two consistent: a loop the emitter vectorizes as contiguous is exactly
-one whose index the decomposition calls stride 1.
+The integer questions both sides ask of index expressions ("which part of this index moves
+with these loop variables, and by how much?", "what values can this take?") are answered by
+`msdb.ir.arith` (`affine_form`, `stride_of`, `const_int_bound`), the same reader the schedule
+uses, so a loop the emitter vectorizes as contiguous is exactly one whose index the lowering
+calls stride 1 (docs/architecture.md, "Integer arithmetic").
 """
 
 from __future__ import annotations
@@ -14,95 +15,12 @@ from typing import Any, Callable, Iterable, Mapping
 
 from msdb.ir import expr as E
 from msdb.ir import stmt as S
-from msdb.ir.arith import const_int_bound, structural_key
-from msdb.ir.dtype import is_int, is_uint
 from msdb.ir.functor import IRVisitor, post_order_visit
 
 __all__ = [
-    "Affine", "affine", "stride_of", "flat_index", "buffer_strides", "static_shape", "allocation_elements",
-    "vars_in", "int_bound", "is_int_type",
+    "flat_index", "buffer_strides", "static_shape", "allocation_elements", "vars_in", "stmt_children",
+    "expr_info", "walk", "has_load", "count_stmts", "promote_to_i64", "EXTERN_CALLS",
 ]
-
-
-def is_int_type(dtype: str) -> bool:
-    return is_int(dtype) or is_uint(dtype)
-
-
-@dataclass(frozen=True)
-class Affine:
-    """`sum(coef * atom) + const`: atoms are Vars or opaque sub-expressions (keyed by
-    `structural_key`, so equal sub-expressions merge)."""
-
-    terms: Mapping[Any, tuple[int, E.PrimExpr]]
-    const: int
-
-    def coef(self, var: E.Var) -> int:
-        entry = self.terms.get(var)
-        return 0 if entry is None else entry[0]
-
-    def render(self, dtype: str, keys: Iterable[Any] | None = None, with_const: bool = True) -> E.PrimExpr:
-        """The expression of the chosen terms (all by default), plus the constant."""
-        out: E.PrimExpr | None = None
-        chosen = self.terms if keys is None else {k: self.terms[k] for k in keys}
-        for coef, atom in chosen.values():
-            if atom.dtype != dtype:
-                atom = E.Cast(dtype, atom)
-            term = atom if coef == 1 else E.Mul(atom, E.IntImm(dtype, coef))
-            out = term if out is None else E.Add(out, term)
-        if with_const and (self.const != 0 or out is None):
-            c = E.IntImm(dtype, self.const)
-            out = c if out is None else E.Add(out, c)
-        assert out is not None
-        return out
-
-
-def _add(a: Affine, b: Affine, sign: int = 1) -> Affine:
-    terms = dict(a.terms)
-    for key, (coef, atom) in b.terms.items():
-        old = terms.get(key)
-        new = (old[0] if old else 0) + sign * coef
-        if new == 0:
-            terms.pop(key, None)
-        else:
-            terms[key] = (new, atom)
-    return Affine(terms, a.const + sign * b.const)
-
-
-def _scale(a: Affine, c: int) -> Affine:
-    if c == 0:
-        return Affine({}, 0)
-    return Affine({k: (coef * c, atom) for k, (coef, atom) in a.terms.items()}, a.const * c)
-
-
-def _opaque(e: E.PrimExpr) -> Affine:
-    return Affine({structural_key(e): (1, e)}, 0)
-
-
-def affine(e: E.PrimExpr) -> Affine:
-    """Decompose an integer expression into an affine form over vars and opaque atoms. Exact:
-    `render()` equals `e` (integer arithmetic, no overflow reasoning)."""
-    t = type(e)
-    if t is E.IntImm:
-        return Affine({}, int(e.value))
-    if t is E.Var:
-        return Affine({e: (1, e)}, 0)
-    if t is E.Add:
-        return _add(affine(e.a), affine(e.b))
-    if t is E.Sub:
-        return _add(affine(e.a), affine(e.b), -1)
-    if t is E.Mul:
-        a, b = affine(e.a), affine(e.b)
-        if not b.terms:
-            return _scale(a, b.const)
-        if not a.terms:
-            return _scale(b, a.const)
-        return _opaque(e)
-    if t is E.Cast and is_int_type(e.dtype) and is_int_type(e.value.dtype):
-        from msdb.ir.dtype import bits
-
-        if bits(e.dtype) >= bits(e.value.dtype) and is_int(e.value.dtype):
-            return affine(e.value)
-    return _opaque(e)
 
 
 class _VarCollector(IRVisitor):
@@ -125,19 +43,6 @@ def vars_in(node: Any) -> set[E.Var]:
     collector = _VarCollector()
     collector.visit(node)
     return collector.found
-
-
-def stride_of(e: E.PrimExpr, var: E.Var) -> int | None:
-    """How much `e` grows when `var` grows by one, if that is a constant (0 when `var` does
-    not occur); None when `e` is not affine in `var`."""
-    form = affine(e)
-    coef = form.coef(var)
-    for key, (_, atom) in form.terms.items():
-        if key is var:
-            continue
-        if var in vars_in(atom):
-            return None
-    return coef
 
 
 def static_shape(buffer: E.Buffer) -> tuple[int, ...]:
@@ -222,11 +127,6 @@ def flat_index(buffer: E.Buffer, indices: tuple[E.PrimExpr, ...], dtype: str | N
             c = E.IntImm(dtype, value)
             out = c if out is None else E.Add(out, c)
     return out if out is not None else E.IntImm(dtype, 0)
-
-
-def int_bound(e: E.PrimExpr, ranges: Mapping[E.Var, E.Range]) -> tuple[int, int]:
-    """Inclusive bounds of an integer expression under loop ranges (dtype limits if unknown)."""
-    return const_int_bound(e, ranges)
 
 
 def stmt_children(stmt: S.Stmt) -> tuple[S.Stmt, ...]:

@@ -42,9 +42,9 @@ import llvmlite.ir as ir
 
 from msdb.ir import expr as E
 from msdb.ir import stmt as S
-from msdb.ir.arith import simplify
+from msdb.ir.arith import const_int_bound, simplify, stride_of
 from msdb.tuner.codegen.analysis import (
-    allocation_elements, count_stmts, flat_index, int_bound, promote_to_i64, stride_of, vars_in, walk,
+    allocation_elements, count_stmts, flat_index, promote_to_i64, vars_in, walk,
 )
 from msdb.tuner.codegen.emit_expr import ExprEmitter
 from msdb.tuner.codegen.errors import CodegenError
@@ -217,7 +217,7 @@ class _Emitter(ExprEmitter):
         hit = self._bounds.get(key)
         if hit is None:
             try:
-                hit = int_bound(e, fn.ranges)
+                hit = const_int_bound(e, fn.ranges)
             except Exception:  # bounds are an optimization only
                 hit = (-(1 << 63), (1 << 63) - 1)
             self._bounds[key] = hit

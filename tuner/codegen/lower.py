@@ -18,10 +18,11 @@ from typing import Any, Callable
 
 from msdb.ir import expr as E
 from msdb.ir import stmt as S
-from msdb.ir.arith import const_int_bound, simplify
+from msdb.ir.arith import Affine, affine_form, const_int_bound, simplify
+from msdb.ir.arith.affine import term_expr
 from msdb.ir.function import IRModule, PrimFunc
 from msdb.ir.functor import IRMutator, IRVisitor, substitute
-from msdb.tuner.codegen.analysis import affine, stmt_children, static_shape, vars_in
+from msdb.tuner.codegen.analysis import stmt_children, static_shape, vars_in
 from msdb.tuner.codegen.errors import CodegenError
 
 __all__ = ["Allocate", "LoweredFunc", "lower_func", "lower_module", "NOOP"]
@@ -489,17 +490,17 @@ def _dim_plan(indices: list[E.PrimExpr], inner: set[E.Var], ranges: dict[E.Var, 
     signature = None
     lo_all, hi_all = None, None
     for index in indices:
-        form = affine(index)
+        form = affine_form(index)
         inner_keys, outer = [], []
-        for key, (coef, atom) in form.terms.items():
-            used = vars_in(atom)
+        for term, coef in form.terms.items():
+            used = vars_in(term_expr(term))
             has_inner = bool(used & inner)
             if has_inner and (used - inner):
                 return None
             if has_inner:
-                inner_keys.append(key)
+                inner_keys.append(term)
             else:
-                outer.append((key, coef))
+                outer.append((term, coef))
         sig = frozenset(outer)
         if signature is None:
             signature = sig
@@ -531,9 +532,9 @@ class _Compactor(IRMutator):
             if plan is None:
                 out.append(index)
                 continue
-            form = affine(index)
-            keys = [k for k, (_, atom) in form.terms.items() if vars_in(atom) & self.inner]
-            shifted = type(form)(form.terms, form.const - plan[0])
+            form = affine_form(index)
+            keys = [t for t in form.terms if vars_in(term_expr(t)) & self.inner]
+            shifted = Affine(form.terms, form.const - plan[0])
             out.append(shifted.render(index.dtype, keys))
         return tuple(out)
 

@@ -8,7 +8,8 @@ from typing import Any, Callable
 from msdb.ir import expr as E
 from msdb.ir import stmt as S
 from msdb.ir.functor import post_order_visit
-from msdb.tuner.codegen.analysis import EXTERN_CALLS, stride_of, vars_in
+from msdb.ir.arith import expr_key, stride_of
+from msdb.tuner.codegen.analysis import EXTERN_CALLS, vars_in
 from msdb.tuner.codegen.lower import Allocate
 
 
@@ -35,9 +36,7 @@ class VectorPlan:
             self.reason = reason
 
     def check(self, body: S.Stmt) -> str | None:
-        from msdb.ir.arith import structural_key
-
-        self._key = structural_key
+        self._key = expr_key
         self.stmt(body)
         if self.reason is None:
             for buf, key in self.loads:

@@ -20,7 +20,7 @@ from msdb.ir.arith.keys import expr_key
 from msdb.ir.arith.limits import cast_preserves_value, is_integer
 from msdb.ir.functor import free_vars
 
-__all__ = ["Atom", "Term", "Affine", "affine_form", "as_affine", "stride_of", "split_linear"]
+__all__ = ["Atom", "Term", "Affine", "term_expr", "affine_form", "as_affine", "stride_of", "split_linear"]
 
 
 class Atom:
@@ -55,6 +55,7 @@ Term = E.Var | Atom
 
 
 def term_expr(term: Term) -> E.PrimExpr:
+    """The expression a term of an affine form stands for."""
     return term.expr if isinstance(term, Atom) else term
 
 
