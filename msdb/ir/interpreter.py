@@ -63,6 +63,10 @@ import numpy as np
 from msdb.errors import MsdbError
 from msdb.ir import expr as E
 from msdb.ir import stmt as S
+from msdb.ir.arith import interval as intervals
+from msdb.ir.arith.fold import truncdiv, truncmod
+from msdb.ir.arith.keys import expr_key
+from msdb.ir.arith.limits import int_range
 from msdb.ir.dtype import bits, is_float, is_int, is_uint, to_numpy
 from msdb.ir.function import IRModule, PrimFunc
 from msdb.ir.functor import free_vars, post_order_visit
@@ -214,14 +218,10 @@ def _shape_text(buf: E.Buffer) -> str:
 
 
 def _dtype_range(dtype: str) -> Interval:
-    if dtype == "bool":
-        return (0, 1)
-    width = bits(dtype)
-    if is_uint(dtype):
-        return (0, (1 << width) - 1)
-    if is_int(dtype):
-        return (-(1 << (width - 1)), (1 << (width - 1)) - 1)
-    raise InterpreterError(f"dtype {dtype!r} is not an integer type")
+    try:
+        return int_range(dtype)
+    except ValueError:
+        raise InterpreterError(f"dtype {dtype!r} is not an integer type") from None
 
 
 def _bf16(x: Any) -> np.float32:
@@ -242,15 +242,9 @@ _FLOAT_TYPES: dict[str, Callable[[Any], Any]] = {
 }
 
 
-def _rt_tdiv(a: int, b: int) -> int:
-    if b == 0:
-        raise ZeroDivisionError
-    q = abs(a) // abs(b)
-    return q if (a < 0) == (b < 0) else -q
-
-
-def _rt_tmod(a: int, b: int) -> int:
-    return a - b * _rt_tdiv(a, b)
+# C's integer division and remainder (a zero divisor raises ZeroDivisionError)
+_rt_tdiv = truncdiv
+_rt_tmod = truncmod
 
 
 def _rt_select(cond: Any, t: Any, f: Any) -> Any:
@@ -529,28 +523,6 @@ _VECTOR_UNARY_OPS: dict[str, Callable[[Any], Any]] = {
 }
 
 
-def _expr_key(e: Any) -> Any:
-    """A structural key of an expression (vars and buffers by identity): equal keys compute
-    equal values."""
-    if isinstance(e, E.Var):
-        return ("Var", id(e))
-    if isinstance(e, (E.IntImm, E.FloatImm, E.StringImm)):
-        return (type(e).__name__, e.dtype, e.value)
-    if isinstance(e, E.BinaryOp):
-        return (type(e).__name__, e.dtype, _expr_key(e.a), _expr_key(e.b))
-    if isinstance(e, E.Not):
-        return ("Not", _expr_key(e.a))
-    if isinstance(e, E.Select):
-        return ("Select", _expr_key(e.condition), _expr_key(e.true_value), _expr_key(e.false_value))
-    if isinstance(e, E.Cast):
-        return ("Cast", e.dtype, _expr_key(e.value))
-    if isinstance(e, E.Call):
-        return ("Call", e.dtype, e.op, tuple(_expr_key(a) for a in e.args))
-    if isinstance(e, E.BufferLoad):
-        return ("Load", id(e.buffer), tuple(_expr_key(i) for i in e.indices))
-    return ("?", id(e))
-
-
 def _loads(node: Any) -> list[E.BufferLoad]:
     found: list[E.BufferLoad] = []
 
@@ -630,7 +602,7 @@ class _VectorCodegen:
         # reduction loops nor any loaded value, and read (if at all) only there.
         write_key: dict[E.Buffer, Any] = {}
         for st in stores:
-            key = tuple(_expr_key(i) for i in st.indices)
+            key = tuple(expr_key(i) for i in st.indices)
             if write_key.setdefault(st.buffer, key) != key:
                 return None
             for index in st.indices:
@@ -638,7 +610,7 @@ class _VectorCodegen:
                     return None
         everything: list[Any] = list(realize.iter_values) + [realize.predicate] + stores
         for load in (ld for node in everything for ld in _loads(node)):
-            if load.buffer in write_key and tuple(_expr_key(i) for i in load.indices) != write_key[load.buffer]:
+            if load.buffer in write_key and tuple(expr_key(i) for i in load.indices) != write_key[load.buffer]:
                 return None
         n = math.prod(E.const_int(loop.extent) for loop in lanes)  # type: ignore[misc]
         if n < _MIN_LANES:
@@ -859,7 +831,7 @@ class _VectorCodegen:
         a, ai, b, bi, varying = self.v_operands(e, env, fn, block)
         if _is_intlike(e.dtype):
             self._v_nonzero(bi)
-            iv = _div_interval(ai, bi, trunc=True)
+            iv = _iv_trunc_div(ai, bi)
             if ai and bi and ai[0] >= 0 and bi[0] > 0:
                 return self.vwrap(f"({a} // {b})", iv, e.dtype, varying, fn)
             return self.vwrap(f"_vtdiv({a}, {b})" if varying else f"_tdiv({a}, {b})", iv, e.dtype, varying, fn)
@@ -879,7 +851,7 @@ class _VectorCodegen:
         a, ai, b, bi, varying = self.v_operands(e, env, fn, block)
         if _is_intlike(e.dtype):
             self._v_nonzero(bi)
-            return self.vwrap(f"({a} // {b})", _div_interval(ai, bi, trunc=False), e.dtype, varying, fn)
+            return self.vwrap(f"({a} // {b})", _iv_floor_div(ai, bi), e.dtype, varying, fn)
         return self.vfloat(f"np.floor({a} / {b})", e, (e.a.dtype, e.b.dtype), varying, fn)
 
     def v_FloorMod(self, e, env, fn, block):
@@ -1536,7 +1508,7 @@ class _Codegen(_VectorCodegen):
     def expr_Div(self, e: E.Div, env: Env, fn: _Fn, depth: int, block: str) -> tuple[str, Interval | None]:
         a, ai, b, bi = self.operands(e, env, fn, depth, block)
         if _is_intlike(e.dtype):
-            iv = _div_interval(ai, bi, trunc=True)
+            iv = _iv_trunc_div(ai, bi)
             if ai and bi and ai[0] >= 0 and bi[0] > 0:
                 return self.wrap(f"({a} // {b})", iv, e.dtype)
             return self.wrap(f"_tdiv({a}, {b})", iv, e.dtype)
@@ -1554,7 +1526,7 @@ class _Codegen(_VectorCodegen):
     def expr_FloorDiv(self, e: E.FloorDiv, env: Env, fn: _Fn, depth: int, block: str) -> tuple[str, Interval | None]:
         a, ai, b, bi = self.operands(e, env, fn, depth, block)
         if _is_intlike(e.dtype):
-            return self.wrap(f"({a} // {b})", _div_interval(ai, bi, trunc=False), e.dtype)
+            return self.wrap(f"({a} // {b})", _iv_floor_div(ai, bi), e.dtype)
         return self.arith_float(f"np.floor({a} / {b})", e), None
 
     def expr_FloorMod(self, e: E.FloorMod, env: Env, fn: _Fn, depth: int, block: str) -> tuple[str, Interval | None]:
@@ -1752,78 +1724,29 @@ def _index_tuple(codes: list[str]) -> str:
     return ", ".join(codes)
 
 
-def _union(a: Interval | None, b: Interval | None) -> Interval | None:
-    if a is None or b is None:
-        return None
-    return (min(a[0], b[0]), max(a[1], b[1]))
+def _optional(op: Callable[[Interval, Interval], Interval]) -> Callable[[Interval | None, Interval | None], Interval | None]:
+    """`op` on intervals that may be unknown (None): unknown in, unknown out."""
+
+    def lifted(a: Interval | None, b: Interval | None) -> Interval | None:
+        return None if a is None or b is None else op(a, b)
+
+    return lifted
 
 
-def _iv_add(a: Interval | None, b: Interval | None) -> Interval | None:
-    return (a[0] + b[0], a[1] + b[1]) if a and b else None
-
-
-def _iv_sub(a: Interval | None, b: Interval | None) -> Interval | None:
-    return (a[0] - b[1], a[1] - b[0]) if a and b else None
-
-
-def _iv_mul(a: Interval | None, b: Interval | None) -> Interval | None:
-    if not (a and b):
-        return None
-    corners = [x * y for x in a for y in b]
-    return (min(corners), max(corners))
-
-
-def _iv_min(a: Interval | None, b: Interval | None) -> Interval | None:
-    return (min(a[0], b[0]), min(a[1], b[1])) if a and b else None
-
-
-def _iv_max(a: Interval | None, b: Interval | None) -> Interval | None:
-    return (max(a[0], b[0]), max(a[1], b[1])) if a and b else None
+_union = _optional(intervals.union)
+_iv_add = _optional(intervals.add)
+_iv_sub = _optional(intervals.sub)
+_iv_mul = _optional(intervals.mul)
+_iv_min = _optional(intervals.minimum)
+_iv_max = _optional(intervals.maximum)
+_iv_trunc_mod = _optional(intervals.truncmod_bound)
+_iv_floor_mod = _optional(intervals.floormod)
+_iv_floor_div = _optional(intervals.floordiv)
+_iv_trunc_div = _optional(intervals.truncdiv_bound)
 
 
 def _iv_abs(a: Interval | None) -> Interval | None:
-    if not a:
-        return None
-    lo = 0 if a[0] <= 0 <= a[1] else min(abs(a[0]), abs(a[1]))
-    return (lo, max(abs(a[0]), abs(a[1])))
-
-
-def _iv_trunc_mod(a: Interval | None, b: Interval | None) -> Interval | None:
-    """The remainder has the dividend's sign and a magnitude below the divisor's."""
-    if not (a and b):
-        return None
-    mag = max(abs(b[0]), abs(b[1]))
-    lo = 0 if a[0] >= 0 else max(a[0], -(mag - 1))
-    hi = 0 if a[1] <= 0 else min(a[1], mag - 1)
-    return (min(lo, 0), max(hi, 0))
-
-
-def _iv_floor_mod(a: Interval | None, b: Interval | None) -> Interval | None:
-    """The remainder has the divisor's sign (and is the dividend itself when that is smaller)."""
-    if not (a and b):
-        return None
-    if b[0] > 0:
-        return (a[0], a[1]) if a[0] >= 0 and a[1] < b[0] else (0, b[1] - 1)
-    if b[1] < 0:
-        return (b[0] + 1, 0)
-    return (min(b[0] + 1, 0), max(b[1] - 1, 0))
-
-
-def _div_interval(a: Interval | None, b: Interval | None, trunc: bool) -> Interval | None:
-    """Bounds of a / b over the operand intervals (corners suffice: the quotient is monotone in
-    each operand on each side of zero; a zero divisor raises at run time, so it is left out)."""
-    if a is None or b is None:
-        return None
-    divisors = {d for d in (b[0], b[1]) if d != 0}
-    if b[0] < 0 < b[1] or b[0] == 0 or b[1] == 0:
-        divisors.update(d for d in (-1, 1) if b[0] <= d <= b[1])
-    if not divisors:
-        return None
-    values = []
-    for x in (a[0], a[1]):
-        for d in divisors:
-            values.append(_rt_tdiv(x, d) if trunc else x // d)
-    return (min(values), max(values))
+    return None if a is None else intervals.absolute(a)
 
 
 def _expect_args(e: E.Call, op: str, n: int, block: str) -> None:

@@ -11,12 +11,13 @@ from typing import Any
 import llvmlite.ir as ir
 
 from msdb.ir import expr as E
+from msdb.ir.arith.limits import wrap
 from msdb.ir.dtype import is_float, is_int
 from msdb.tuner.codegen.analysis import EXTERN_CALLS, expr_info, has_load
 from msdb.tuner.codegen.errors import CodegenError
 from msdb.tuner.codegen.state import FnState
 from msdb.tuner.codegen.types import (
-    I1, I32, VOID, common_dtype, const, dtype_bits, fold_cast, limit_const, scalar_type, signed, wrap_int,
+    I1, I32, VOID, common_dtype, const, dtype_bits, fold_cast, limit_const, scalar_type, signed,
 )
 
 _LLVM_UNARY = {
@@ -189,7 +190,7 @@ class ExprEmitter:
         cb = b.constant if isinstance(b, ir.Constant) and isinstance(b.type, ir.IntType) else None
         if isinstance(ca, int) and isinstance(cb, int):
             value = ca + cb if op == "add" else ca - cb if op == "sub" else ca * cb
-            return const(a.type, wrap_int(value, a.type.width, signed(dtype)))
+            return const(a.type, wrap(value, dtype) if dtype != "bool" else value & 1)
         if op == "add":
             if ca == 0:
                 return b

@@ -28,7 +28,8 @@ from msdb.ir.dtype import bits
 
 __all__ = [
     "Bound", "NEG_INF", "POS_INF", "EVERYTHING", "is_finite", "finite_or_none", "point", "add", "sub", "neg",
-    "scale", "mul", "floordiv", "floormod", "truncdiv_bound", "truncmod_bound", "minimum", "maximum", "union",
+    "scale", "mul", "floordiv", "floormod", "truncdiv_bound", "truncmod_bound", "absolute", "minimum", "maximum",
+    "union",
     "dtype_bound", "cast_bound", "clamp_to_dtype", "ExprBounds", "numeric_range",
 ]
 
@@ -159,6 +160,15 @@ def truncmod_bound(x: Bound, y: Bound) -> Bound:
     lo = 0 if x[0] >= 0 else max(x[0], -top)
     hi = 0 if x[1] <= 0 else min(x[1], top)
     return min(lo, 0), max(hi, 0)
+
+
+def absolute(x: Bound) -> Bound:
+    """`abs(x)`."""
+    if x[0] >= 0:
+        return x
+    if x[1] <= 0:
+        return neg(x)
+    return 0, max(-x[0], x[1])
 
 
 def minimum(x: Bound, y: Bound) -> Bound:
