@@ -2,7 +2,7 @@
 
 MetaSchedule's `anchor-block` equality lets one tuning record serve every fusion of the same
 heavy operator: matmul, matmul+bias, matmul+relu and matmul+bias+relu of one shape are tuned once.
-The anchor is the reduction that dominates the work (TVM's rule, reference/tvm-metaschedule.md
+The anchor is the reduction that dominates the work (TVM's rule, docs/tvm-formats.md
 section 3): in the entry function, the blocks that have an `init`; none -> no anchor (the caller
 falls back to ignore-tensor on the whole module); one -> that block; several -> the one whose
 top-level loop nest (the statement directly under the root block that contains it) has the most

@@ -2,7 +2,7 @@
 
 Why it exists: schedule transformations (split, reorder, cache_read, compute_at, ...) must leave
 a function's meaning unchanged, and without a code generator the only way to check that is to
-run the function before and after on the same inputs and compare (DESIGN.md section 1).
+run the function before and after on the same inputs and compare (docs/architecture.md, "Workload IR").
 
 Calling convention (TVM's): `interpret(func, *arrays)` maps the arrays to the entry function's
 buffer parameters in order; outputs are written in place; nothing is returned.

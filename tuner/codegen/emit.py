@@ -5,7 +5,7 @@ What the emitted module contains, for a function named `f` with buffer arguments
 * `void f(ptr noalias A, ptr noalias B, ptr noalias C)`: the kernel (TVM's calling convention:
   outputs are written in place). `noalias` is set, as TVM sets it, when the function has the
   `tir.noalias` attribute (every TE-created workload does); it matters: without it LLVM's
-  vectorizer and LICM give up (reference/llvmlite-and-cuda.md).
+  vectorizer and LICM give up.
 * `void f_packed(ptr args)`: the same with the pointers in an array (what the runner calls).
 * `i64 f_timed(ptr args, i64 number)`: runs the kernel `number` times and returns the elapsed
   nanoseconds (CLOCK_MONOTONIC), so timing has no Python overhead in the loop.
