@@ -67,25 +67,24 @@ def _collect(stmt: S.Stmt | None, loops: tuple[S.For, ...], top: S.Stmt, sites: 
     # Recursion depth is the nesting depth of the IR (tens), never its size.
     if stmt is None:
         return
-    kind = type(stmt)
-    if kind is S.For:
+    if isinstance(stmt, S.For):
         _collect(stmt.body, loops + (stmt,), top, sites)
-    elif kind is S.SeqStmt:
+    elif isinstance(stmt, S.SeqStmt):
         for child in stmt.seq:
             _collect(child, loops, top, sites)
-    elif kind is S.BlockRealize:
+    elif isinstance(stmt, S.BlockRealize):
         block = stmt.block
         if block.init is not None:
             sites.append(AnchorSite(stmt, loops, top))
         _collect(block.init, loops, top, sites)
         _collect(block.body, loops, top, sites)
-    elif kind is S.Block:
+    elif isinstance(stmt, S.Block):
         _collect(stmt.init, loops, top, sites)
         _collect(stmt.body, loops, top, sites)
-    elif kind is S.IfThenElse:
+    elif isinstance(stmt, S.IfThenElse):
         _collect(stmt.then_case, loops, top, sites)
         _collect(stmt.else_case, loops, top, sites)
-    elif kind is S.LetStmt:
+    elif isinstance(stmt, S.LetStmt):
         _collect(stmt.body, loops, top, sites)
 
 

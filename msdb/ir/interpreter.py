@@ -66,7 +66,7 @@ from msdb.ir import stmt as S
 from msdb.ir.arith import interval as intervals
 from msdb.ir.arith.fold import truncdiv, truncmod
 from msdb.ir.arith.keys import expr_key
-from msdb.ir.arith.limits import int_range
+from msdb.ir.arith.limits import int_range, value_limit
 from msdb.ir.dtype import bits, is_float, is_int, is_uint, to_numpy
 from msdb.ir.function import IRModule, PrimFunc
 from msdb.ir.functor import free_vars, post_order_visit
@@ -523,6 +523,20 @@ _VECTOR_UNARY_OPS: dict[str, Callable[[Any], Any]] = {
 }
 
 
+def _static_range(loop: S.For) -> tuple[int, int]:
+    """(min, extent) of a loop the vector planner checked to be constant."""
+    lo, ext = E.const_int(loop.min), E.const_int(loop.extent)
+    if lo is None or ext is None:
+        raise InterpreterError(f"loop {loop.loop_var.name} has no constant range")
+    return lo, ext
+
+
+def _domain(iv: S.IterVar) -> E.Range:
+    if iv.dom is None:
+        raise InterpreterError(f"block iter var {iv.var.name} has no domain")
+    return iv.dom
+
+
 def _loads(node: Any) -> list[E.BufferLoad]:
     found: list[E.BufferLoad] = []
 
@@ -555,6 +569,34 @@ class _VectorCodegen:
     vectorize: bool
     _novec: set[int]
 
+    # ---- provided by `_Codegen` ----
+    def fresh(self, hint: str) -> str:
+        raise NotImplementedError
+
+    def tmp(self) -> str:
+        raise NotImplementedError
+
+    def global_obj(self, hint: str, obj: Any) -> str:
+        raise NotImplementedError
+
+    def float_ctor(self, dtype: str) -> str:
+        raise NotImplementedError
+
+    def scope_names(self, env: Env) -> list[str]:
+        raise NotImplementedError
+
+    def buffer(self, buf: E.Buffer, env: Env, block: str) -> _BufBind:
+        raise NotImplementedError
+
+    def expr(self, e: E.PrimExpr, env: Env, fn: _Fn, depth: int = 0, block: str = "root") -> tuple[str, Interval | None]:
+        raise NotImplementedError
+
+    def wrap(self, code: str, interval: Interval | None, dtype: str) -> tuple[str, Interval]:
+        raise NotImplementedError
+
+    def cast(self, code: str, iv: Interval | None, src: str, dst: str) -> tuple[str, Interval | None]:
+        raise NotImplementedError
+
     # ---- planning -----------------------------------------------------------------------
     def plan_chain(self, stmt: S.For) -> _ChainPlan | None:
         loops: list[S.For] = []
@@ -577,7 +619,8 @@ class _VectorCodegen:
         if blk.alloc_buffers or blk.match_buffers or len(realize.iter_values) != len(blk.iter_vars):
             return None
         for loop in loops:
-            if E.const_int(loop.min) is None or E.const_int(loop.extent) is None or E.const_int(loop.extent) <= 0:
+            lo, ext = E.const_int(loop.min), E.const_int(loop.extent)
+            if lo is None or ext is None or ext <= 0:
                 return None
         stores: list[S.BufferStore] = []
         if not (_leaf_stores(blk.init, stores) and _leaf_stores(blk.body, stores)) or not stores:
@@ -612,7 +655,7 @@ class _VectorCodegen:
         for load in (ld for node in everything for ld in _loads(node)):
             if load.buffer in write_key and tuple(expr_key(i) for i in load.indices) != write_key[load.buffer]:
                 return None
-        n = math.prod(E.const_int(loop.extent) for loop in lanes)  # type: ignore[misc]
+        n = math.prod(_static_range(loop)[1] for loop in lanes)
         if n < _MIN_LANES:
             return None
         return _ChainPlan(loops, realize, seq, lanes, n)
@@ -620,8 +663,8 @@ class _VectorCodegen:
     # ---- emission -----------------------------------------------------------------------
     def emit_chain(self, plan: _ChainPlan, env: Env, fn: _Fn, block: str) -> bool:
         """Emit `if not _vec(...): <scalar nest>`; False if the nest cannot be vectorized."""
-        args = self.scope_names(env)  # type: ignore[attr-defined]
-        vf = _Fn(self.fresh("_vec"), args)  # type: ignore[attr-defined]
+        args = self.scope_names(env)
+        vf = _Fn(self.fresh("_vec"), args)
         try:
             self._emit_vector(plan, env, vf)
         except _NoVector:
@@ -636,13 +679,13 @@ class _VectorCodegen:
         name = blk.name_hint
         venv: Env = dict(env)
         extents = [E.const_int(loop.extent) for loop in plan.lanes]
-        grid = self.tmp()  # type: ignore[attr-defined]
+        grid = self.tmp()
         vf.emit(f"{grid} = np.indices({tuple(extents)!r}, dtype=np.int64).reshape({len(extents)}, -1)")
         for k, loop in enumerate(plan.lanes):
-            lo = E.const_int(loop.min)
-            lname = self.fresh(loop.loop_var.name)  # type: ignore[attr-defined]
+            lo, ext = _static_range(loop)
+            lname = self.fresh(loop.loop_var.name)
             vf.emit(f"{lname} = {grid}[{k}]" + (f" + {lo}" if lo else ""))
-            venv[loop.loop_var] = _VecBind(lname, (lo, lo + E.const_int(loop.extent) - 1), True)  # type: ignore[operator]
+            venv[loop.loop_var] = _VecBind(lname, (lo, lo + ext - 1), True)
         venv[_LANES] = str(plan.n)
         # Buffers written and read: refuse aliasing memory at run time.
         stores: list[S.BufferStore] = []
@@ -654,7 +697,7 @@ class _VectorCodegen:
             for load in _loads(node):
                 if load.buffer not in accessed:
                     accessed.append(load.buffer)
-        binds = [self.buffer(b, env, name) for b in accessed]  # type: ignore[attr-defined]
+        binds = [self.buffer(b, env, name) for b in accessed]
         vf.emit(f"if not _disjoint(({''.join(b.name + ', ' for b in binds)}), {len(written)}):")
         vf.emit("    return False")
         # Spatial bindings, once for all reduction steps.
@@ -669,11 +712,11 @@ class _VectorCodegen:
             vf.emit(f"if not _unique_lanes({plan.n}, ({''.join(c + ', ' for c in codes)})):")
             vf.emit("    return False")
         for loop in plan.seq:
-            lo, ext = E.const_int(loop.min), E.const_int(loop.extent)
-            sname = self.fresh(loop.loop_var.name)  # type: ignore[attr-defined]
-            vf.emit(f"for {sname} in range({lo}, {lo + ext}):")  # type: ignore[operator]
+            lo, ext = _static_range(loop)
+            sname = self.fresh(loop.loop_var.name)
+            vf.emit(f"for {sname} in range({lo}, {lo + ext}):")
             vf.indent += 1
-            venv[loop.loop_var] = _VecBind(sname, (lo, lo + ext - 1), False)  # type: ignore[operator]
+            venv[loop.loop_var] = _VecBind(sname, (lo, lo + ext - 1), False)
         for iv, value in zip(blk.iter_vars, plan.realize.iter_values):
             if iv.iter_type == S.IterType.COMM_REDUCE:
                 code, interval, varying = self.vexpr(value, venv, vf, name)
@@ -684,7 +727,7 @@ class _VectorCodegen:
         if not (isinstance(pred, E.IntImm) and pred.value):
             code, _, varying = self.vexpr(pred, venv, vf, name)
             if varying:
-                sel = self.tmp()  # type: ignore[attr-defined]
+                sel = self.tmp()
                 vf.emit(f"{sel} = np.flatnonzero({code})")
                 vf.emit(f"if {sel}.size:")
                 vf.indent += 1
@@ -696,7 +739,7 @@ class _VectorCodegen:
             conds = []
             for iv in blk.iter_vars:
                 if iv.iter_type == S.IterType.COMM_REDUCE:
-                    mcode, _, _ = self.vexpr(iv.dom.min, venv, vf, name)
+                    mcode, _, _ = self.vexpr(_domain(iv).min, venv, vf, name)
                     conds.append(f"{venv[iv.var].name} == {mcode}")
             if conds:
                 vf.emit(f"if {' and '.join(conds)}:")
@@ -714,10 +757,10 @@ class _VectorCodegen:
         out = dict(env)
         for key, bind in env.items():
             if isinstance(bind, _VecBind) and bind.varying and (used is None or key in used):
-                name = self.tmp()  # type: ignore[attr-defined]
+                name = self.tmp()
                 fn.emit(f"{name} = {bind.name}[{sel}]")
                 out[key] = _VecBind(name, bind.interval, True)
-        count = self.tmp()  # type: ignore[attr-defined]
+        count = self.tmp()
         fn.emit(f"{count} = {sel}.size")
         out[_LANES] = count
         return out
@@ -726,7 +769,7 @@ class _VectorCodegen:
         stores: list[S.BufferStore] = []
         _leaf_stores(stmt, stores)
         for st in stores:
-            bind = self.buffer(st.buffer, env, block)  # type: ignore[attr-defined]
+            bind = self.buffer(st.buffer, env, block)
             # Indices (and their bounds) before the value, as the scalar code does.
             idx, _ = self.vindices(st.indices, bind, env, fn, block, "store")
             value, _, _ = self.vexpr(st.value, env, fn, block)
@@ -755,13 +798,13 @@ class _VectorCodegen:
 
     # ---- expressions (three-address code: every result lands in a local) ------------------
     def vemit(self, fn: _Fn, code: str) -> str:
-        name = self.tmp()  # type: ignore[attr-defined]
+        name = self.tmp()
         fn.emit(f"{name} = {code}")
         return name
 
     def vexpr(self, e: E.PrimExpr, env: Env, fn: _Fn, block: str) -> tuple[str, Interval | None, bool]:
         if isinstance(e, (E.IntImm, E.FloatImm, E.StringImm)):
-            code, iv = self.expr(e, {}, fn, block=block)  # type: ignore[attr-defined]
+            code, iv = self.expr(e, {}, fn, block=block)
             return code, iv, False
         if isinstance(e, E.Var):
             bind = env.get(e)
@@ -786,7 +829,7 @@ class _VectorCodegen:
             if is_uint(dtype):
                 raise _NoVector
             return self.vemit(fn, code), (lo, hi), varying  # int64 arrays wrap natively
-        wrapped, interval = self.wrap(code, iv, dtype)  # type: ignore[attr-defined]
+        wrapped, interval = self.wrap(code, iv, dtype)
         return self.vemit(fn, wrapped), interval, varying
 
     def vfloat(self, code: str, e: E.PrimExpr, operand_dtypes: tuple[str, ...], varying: bool, fn: _Fn) -> tuple[str, None, bool]:
@@ -800,8 +843,8 @@ class _VectorCodegen:
         if dtype == "bfloat16":
             raise _NoVector
         if varying:
-            return f"np.asarray({code}).astype({self.global_obj('dt', to_numpy(dtype))})"  # type: ignore[attr-defined]
-        return f"{self.float_ctor(dtype)}({code})"  # type: ignore[attr-defined]
+            return f"np.asarray({code}).astype({self.global_obj('dt', to_numpy(dtype))})"
+        return f"{self.float_ctor(dtype)}({code})"
 
     def v_operands(self, e: E.BinaryOp, env: Env, fn: _Fn, block: str):
         a, ai, av = self.vexpr(e.a, env, fn, block)
@@ -904,7 +947,7 @@ class _VectorCodegen:
 
     def vcast(self, code: str, iv: Interval | None, src: str, dst: str, varying: bool, fn: _Fn) -> tuple[str, Interval | None, bool]:
         if not varying:
-            out, interval = self.cast(code, iv, src, dst)  # type: ignore[attr-defined]
+            out, interval = self.cast(code, iv, src, dst)
             return self.vemit(fn, out), interval, False
         if src == dst:
             return code, iv, True
@@ -917,7 +960,7 @@ class _VectorCodegen:
             elif is_float(src):
                 if is_uint(dst) and bits(dst) == 64:
                     raise _NoVector
-                conv = self.global_obj("vf2i", _make_vf2i(dst))  # type: ignore[attr-defined]
+                conv = self.global_obj("vf2i", _make_vf2i(dst))
                 return self.vemit(fn, f"{conv}({code})"), _dtype_range(dst), True
             elif not _is_intlike(src):
                 raise _NoVector
@@ -927,7 +970,7 @@ class _VectorCodegen:
         raise _NoVector
 
     def v_BufferLoad(self, e, env, fn, block):
-        bind = self.buffer(e.buffer, env, block)  # type: ignore[attr-defined]
+        bind = self.buffer(e.buffer, env, block)
         idx, varying = self.vindices(e.indices, bind, env, fn, block, "load")
         code = f"{bind.name}[{_index_tuple(idx)}]"
         if e.dtype == "bool":
@@ -946,7 +989,7 @@ class _VectorCodegen:
         if op == "if_then_else" and len(args) == 3:
             return self.vlazy(args[0], args[1], args[2], e.dtype, env, fn, block)
         if op in ("max_value", "min_value", "infinity", "inf") or (op in ("isnan", "isinf", "isfinite") and len(args) == 1 and not is_float(args[0].dtype)):
-            code, iv = self.expr(e, {}, fn, block=block)  # type: ignore[attr-defined]
+            code, iv = self.expr(e, {}, fn, block=block)
             return code, iv, False
         if op == "likely" and len(args) == 1:
             return self.vexpr(args[0], env, fn, block)
@@ -967,7 +1010,7 @@ class _VectorCodegen:
                     raise _NoVector
                 if not is_float(args[0].dtype):
                     a = self.vemit(fn, self.vfcast(a, e.dtype, True))
-                ufunc = self.global_obj(f"v{op}", _VECTOR_UNARY_OPS[op])  # type: ignore[attr-defined]
+                ufunc = self.global_obj(f"v{op}", _VECTOR_UNARY_OPS[op])
                 src = args[0].dtype if is_float(args[0].dtype) else e.dtype
                 return self.vfloat(f"{ufunc}({a})", e, (src,), True, fn)
             raise _NoVector
@@ -980,7 +1023,7 @@ class _VectorCodegen:
                 raise _NoVector
             if not is_float(args[0].dtype):
                 a = self.vemit(fn, self.vfcast(a, e.dtype, av))
-            ufunc = self.global_obj(op, _BINARY_FLOAT_OPS[op])  # type: ignore[attr-defined]
+            ufunc = self.global_obj(op, _BINARY_FLOAT_OPS[op])
             src = args[0].dtype if is_float(args[0].dtype) else e.dtype
             return self.vfloat(f"{ufunc}({a}, {b})", e, (src,), True, fn)
         if len(args) == 2 and op in _BITWISE_OPS:
@@ -996,7 +1039,7 @@ class _VectorCodegen:
         to the already computed arguments."""
         params = [E.Var(f"arg{k}", a.dtype) for k, a in enumerate(e.args)]
         env = {p: _VarBind(c, iv) for p, c, iv in zip(params, codes, ivs)}
-        code, iv = self.expr(E.Call(e.dtype, e.op, tuple(params)), env, fn, block=block)  # type: ignore[attr-defined]
+        code, iv = self.expr(E.Call(e.dtype, e.op, tuple(params)), env, fn, block=block)
         return self.vemit(fn, code), iv, False
 
     def vlazy(self, cond: E.PrimExpr, then: E.PrimExpr | None, other: E.PrimExpr | None, dtype: str,
@@ -1004,9 +1047,10 @@ class _VectorCodegen:
         """`then if cond else other` evaluating each arm only on the lanes that take it (None
         arms are the constants: And is `b if a else False`, Or is `True if a else b`)."""
         c, _, cv = self.vexpr(cond, env, fn, block)
-        dt = self.global_obj("dt", np.dtype(bool) if dtype == "bool" else np.dtype(np.int64) if _is_intlike(dtype) else to_numpy(dtype))  # type: ignore[attr-defined]
+        dt = self.global_obj("dt", np.dtype(bool) if dtype == "bool" else np.dtype(np.int64) if _is_intlike(dtype) else to_numpy(dtype))
         lanes = env[_LANES]
-        out = self.tmp()  # type: ignore[attr-defined]
+        out = self.tmp()
+        iv: Interval | None
         if not cv:
             # One condition for all lanes: a plain if/else, each arm computed on every lane.
             results = []
@@ -1026,7 +1070,7 @@ class _VectorCodegen:
                 # One arm varies: broadcast both so later code sees an array either way.
                 fn.emit(f"{out} = np.broadcast_to(np.asarray({out}, dtype={dt}), ({lanes},)).copy()")
             return out, _union(results[0][1], results[1][1]), results[0][2] or results[1][2]
-        parts = []
+        parts: list[tuple[str, Interval | None]] = []
         for arm, const, mask in ((then, true_const, c), (other, false_const, f"np.logical_not({c})")):
             if arm is None:
                 parts.append((const, (1, 1) if const == "True" else (0, 0)))
@@ -1319,7 +1363,7 @@ class _Codegen(_VectorCodegen):
             for iv in blk.iter_vars:
                 if iv.iter_type == S.IterType.COMM_REDUCE:
                     vcode = env[iv.var].name
-                    mcode, _ = self.expr(iv.dom.min, env, fn, block=name)
+                    mcode, _ = self.expr(_domain(iv).min, env, fn, block=name)
                     conds.append(f"{vcode} == {mcode}")
             if conds:
                 fn.emit(f"if {' and '.join(conds)}:")
@@ -1434,16 +1478,17 @@ class _Codegen(_VectorCodegen):
             helper.emit(f"return {code}")
             return f"{helper.name}({', '.join(args)})", iv
         method = getattr(self, f"expr_{type(e).__name__}", None)
-        if method is None:
-            if isinstance(e, E.CmpOp):
-                method = self.expr_CmpOp
-            else:
-                raise InterpreterError(f"the interpreter does not support expression {type(e).__name__}")
-        return method(e, env, fn, depth + 1, block)
+        if method is not None:
+            result: tuple[str, Interval | None] = method(e, env, fn, depth + 1, block)
+            return result
+        if not isinstance(e, E.CmpOp):
+            raise InterpreterError(f"the interpreter does not support expression {type(e).__name__}")
+        return self.expr_CmpOp(e, env, fn, depth + 1, block)
 
     def expr_IntImm(self, e: E.IntImm, env: Env, fn: _Fn, depth: int, block: str) -> tuple[str, Interval | None]:
         if e.dtype == "bool":
-            return ("True" if e.value else "False"), (int(bool(e.value)),) * 2  # type: ignore[return-value]
+            truth = int(bool(e.value))
+            return ("True" if truth else "False"), (truth, truth)
         if is_float(e.dtype):
             return self.const(e.dtype, float(e.value)), None
         return (str(e.value) if e.value >= 0 else f"({e.value})"), (e.value, e.value)
@@ -1631,12 +1676,10 @@ class _Codegen(_VectorCodegen):
             f, fi = self.expr(args[2], env, fn, depth, block)
             return f"({t} if {c} else {f})", _union(ti, fi)
         if op in ("max_value", "min_value"):
-            if _is_intlike(e.dtype):
-                lo, hi = _dtype_range(e.dtype)
-                v = hi if op == "max_value" else lo
-                return (str(v) if v >= 0 else f"({v})"), (v, v)
-            info = np.finfo(to_numpy(e.dtype))
-            return self.const(e.dtype, float(info.max if op == "max_value" else info.min)), None
+            limit = value_limit(e.dtype, upper=op == "max_value")
+            if isinstance(limit, int):
+                return (str(limit) if limit >= 0 else f"({limit})"), (limit, limit)
+            return self.const(e.dtype, limit), None
         if op in ("infinity", "inf"):
             return self.const(e.dtype, math.inf), None
         if op == "likely":
@@ -1646,7 +1689,8 @@ class _Codegen(_VectorCodegen):
             _expect_args(e, op, 1, block)
             a, _ = self.expr(args[0], env, fn, depth, block)
             if not is_float(args[0].dtype):
-                return ("True" if op == "isfinite" else "False"), (int(op == "isfinite"),) * 2  # type: ignore[return-value]
+                truth = int(op == "isfinite")
+                return ("True" if truth else "False"), (truth, truth)
             ufunc = self.global_obj(op, getattr(np, op))
             return f"bool({ufunc}({a}))", (0, 1)
         if op in ("fabs", "abs"):

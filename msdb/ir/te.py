@@ -66,6 +66,8 @@ class TEIterVar(E.Var):
     `.dom`. It never survives lowering: `create_prim_func` replaces it by loop and block vars."""
 
     __slots__ = ("dom", "iter_type")
+    dom: E.Range
+    iter_type: S.IterType
 
     def __init__(self, name: str, dom: E.Range, iter_type: S.IterType) -> None:
         dtype = _index_dtype(dom)
@@ -103,8 +105,8 @@ class Reduce(E.PrimExpr):
             "compute it into its own tensor and use that tensor instead"
         )
 
-    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _misuse  # type: ignore[assignment]
-    __truediv__ = __rtruediv__ = __floordiv__ = __mod__ = _misuse  # type: ignore[assignment]
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _misuse
+    __truediv__ = __rtruediv__ = __floordiv__ = __mod__ = _misuse
 
 
 class _Operation:
@@ -207,6 +209,7 @@ class ProducerLoad(E.BufferLoad):
     that remembers the tensor, so that the op graph can be recovered from the bodies."""
 
     __slots__ = ("tensor",)
+    tensor: Tensor
 
     def __init__(self, tensor: Tensor, indices: tuple[E.PrimExpr, ...]) -> None:
         super().__init__(tensor._stage, indices)
@@ -266,8 +269,9 @@ def _shape(shape: Any) -> tuple[E.PrimExpr, ...]:
         dim = E.convert(dim)
         if not (is_int(dim.dtype) or is_uint(dim.dtype)):
             raise TEError(f"shape entries must be integers, got dtype {dim.dtype!r}")
-        if E.const_int(dim) is not None and E.const_int(dim) < 0:
-            raise TEError(f"shape entries must be non-negative, got {E.const_int(dim)}")
+        value = E.const_int(dim)
+        if value is not None and value < 0:
+            raise TEError(f"shape entries must be non-negative, got {value}")
         dims.append(dim)
     return tuple(dims)
 
@@ -649,8 +653,8 @@ def create_prim_func(tensors: Sequence[Tensor]) -> PrimFunc:
             root_allocs.append(buffers[id(t.op)])
         stmts.append(_lower_compute(t, buffers, block_names))
 
-    params = []
-    buffer_map = {}
+    params: list[E.Var] = []
+    buffer_map: dict[E.Var, E.Buffer] = {}
     for t in tensors:
         buf = buffers[id(t.op)]
         if builtins.any(buf is buffer_map[p] for p in params):
@@ -704,6 +708,7 @@ def _lower_compute(tensor: Tensor, buffers: dict[int, E.Buffer], block_names: _N
                     annotations=annotations)
     stmt: S.Stmt = S.BlockRealize(tuple(loop_vars), E.IntImm("bool", 1), block)
     for loop_var, iv in reversed(list(zip(loop_vars, iter_vars))):
+        assert iv.dom is not None  # built with a domain above
         stmt = S.For(loop_var, iv.dom.min, iv.dom.extent, S.ForKind.SERIAL, stmt)
     return stmt
 

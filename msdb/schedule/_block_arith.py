@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping
 
 from msdb.ir import expr as E
+from msdb.ir import stmt as S
 from msdb.ir.arith import Affine, Atom, as_affine, numeric_range
 from msdb.ir.arith.limits import is_integer
 from msdb.ir.functor import free_vars
@@ -93,8 +94,8 @@ class IntervalEvaluator:
             if expr in self.points:
                 c = Affine(None, self.points[expr])
                 return c, c
-            a = Affine.of(expr)
-            return a, a
+            v = Affine.of(expr)
+            return v, v
         if isinstance(expr, (E.Add, E.Sub)):
             a, b = self._eval(expr.a), self._eval(expr.b)
             if a is None or b is None:
@@ -103,10 +104,10 @@ class IntervalEvaluator:
                 return a[0] + b[0], a[1] + b[1]
             return a[0] - b[1], a[1] - b[0]
         if isinstance(expr, E.Mul):
-            a, b = self._eval(expr.a), self._eval(expr.b)
-            if a is None or b is None:
+            ma, mb = self._eval(expr.a), self._eval(expr.b)
+            if ma is None or mb is None:
                 return None
-            for x, y in ((a, b), (b, a)):
+            for x, y in ((ma, mb), (mb, ma)):
                 if y[0].is_const() and y[1].is_const() and y[0].const == y[1].const:
                     k = y[0].const
                     return (x[0].scale(k), x[1].scale(k)) if k >= 0 else (x[1].scale(k), x[0].scale(k))
@@ -221,13 +222,13 @@ def union_intervals(items: Iterable[tuple[Affine, Affine]], bounds: Mapping[E.Va
     return lo, hi
 
 
-def loop_bounds(loops: Iterable[object]) -> dict[E.Var, NumRange]:
+def loop_bounds(loops: Iterable[S.For]) -> dict[E.Var, NumRange]:
     """Numeric ranges of `For` loops with constant min and extent (others are skipped)."""
     out: dict[E.Var, NumRange] = {}
     for loop in loops:
-        lo, ext = E.const_int(loop.min), E.const_int(loop.extent)  # type: ignore[attr-defined]
+        lo, ext = E.const_int(loop.min), E.const_int(loop.extent)
         if lo is not None and ext is not None and ext > 0:
-            out[loop.loop_var] = (lo, lo + ext - 1)  # type: ignore[attr-defined]
+            out[loop.loop_var] = (lo, lo + ext - 1)
     return out
 
 
@@ -341,7 +342,7 @@ class _Unsupported(Exception):
     """An expression `_evaluate` does not know."""
 
 
-def _evaluate(expr: E.PrimExpr, env: Mapping[E.Var, object], n: int) -> object:
+def _evaluate(expr: E.PrimExpr, env: Mapping[E.Var, Any], n: int) -> Any:
     """Vectorized integer/boolean evaluation of `expr` with numpy arrays for its variables."""
     import numpy as np
 
@@ -354,9 +355,9 @@ def _evaluate(expr: E.PrimExpr, env: Mapping[E.Var, object], n: int) -> object:
     if isinstance(expr, E.Cast) and (is_integer(expr.dtype) or expr.dtype == "bool"):
         return _evaluate(expr.value, env, n)
     if isinstance(expr, E.Not):
-        return ~_evaluate(expr.a, env, n).astype(bool)  # type: ignore[union-attr]
+        return ~_evaluate(expr.a, env, n).astype(bool)
     if isinstance(expr, E.Select):
-        c = _evaluate(expr.condition, env, n).astype(bool)  # type: ignore[union-attr]
+        c = _evaluate(expr.condition, env, n).astype(bool)
         return np.where(c, _evaluate(expr.true_value, env, n), _evaluate(expr.false_value, env, n))
     if isinstance(expr, E.BinaryOp):
         a, b = _evaluate(expr.a, env, n), _evaluate(expr.b, env, n)

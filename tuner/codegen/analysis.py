@@ -18,9 +18,18 @@ from msdb.ir import stmt as S
 from msdb.ir.functor import IRVisitor, post_order_visit
 
 __all__ = [
-    "flat_index", "buffer_strides", "static_shape", "allocation_elements", "vars_in", "stmt_children",
+    "Allocate", "flat_index", "buffer_strides", "static_shape", "allocation_elements", "vars_in", "stmt_children",
     "expr_info", "walk", "has_load", "count_stmts", "promote_to_i64", "EXTERN_CALLS",
 ]
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class Allocate(S.Stmt):
+    """`buffer` lives (uninitialized) while `body` runs: the one lowering-only statement (placed
+    by `lower.plan_allocations`), known to the walkers here."""
+
+    buffer: E.Buffer
+    body: S.Stmt
 
 
 class _VarCollector(IRVisitor):
@@ -33,9 +42,8 @@ class _VarCollector(IRVisitor):
 
     def visit_Stmt(self, node: S.Stmt) -> None:
         """Lowering-only statements (`Allocate`): descend into their body."""
-        body = getattr(node, "body", None)
-        if body is not None:
-            self.visit(body)
+        if isinstance(node, Allocate):
+            self.visit(node.body)
 
 
 def vars_in(node: Any) -> set[E.Var]:
@@ -131,12 +139,11 @@ def flat_index(buffer: E.Buffer, indices: tuple[E.PrimExpr, ...], dtype: str | N
 
 def stmt_children(stmt: S.Stmt) -> tuple[S.Stmt, ...]:
     """The direct sub-statements, in execution order (used by the placement pass)."""
-    t = type(stmt)
-    if t is S.SeqStmt:
+    if isinstance(stmt, S.SeqStmt):
         return stmt.seq
-    if t is S.For or t is S.LetStmt:
+    if isinstance(stmt, S.For) or isinstance(stmt, S.LetStmt):
         return (stmt.body,)
-    if t is S.IfThenElse:
+    if isinstance(stmt, S.IfThenElse):
         return (stmt.then_case,) if stmt.else_case is None else (stmt.then_case, stmt.else_case)
     body = getattr(stmt, "body", None)
     return (body,) if isinstance(body, S.Stmt) else ()
@@ -144,7 +151,6 @@ def stmt_children(stmt: S.Stmt) -> tuple[S.Stmt, ...]:
 
 #: Calls with effects outside the program (never merged, never run once for many lanes).
 EXTERN_CALLS = frozenset(["call_extern", "call_pure_extern", "tir.call_extern", "tir.call_pure_extern"])
-_KNOWN_STMTS = frozenset([S.SeqStmt, S.For, S.IfThenElse, S.LetStmt, S.BufferStore, S.Evaluate])
 
 
 def expr_info(e: E.PrimExpr) -> tuple[bool, frozenset]:
@@ -154,10 +160,9 @@ def expr_info(e: E.PrimExpr) -> tuple[bool, frozenset]:
     used: set[E.Var] = set()
 
     def visit(node: Any) -> None:
-        t = type(node)
-        if t is E.Var:
+        if isinstance(node, E.Var):
             used.add(node)
-        elif t is E.BufferLoad or (t is E.Call and node.op in EXTERN_CALLS):
+        elif isinstance(node, E.BufferLoad) or (isinstance(node, E.Call) and node.op in EXTERN_CALLS):
             impure.append(node)
 
     walk(e, visit)
@@ -167,48 +172,47 @@ def expr_info(e: E.PrimExpr) -> tuple[bool, frozenset]:
 def walk(node: Any, fn: Callable[[Any], None]) -> None:
     """Pre-order over statements and expressions, including `Allocate`."""
     fn(node)
-    t = type(node)
-    if isinstance(node, S.Stmt) and t not in _KNOWN_STMTS:  # lowering-only statements (Allocate)
+    if isinstance(node, Allocate):
         walk(node.body, fn)
         return
     if isinstance(node, S.Stmt):
-        if t is S.SeqStmt:
+        if isinstance(node, S.SeqStmt):
             for x in node.seq:
                 walk(x, fn)
-        elif t is S.For:
+        elif isinstance(node, S.For):
             walk(node.min, fn)
             walk(node.extent, fn)
             walk(node.body, fn)
-        elif t is S.IfThenElse:
+        elif isinstance(node, S.IfThenElse):
             walk(node.condition, fn)
             walk(node.then_case, fn)
             if node.else_case is not None:
                 walk(node.else_case, fn)
-        elif t is S.LetStmt:
+        elif isinstance(node, S.LetStmt):
             walk(node.value, fn)
             walk(node.body, fn)
-        elif t is S.BufferStore:
+        elif isinstance(node, S.BufferStore):
             walk(node.value, fn)
             for i in node.indices:
                 walk(i, fn)
-        elif t is S.Evaluate:
+        elif isinstance(node, S.Evaluate):
             walk(node.value, fn)
         return
     if isinstance(node, E.BinaryOp):
         walk(node.a, fn)
         walk(node.b, fn)
-    elif t is E.Not:
+    elif isinstance(node, E.Not):
         walk(node.a, fn)
-    elif t is E.Select:
+    elif isinstance(node, E.Select):
         walk(node.condition, fn)
         walk(node.true_value, fn)
         walk(node.false_value, fn)
-    elif t is E.Cast:
+    elif isinstance(node, E.Cast):
         walk(node.value, fn)
-    elif t is E.Call:
+    elif isinstance(node, E.Call):
         for a in node.args:
             walk(a, fn)
-    elif t is E.BufferLoad:
+    elif isinstance(node, E.BufferLoad):
         for i in node.indices:
             walk(i, fn)
 
@@ -230,17 +234,16 @@ def has_load(exprs: Any) -> bool:
 def count_stmts(s: S.Stmt) -> int:
     """Statements executed by one run of `s` when its unrolled loops are replicated (an
     estimate of code size for the explicit-unroll limit)."""
-    t = type(s)
-    if t is S.SeqStmt:
+    if isinstance(s, S.SeqStmt):
         return sum(count_stmts(x) for x in s.seq)
-    if t is S.For:
+    if isinstance(s, S.For):
         inner = count_stmts(s.body)
-        if s.kind == S.ForKind.UNROLLED and type(s.extent) is E.IntImm:
+        if s.kind == S.ForKind.UNROLLED and isinstance(s.extent, E.IntImm):
             return inner * max(1, s.extent.value)
         return inner + 1
-    if t is S.IfThenElse:
+    if isinstance(s, S.IfThenElse):
         return count_stmts(s.then_case) + (count_stmts(s.else_case) if s.else_case is not None else 0) + 1
-    if t is S.LetStmt or (isinstance(s, S.Stmt) and t not in _KNOWN_STMTS):
+    if isinstance(s, (S.LetStmt, Allocate)):
         return count_stmts(s.body) + 1
     return 1
 
@@ -256,9 +259,8 @@ def promote_to_i64(e: E.PrimExpr) -> E.PrimExpr:
     overflow int32 (index arithmetic of a valid access never does)."""
     if e.dtype != "int32":
         return e
-    t = type(e)
-    if t is E.IntImm:
+    if isinstance(e, E.IntImm):
         return E.IntImm("int64", e.value)
-    if t in _PROMOTABLE:
-        return t(promote_to_i64(e.a), promote_to_i64(e.b), "int64")
+    if isinstance(e, _PROMOTABLE) and type(e) in _PROMOTABLE:
+        return type(e)(promote_to_i64(e.a), promote_to_i64(e.b), "int64")
     return E.Cast("int64", e)

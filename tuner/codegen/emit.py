@@ -253,24 +253,24 @@ class _Emitter(ExprEmitter):
 
     def stmt(self, fn: FnState, s: S.Stmt) -> None:
         t = type(s)
-        if t is S.SeqStmt:
+        if isinstance(s, S.SeqStmt):
             for x in s.seq:
                 self.stmt(fn, x)
-        elif t is S.BufferStore:
+        elif isinstance(s, S.BufferStore):
             self.store(fn, s)
-        elif t is S.For:
+        elif isinstance(s, S.For):
             self.loop(fn, s)
-        elif t is S.IfThenElse:
+        elif isinstance(s, S.IfThenElse):
             self.if_stmt(fn, s)
-        elif t is S.LetStmt:
+        elif isinstance(s, S.LetStmt):
             fn.bind(s.var, self.expr(fn, s.value))
             try:
                 self.stmt(fn, s.body)
             finally:
                 fn.unbind(s.var)
-        elif t is Allocate:
+        elif isinstance(s, Allocate):
             self.allocate(fn, s)
-        elif t is S.Evaluate:
+        elif isinstance(s, S.Evaluate):
             if s is not NOOP and not isinstance(s.value, (E.IntImm, E.FloatImm)):
                 self.expr(fn, s.value)
         else:

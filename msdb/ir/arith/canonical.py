@@ -62,10 +62,12 @@ class _Split:
         self.scale = scale
         self.dtype = dtype
 
-    def replace(self, *, lower: int | None = None, upper: int | None | bool = False, scale: int | None = None) -> _Split:
-        return _Split(self.index, self.key, self.lower if lower is None else lower,
-                      self.upper if upper is False else upper,  # type: ignore[arg-type]
+    def replace(self, *, lower: int | None = None, scale: int | None = None) -> _Split:
+        return _Split(self.index, self.key, self.lower if lower is None else lower, self.upper,
                       self.scale if scale is None else scale, self.dtype)
+
+    def with_upper(self, upper: int | None) -> _Split:
+        return _Split(self.index, self.key, self.lower, upper, self.scale, self.dtype)
 
     def scaled(self, c: int) -> _Split:
         return self.replace(scale=self.scale * c)
@@ -211,7 +213,7 @@ def _merge_digits(terms: list[_Split]) -> list[_Split]:
                 items[i] = lhs.replace(scale=0)
             elif (lhs.lower == rhs.upper and rhs.scale != 0 and lhs.scale % rhs.scale == 0
                     and lhs.lower == _exact_div(lhs.scale, rhs.scale) * rhs.lower):
-                items[j] = rhs.replace(upper=lhs.upper)
+                items[j] = rhs.with_upper(lhs.upper)
                 items[i] = lhs.replace(scale=0)
                 break
     return items
@@ -531,11 +533,11 @@ class _Simplifier:
                     if t.lower != 1:
                         return self.split_div(updated, t.lower).scaled(t.scale)
                     return updated.scaled(t.scale)
-                return t.replace(upper=new_upper)
+                return t.with_upper(new_upper)
             if new_upper % t.upper == 0:
                 return t  # (x % 2) % 4 is x % 2
         base = self.to_split(t.normalize())
-        return base.replace(upper=c)
+        return base.with_upper(c)
 
     # ---- min / max ----
     def visit_minmax(self, e: E.BinaryOp) -> Canon:

@@ -149,10 +149,9 @@ def expr_key(e: E.PrimExpr) -> Hashable:
     kind = node_kind(type(e))
     make = _KEY.get(kind)
     if make is None:
-        if issubclass(kind, E.BinaryOp):
-            make = _binary_key
-        else:
+        if not issubclass(kind, E.BinaryOp):
             return ("obj", e)
+        make = _KEY[E.BinaryOp]
     return make(e, kind)
 
 
