@@ -22,11 +22,8 @@ from msdb.ir.arith.interval import Bound, ExprBounds, numeric_range
 from msdb.ir.arith.keys import expr_equal, expr_key
 from msdb.ir.arith.limits import int_range, value_limit, wrap
 
-#: Older name of `expr_key`, kept for callers written before the package existed.
-structural_key = expr_key
-
 __all__ = [
     "Affine", "Analyzer", "Atom", "Bound", "ExprBounds", "RangeLike", "affine_form", "as_affine",
     "const_int_bound", "expr_equal", "expr_key", "fold_binary", "fold_cast", "int_range", "numeric_range",
-    "simplify", "split_linear", "stride_of", "structural_key", "value_limit", "wrap",
+    "simplify", "split_linear", "stride_of", "value_limit", "wrap",
 ]
