@@ -70,7 +70,7 @@ class _Split:
         return _Split(self.index, self.key, self.lower, upper, self.scale, self.dtype)
 
     def scaled(self, c: int) -> _Split:
-        return self.replace(scale=self.scale * c)
+        return self if c == 1 else _Split(self.index, self.key, self.lower, self.upper, self.scale * c, self.dtype)
 
     def same_digit(self, other: _Split) -> bool:
         return self.lower == other.lower and self.upper == other.upper
@@ -81,12 +81,13 @@ class _Split:
         if scale == 0:
             return E.IntImm(self.dtype, 0)
         res = self.index
+        dtype = self.dtype
         if self.upper is not None:
-            res = _op(E.FloorMod, res, E.IntImm(self.dtype, self.upper))
+            res = _op(E.FloorMod, res, E.IntImm(dtype, self.upper))
         if self.lower != 1:
-            res = _op(E.FloorDiv, res, E.IntImm(self.dtype, self.lower))
-        if scale != 1:
-            res = _op(E.Mul, res, E.IntImm(self.dtype, scale))
+            res = _op(E.FloorDiv, res, E.IntImm(dtype, self.lower))
+        if scale != 1:  # (and not 0): only a constant index folds
+            res = _op(E.Mul, res, E.IntImm(dtype, scale)) if isinstance(res, _IMMEDIATES) else E.Mul(res, E.IntImm(dtype, scale), dtype)
         return res
 
 
@@ -172,13 +173,17 @@ class _Sum:
         if not self.terms:
             return E.IntImm(self.dtype, self.base)
         terms = sorted(_merge_digits(self.terms), key=order)
+        if order is _canonical_key and len(terms) > 1:
+            terms = _settle(self.dtype, terms)
         dtype = self.dtype
         lowest = int_range(dtype)[0] if is_integer(dtype) else None
         at_min = self.base == lowest
         res: E.PrimExpr = E.IntImm(dtype, 0)
+        first = True
         for t in terms:
             if t.scale > 0:
-                res = _op(E.Add, res, t.normalize())
+                res = t.normalize() if first else _op(E.Add, res, t.normalize())  # 0 + t is t
+                first = False
         if self.base > 0 or at_min:
             res = _op(E.Add, res, E.IntImm(dtype, self.base))
         for t in terms:
@@ -187,6 +192,22 @@ class _Sum:
         if self.base < 0 and not at_min:
             res = _op(E.Sub, res, E.IntImm(dtype, -self.base))
         return res
+
+
+def _settle(dtype: str, terms: list[_Split]) -> list[_Split]:
+    """The terms as TVM's Analyzer.simplify leaves them: it canonicalizes, rewrites and
+    canonicalizes again, and the second pass regroups the terms of one index that the first
+    pass's sort left apart (`(h + k) + k // 8` is `k // 8 + k + h`, not `k // 8 + h + k`).
+    Re-adding the printed terms (positive ones first, as they print) and sorting again gives
+    that second pass's order."""
+    again = _Sum([], 0, dtype)
+    for t in terms:
+        if t.scale > 0:
+            again.add_term(t, 1)
+    for t in terms:
+        if t.scale < 0:
+            again.add_term(t, 1)
+    return sorted(_merge_digits(again.terms), key=_canonical_key)
 
 
 def _exact_div(a: int, c: int) -> int:
@@ -219,10 +240,16 @@ def _merge_digits(terms: list[_Split]) -> list[_Split]:
     return items
 
 
+_IMMEDIATES = (E.IntImm, E.FloatImm)
+
+
 def _op(cls: type, a: E.PrimExpr, b: E.PrimExpr) -> E.PrimExpr:
     """`cls(a, b)` built the way TVM's operators build it (constants and identities folded)."""
-    folded = fold_binary(cls, a, b)
-    return folded if folded is not None else cls(a, b, a.dtype)
+    if isinstance(a, _IMMEDIATES) or isinstance(b, _IMMEDIATES):  # folding needs a constant
+        folded = fold_binary(cls, a, b)
+        if folded is not None:
+            return folded
+    return cls(a, b, a.dtype)
 
 
 Canon = Union[E.PrimExpr, _Sum, _Split]
@@ -250,15 +277,13 @@ class _Simplifier:
         self.subst: dict[E.Var, E.PrimExpr] = subst if subst is not None else {}
         self.ev = ExprBounds(bounds, self.subst)
         self.order = ORDERS[order]
-        self.settle = order == "canonical"
 
     # ---- entry points ----
     def simplify(self, e: E.PrimExpr) -> E.PrimExpr:
+        t = type(e)
+        if t is E.IntImm or (t is E.Var and e not in self.subst):
+            return e
         result = self.normalize(self.mutate(e))
-        if self.settle and result is not e:
-            # TVM's Analyzer.simplify canonicalizes, rewrites and canonicalizes again; the
-            # second pass regroups terms of one index that the first pass left apart
-            result = self.normalize(self.mutate(result))
         if result is not e and expr_equal(result, e):
             return e
         return result
@@ -272,15 +297,14 @@ class _Simplifier:
 
     def mutate(self, e: E.PrimExpr) -> Canon:
         """`e` simplified, as a canonical sum or split term where it is one."""
-        if isinstance(e, (E.IntImm, E.FloatImm, E.StringImm)):
-            return e
-        if isinstance(e, E.Var):
-            value = self.subst.get(e) if self.subst else None
-            return e if value is None else self.mutate(value)
         handler = _HANDLERS.get(type(e))
         if handler is None:
             handler = _handler_for(type(e))
         return handler(self, e)
+
+    def visit_var(self, e: E.Var) -> Canon:
+        value = self.subst.get(e) if self.subst else None
+        return e if value is None else self.mutate(value)
 
     # ---- conversions ----
     def to_split(self, c: Canon) -> _Split:
@@ -328,10 +352,10 @@ class _Simplifier:
 
     # ---- + - * ----
     def visit_add(self, e: E.BinaryOp) -> Canon:
-        return self._add_sub(e, 1)
+        return self._add_sub(e, 1) if is_integer(e.dtype) else self.visit_folding(e)
 
     def visit_sub(self, e: E.BinaryOp) -> Canon:
-        return self._add_sub(e, -1)
+        return self._add_sub(e, -1) if is_integer(e.dtype) else self.visit_folding(e)
 
     def _add_sub(self, e: E.BinaryOp, sign: int) -> Canon:
         a, b = self.mutate(e.a), self.mutate(e.b)
@@ -341,7 +365,7 @@ class _Simplifier:
             return a
         if sign == 1 and isinstance(a, E.IntImm) and a.value == 0:
             return b
-        result = self.to_sum(a).copy()
+        result = a.copy() if isinstance(a, _Sum) else self.to_sum(a)
         if isinstance(b, E.IntImm):
             result.base += sign * b.value
         elif isinstance(b, _Sum):
@@ -351,6 +375,8 @@ class _Simplifier:
         return result
 
     def visit_mul(self, e: E.BinaryOp) -> Canon:
+        if not is_integer(e.dtype):
+            return self.visit_folding(e)
         a, b = self.mutate(e.a), self.mutate(e.b)
         if isinstance(a, E.IntImm) and not isinstance(b, E.IntImm):
             a, b = b, a
@@ -362,28 +388,15 @@ class _Simplifier:
             if isinstance(a, _Sum):
                 return a.scaled(b.value)
             return self.to_split(a).scaled(b.value)
-        product = self._product(self.normalize(a), self.normalize(b))
+        product, const = _product(self.normalize(a), self.normalize(b))
+        if const != 1:
+            # the constant factor is the term's scale (as TVM's second canonical pass sees it)
+            if const == 0 or isinstance(product, E.IntImm):
+                return _op(E.Mul, product, E.IntImm(e.dtype, const))
+            return _Split(product, expr_key(product), 1, None, const, e.dtype)
         if isinstance(product, E.Mul) and product.a is e.a and product.b is e.b:
             return e
         return product
-
-    @staticmethod
-    def _product(x: E.PrimExpr, y: E.PrimExpr) -> E.PrimExpr:
-        """x * y with the constant factors of both collected into one, last (`x * 2 * y` is
-        `x * y * 2`)."""
-        factors: list[E.PrimExpr] = []
-        _unpack_product(x, factors)
-        _unpack_product(y, factors)
-        const = 1
-        res: E.PrimExpr = E.IntImm(x.dtype, 1)
-        for f in factors:
-            if isinstance(f, E.IntImm):
-                const *= f.value
-            else:
-                res = _op(E.Mul, res, f)
-        if const != 1:
-            res = _op(E.Mul, res, E.IntImm(x.dtype, const))
-        return res
 
     # ---- floor division and modulo ----
     def _positive_divisor(self, b: Canon) -> int | None:
@@ -395,6 +408,8 @@ class _Simplifier:
         return lo >= 0 and hi < c
 
     def visit_floordiv(self, e: E.BinaryOp) -> Canon:
+        if not is_integer(e.dtype):
+            return self.visit_folding(e)
         a, b = self.mutate(e.a), self.mutate(e.b)
         if isinstance(a, E.IntImm) and isinstance(b, E.IntImm):
             return _op(E.FloorDiv, a, b)
@@ -422,6 +437,8 @@ class _Simplifier:
         return self._rebuild(e, a, b)
 
     def visit_floormod(self, e: E.BinaryOp) -> Canon:
+        if not is_integer(e.dtype):
+            return self.visit_folding(e)
         a, b = self.mutate(e.a), self.mutate(e.b)
         if isinstance(a, E.IntImm) and isinstance(b, E.IntImm):
             return _op(E.FloorMod, a, b)
@@ -437,19 +454,17 @@ class _Simplifier:
                 digit = self._mod_by_term(extra, c)
                 if digit is not None:
                     return digit
-                if _reduces_coefficients(e.a):
-                    extra = _Sum([t.replace(scale=t.scale % c) if t.scale > 0 else t for t in extra.terms],
-                                 extra.base, extra.dtype)
                 extra.base %= c
+                live = _live_terms(extra)
+                if extra.base == 0 and len(live) == 1 and live[0].scale > 1:
+                    extra = _Sum([_scale_mod(live[0], c)], 0, extra.dtype)
                 if self._proved_in(self.normalize(extra), c):
                     return extra  # congruent to the dividend and already in [0, c)
                 return self.split_mod(self.to_split(extra), c)
             if self._proved_in(self.normalize(a), c):
                 return a
             t = self.to_split(a)
-            if t.scale > 0 and _reduces_coefficients(e.a):
-                t = t.replace(scale=t.scale % c)
-            return self.split_mod(t, c)
+            return self.split_mod(_scale_mod(t, c) if isinstance(a, _Split) else t, c)
         return self._rebuild(e, a, b)
 
     def _divide_by_term(self, s: _Sum, c: int) -> _Sum | None:
@@ -638,25 +653,26 @@ class _Simplifier:
 
     def _both_sides(self, cls: type, sa: _Sum, sb: _Sum, a: Canon, b: Canon) -> E.PrimExpr:
         """`a < b` or `a <= b` with variables on both sides, as TVM's rewrite rules leave it: a
-        lone subtracted term moves to the other side (`12 - x <= y` is `12 <= y + x`), a
-        subtracted constant too (`x - 3 < y` is `x < y + 3`), and a unit difference between
-        the sides turns `<` into `<=` or back (`x < y + 1` is `x <= y`, `x + 1 <= y` is
-        `x < y`)."""
+        lone subtracted term moves to the other side (`12 - x <= y` is `12 <= y + x`), the
+        constants end up on one side, added (`x - 3 < y` is `x < y + 3`, `x < y - 3` is
+        `x + 3 < y`), and a unit difference turns `<` into `<=` or back (`x < y + 1` is
+        `x <= y`; `x + 1 <= y` and `x <= y - 1` are `x < y`)."""
         dtype = sa.dtype
         left, right = _live_terms(sa), _live_terms(sb)
         if len(left) == 1 and left[0].scale < 0:
-            return self.compare_ints(cls, _Sum([], sa.base, dtype), _Sum(right + [left[0].scaled(-1)], sb.base, dtype))
+            moved = _with_base(sb, sb.base)
+            moved.add_term(left[0], -1)
+            return self.compare_ints(cls, _Sum([], sa.base, dtype), moved)
         if len(right) == 1 and right[0].scale < 0:
-            return self.compare_ints(cls, _Sum(left + [right[0].scaled(-1)], sa.base, dtype), _Sum([], sb.base, dtype))
+            moved = _with_base(sa, sa.base)
+            moved.add_term(right[0], -1)
+            return self.compare_ints(cls, moved, _Sum([], sb.base, dtype))
         p, q = sa.base, sb.base
-        if p < 0:
-            p, q = 0, q - p
-        elif cls is E.LE and q == -1:
+        if cls is E.LE and q == -1 and p >= 0:
             cls, q = E.LT, 0
-        elif q < 0:
-            p, q = p - q, 0
-        if cls is E.LT and p == q:
-            p = q = 0
+        else:  # one constant, on the side where it is added
+            net = q - p
+            p, q = (-net, 0) if net < 0 else (0, net)
         if cls is E.LT and p == 0 and q == 1:
             cls, q = E.LE, 0
         elif cls is E.LE and p == 1 and q == 0:
@@ -720,10 +736,10 @@ class _Simplifier:
             t = terms[0]
             if t.scale == 1 and t.lower > 1 and t.upper is None:
                 # x // l < b  ->  x < b * l;  b < x // l  ->  (b + 1) * l - 1 < x
-                inner = t.replace(lower=1).normalize()
+                inner = self.mutate(t.replace(lower=1).normalize())
                 if positive:
-                    return E.LT(inner, E.IntImm(dtype, bound * t.lower), "bool")
-                return E.LT(E.IntImm(dtype, (bound + 1) * t.lower - 1), inner, "bool")
+                    return self.compare_ints(E.LT, inner, E.IntImm(dtype, bound * t.lower))
+                return self.compare_ints(E.LT, E.IntImm(dtype, (bound + 1) * t.lower - 1), inner)
         expr, const_expr = self.normalize(var_sum), E.IntImm(dtype, bound)
         if positive or cls in (E.EQ, E.NE):
             return cls(expr, const_expr, "bool")
@@ -769,6 +785,22 @@ class _Simplifier:
         return e
 
 
+def _product(x: E.PrimExpr, y: E.PrimExpr) -> tuple[E.PrimExpr, int]:
+    """x * y as (product of the non-constant factors, product of the constant factors):
+    TVM's MulAndNormalize, which puts the constants last (`x * 2 * y` is `x * y * 2`)."""
+    factors: list[E.PrimExpr] = []
+    _unpack_product(x, factors)
+    _unpack_product(y, factors)
+    const = 1
+    res: E.PrimExpr = E.IntImm(x.dtype, 1)
+    for f in factors:
+        if isinstance(f, E.IntImm):
+            const *= f.value
+        else:
+            res = _op(E.Mul, res, f)
+    return res, const
+
+
 def _unpack_product(e: E.PrimExpr, out: list[E.PrimExpr]) -> None:
     if isinstance(e, E.Mul):
         _unpack_product(e.a, out)
@@ -777,16 +809,11 @@ def _unpack_product(e: E.PrimExpr, out: list[E.PrimExpr]) -> None:
         out.append(e)
 
 
-def _reduces_coefficients(e: E.PrimExpr) -> bool:
-    """Whether TVM's rewrite rules reduce the coefficients of `e % c` modulo `c`: they match
-    `x * c1`, `x * c1 + y` and `x + y * c1` (not `c - x`)."""
-    if _is_scaled(e):
-        return True
-    return isinstance(e, E.Add) and (_is_scaled(e.a) or _is_scaled(e.b))
-
-
-def _is_scaled(e: E.PrimExpr) -> bool:
-    return isinstance(e, E.Mul) and (isinstance(e.b, E.IntImm) or isinstance(e.a, E.IntImm))
+def _scale_mod(t: _Split, c: int) -> _Split:
+    """`t` with its scale reduced modulo `c`, for `t % c`. TVM rewrites `x * c1 % c` (a scaled
+    term, as canonical forms print one) to `x * (c1 % c) % c` between its canonical passes:
+    `x * 6 % 4` is `x % 2 * 2`; `(5 - h) % 8` keeps its `- h`."""
+    return t if t.scale in (0, 1) else t.replace(scale=t.scale % c)
 
 
 def _integer_like(dtype: str) -> bool:
@@ -841,21 +868,16 @@ def _decide(cls: type, diff: Bound) -> bool | None:
 _Handler = Callable[[_Simplifier, Any], Canon]
 
 
-def _index_or(canonical: _Handler, other: _Handler) -> _Handler:
-    """Canonical handling for integer index dtypes, `other` for floats and bools."""
-
-    def handle(sim: _Simplifier, e: E.BinaryOp) -> Canon:
-        return canonical(sim, e) if is_integer(e.dtype) else other(sim, e)
-
-    return handle
-
-
 _HANDLERS: dict[type, _Handler] = {
-    E.Add: _index_or(_Simplifier.visit_add, _Simplifier.visit_folding),
-    E.Sub: _index_or(_Simplifier.visit_sub, _Simplifier.visit_folding),
-    E.Mul: _index_or(_Simplifier.visit_mul, _Simplifier.visit_folding),
-    E.FloorDiv: _index_or(_Simplifier.visit_floordiv, _Simplifier.visit_folding),
-    E.FloorMod: _index_or(_Simplifier.visit_floormod, _Simplifier.visit_folding),
+    E.IntImm: _Simplifier.visit_opaque,
+    E.FloatImm: _Simplifier.visit_opaque,
+    E.StringImm: _Simplifier.visit_opaque,
+    E.Var: _Simplifier.visit_var,
+    E.Add: _Simplifier.visit_add,
+    E.Sub: _Simplifier.visit_sub,
+    E.Mul: _Simplifier.visit_mul,
+    E.FloorDiv: _Simplifier.visit_floordiv,
+    E.FloorMod: _Simplifier.visit_floormod,
     E.Div: _Simplifier.visit_folding,
     E.Mod: _Simplifier.visit_folding,
     E.Min: _Simplifier.visit_minmax,
@@ -900,6 +922,9 @@ def _range_bound(rng: RangeLike, ev: ExprBounds) -> Bound:
         return (0, rng - 1) if rng > 0 else (0, 0)
     if isinstance(rng, tuple):
         rng = E.Range(E.convert(rng[0]), E.convert(rng[1]))
+    mn, ext = rng.min, rng.extent
+    if isinstance(mn, E.IntImm) and isinstance(ext, E.IntImm):  # the common case: a constant loop
+        return (mn.value, mn.value + ext.value - 1) if ext.value > 0 else (mn.value, mn.value)
     lo_min, hi_min = ev.of(rng.min)
     lo_ext, hi_ext = ev.of(rng.extent)
     if lo_ext == hi_ext and lo_ext <= 0:

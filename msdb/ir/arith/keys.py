@@ -64,17 +64,18 @@ def expr_equal(a: E.PrimExpr, b: E.PrimExpr) -> bool:
     """True when `a` and `b` are the same expression tree over the same variables and buffers."""
     if a is b:
         return True
-    kind = node_kind(type(a))
-    if kind is not node_kind(type(b)) or a.dtype != b.dtype:
-        return False
-    try:
-        compare = _EQUAL[kind]
-    except KeyError:
-        if issubclass(kind, E.BinaryOp):
+    ta, tb = type(a), type(b)
+    compare = _EQUAL.get(ta) if ta is tb else None  # the common case: the same known node class
+    if compare is None:
+        kind = node_kind(ta)
+        if kind is not node_kind(tb):
+            return False
+        compare = _EQUAL.get(kind)
+        if compare is None:
+            if not issubclass(kind, E.BinaryOp):
+                raise TypeError(f"expr_equal cannot compare expression node {ta.__name__}")
             compare = _EQUAL[E.BinaryOp]
-        else:
-            raise TypeError(f"expr_equal cannot compare expression node {type(a).__name__}") from None
-    return compare(a, b)
+    return a.dtype == b.dtype and compare(a, b)
 
 
 def _all_equal(xs: tuple[E.PrimExpr, ...], ys: tuple[E.PrimExpr, ...]) -> bool:

@@ -9,6 +9,8 @@ need these numbers; keeping them here means a dtype can never have two different
 
 from __future__ import annotations
 
+import functools
+
 from msdb.ir.dtype import bits, is_float, is_int, is_uint
 
 __all__ = ["FLOAT_MAX", "int_range", "is_integer", "wrap", "fits", "value_limit", "cast_preserves_value"]
@@ -23,11 +25,13 @@ FLOAT_MAX: dict[str, float] = {
 }
 
 
+@functools.lru_cache(maxsize=None)
 def is_integer(dtype: str) -> bool:
     """Signed or unsigned integers (not bool): the dtypes index arithmetic is done in."""
     return is_int(dtype) or is_uint(dtype)
 
 
+@functools.lru_cache(maxsize=None)
 def int_range(dtype: str) -> tuple[int, int]:
     """Inclusive (lowest, highest) value of an integer or bool dtype; ValueError otherwise."""
     if dtype == "bool":
