@@ -130,3 +130,26 @@ def test_simplified_conditions_evaluate_like_the_original(expr, seed, bounded) -
        st.sampled_from(["canonical", "binding"]))
 def test_simplification_is_exact_on_many_expressions(expr, seed, bounded, order) -> None:
     _check(expr, seed, bounded, order)
+
+
+@st.composite
+def linear_sums(draw: st.DrawFn, depth: int = 0) -> E.PrimExpr:
+    """Sums and differences of constant multiples of variables: the shape of loop bindings."""
+    if depth >= 3 or draw(st.integers(0, 2)) == 0:
+        return draw(st.sampled_from(VARS)) if draw(st.booleans()) else c(draw(st.integers(-4, 4)))
+    a = draw(linear_sums(depth + 1))
+    kind = draw(st.sampled_from(["add", "sub", "mul", "rmul"]))
+    if kind in ("mul", "rmul"):
+        k = c(draw(st.integers(-3, 3)))
+        return E.Mul(a, k) if kind == "mul" else E.Mul(k, a)
+    return (E.Add if kind == "add" else E.Sub)(a, draw(linear_sums(depth + 1)))
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(linear_sums(), linear_sums(), st.booleans(), st.sampled_from(["canonical", "binding"]))
+def test_the_fast_path_for_linear_sums_gives_the_general_result(a, b, add, order) -> None:
+    from msdb.ir.arith.canonical import _Simplifier
+
+    expr = E.Add(a, b) if add else E.Sub(a, b)
+    general = _Simplifier({}, None, order)
+    assert show(simplify(expr, order=order)) == show(general.normalize(general.mutate(expr)))

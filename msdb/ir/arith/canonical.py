@@ -29,7 +29,7 @@ cast to a narrower integer wraps around (TVM raises), and `not a < b` on floats 
 from __future__ import annotations
 
 from math import gcd
-from typing import Any, Callable, Literal, Mapping, Union
+from typing import Any, Callable, Literal, Mapping, Union, final
 
 from msdb.ir import expr as E
 from msdb.ir.arith import interval as iv
@@ -49,6 +49,7 @@ Order = Literal["canonical", "binding"]
 # ---------------------------------------------------------------------------------------------
 
 
+@final
 class _Split:
     """`((index % upper) // lower) * scale`; `upper` None means no modulo. Immutable."""
 
@@ -106,6 +107,7 @@ def _binding_key(t: _Split) -> int:
 ORDERS: dict[str, Callable[[_Split], Any]] = {"canonical": _canonical_key, "binding": _binding_key}
 
 
+@final
 class _Sum:
     """`sum(terms) + base`; terms of one index are adjacent, larger `lower` first. Treated as
     immutable: the operations build new sums."""
@@ -219,6 +221,8 @@ def _merge_digits(terms: list[_Split]) -> list[_Split]:
     """Merge adjacent digits of one index: equal digits add up, and
     `(x % (c * s)) // c * s * k + (x % c') ...` style neighbours become one digit
     (`x // 8 * 8 + x % 8` is `x`). Relies on the segment order of `_Sum`."""
+    if all(terms[i].key is not terms[i + 1].key and terms[i].key != terms[i + 1].key for i in range(len(terms) - 1)):
+        return terms  # no index has two terms: nothing to merge
     items = list(terms)
     for i in range(len(items)):
         if items[i].scale == 0:
@@ -245,7 +249,7 @@ _IMMEDIATES = (E.IntImm, E.FloatImm)
 
 def _op(cls: type, a: E.PrimExpr, b: E.PrimExpr) -> E.PrimExpr:
     """`cls(a, b)` built the way TVM's operators build it (constants and identities folded)."""
-    if isinstance(a, _IMMEDIATES) or isinstance(b, _IMMEDIATES):  # folding needs a constant
+    if type(a) in _IMMEDIATES or type(b) in _IMMEDIATES:  # folding needs a constant
         folded = fold_binary(cls, a, b)
         if folded is not None:
             return folded
@@ -283,7 +287,8 @@ class _Simplifier:
         t = type(e)
         if t is E.IntImm or (t is E.Var and e not in self.subst):
             return e
-        result = self.normalize(self.mutate(e))
+        linear = _linear_sum(e, self.subst) if t is E.Add or t is E.Sub else None
+        result = self.normalize(linear if linear is not None else self.mutate(e))
         if result is not e and expr_equal(result, e):
             return e
         return result
@@ -308,18 +313,18 @@ class _Simplifier:
 
     # ---- conversions ----
     def to_split(self, c: Canon) -> _Split:
-        if isinstance(c, _Split):
+        if type(c) is _Split:
             return c
-        if isinstance(c, _Sum):
+        if type(c) is _Sum:
             if c.base == 0 and len(c.terms) == 1:
                 return c.terms[0]
             c = c.normalize(self.order)
-        return _Split(c, expr_key(c), 1, None, 1, c.dtype)
+        return _Split(c, c if type(c) is E.Var else expr_key(c), 1, None, 1, c.dtype)
 
     def to_sum(self, c: Canon) -> _Sum:
-        if isinstance(c, _Sum):
+        if type(c) is _Sum:
             return c
-        if isinstance(c, E.IntImm):
+        if type(c) is E.IntImm:
             return _Sum([], c.value, c.dtype)
         split = self.to_split(c)
         return _Sum([split], 0, split.dtype)
@@ -783,6 +788,54 @@ class _Simplifier:
 
     def visit_opaque(self, e: E.PrimExpr) -> Canon:
         return e
+
+
+def _linear_sum(e: E.PrimExpr, subst: Mapping[E.Var, E.PrimExpr]) -> _Sum | None:
+    """The canonical sum of a sum or difference `e` of constant multiples of variables (the
+    shape of most loop bindings), built directly: the same sum `_Simplifier.mutate` builds
+    (terms in first-seen order, each variable once), without its case analysis. None for
+    anything else, and wherever `mutate` takes a shortcut (an operand that is zero, a term
+    that cancels): a node other than +, -, * by a constant, a substituted variable, mixed
+    dtypes."""
+    coefs: dict[E.Var, int] = {}
+    dtype = e.dtype
+    found = _collect_linear(e, 1, coefs, subst, dtype)
+    if found is None:
+        return None
+    terms = [_Split(v, v, 1, None, k, dtype) for v, k in coefs.items()]
+    return _Sum(terms, found[0], dtype)
+
+
+def _collect_linear(e: E.PrimExpr, scale: int, coefs: dict[E.Var, int], subst: Mapping[E.Var, E.PrimExpr],
+                    dtype: str) -> tuple[int, bool] | None:
+    """Adds `scale * e` to `coefs`; returns (its constant part, whether it has variables), or
+    None when `e` is not linear."""
+    if e.dtype != dtype:
+        return None
+    if isinstance(e, E.Var):
+        if e in subst:
+            return None
+        coef = coefs.get(e, 0) + scale
+        if coef == 0:
+            return None  # a cancelled term: its place in the sum depends on how it cancelled
+        coefs[e] = coef
+        return 0, True
+    if isinstance(e, E.IntImm):
+        return scale * e.value, False
+    t = type(e)
+    if (t is E.Add or t is E.Sub) and isinstance(e, E.BinaryOp):
+        left = _collect_linear(e.a, scale, coefs, subst, dtype)
+        right = _collect_linear(e.b, scale if t is E.Add else -scale, coefs, subst, dtype) if left else None
+        if left is None or right is None or right == (0, False) or (t is E.Add and left == (0, False)):
+            return None  # (`x + 0` is `x` as it was: a scaled term stays one)
+        return left[0] + right[0], left[1] or right[1]
+    if t is E.Mul and isinstance(e, E.BinaryOp):
+        a, b = e.a, e.b
+        if isinstance(a, E.IntImm):
+            a, b = b, a
+        if isinstance(b, E.IntImm) and b.value != 0:  # (`x * 0` is 0: no term for x at all)
+            return _collect_linear(a, scale * b.value, coefs, subst, dtype)
+    return None
 
 
 def _product(x: E.PrimExpr, y: E.PrimExpr) -> tuple[E.PrimExpr, int]:
