@@ -9,8 +9,7 @@ from typing import Any
 
 import llvmlite.ir as ir
 
-from msdb.ir import expr as E
-from msdb.ir.arith.fold import fold_cast as arith_fold_cast
+from msdb.ir.arith.fold import cast_constant
 from msdb.ir.arith.limits import value_limit
 from msdb.ir.dtype import bits as _bits
 from msdb.ir.dtype import is_float, is_int, is_uint
@@ -101,10 +100,10 @@ def common_dtype(a: str, b: str) -> str:
 
 def fold_cast(value: int | float, src: str, dst: str, dst_t: ir.Type) -> ir.Value:
     """A constant cast from `src` to `dst`, folded with TVM's semantics (`msdb.ir.arith.fold`)."""
-    folded = arith_fold_cast(dst, E.make_const(value, src))
-    if not isinstance(folded, (E.IntImm, E.FloatImm)):
+    folded = cast_constant(value, dst)
+    if folded is None:
         raise CodegenError(f"cannot cast {value} to {dst}")
-    return ir.Constant(I1 if dst == "bool" else dst_t, folded.value)
+    return ir.Constant(I1 if dst == "bool" else dst_t, folded)
 
 
 def limit_const(dtype: str, is_max: bool) -> ir.Value:

@@ -18,7 +18,9 @@ from msdb.ir import expr as E
 from msdb.ir.arith.limits import is_integer, wrap
 from msdb.ir.dtype import is_float
 
-__all__ = ["truncdiv", "truncmod", "eval_binary", "fold_binary", "fold_cast", "compare_values", "FOLDING_ARITH"]
+__all__ = [
+    "truncdiv", "truncmod", "eval_binary", "fold_binary", "cast_constant", "fold_cast", "compare_values", "FOLDING_ARITH",
+]
 
 Number = int | float
 
@@ -163,24 +165,35 @@ _IDENTITIES: dict[type, Callable[[E.PrimExpr, E.PrimExpr, Number | None, Number 
 }
 
 
+def cast_constant(value: Number, dtype: str) -> Number | None:
+    """A constant converted to `dtype` the way TVM folds a cast: to a float as is, to bool by
+    truth, to an integer wrapped to its width (floats truncated toward zero first); None for a
+    NaN or infinity cast to an integer, or a dtype that is neither."""
+    if is_float(dtype):
+        return float(value)
+    if dtype == "bool":
+        return int(value != 0)
+    if is_integer(dtype):
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                return None
+            value = int(value)
+        return wrap(int(value), dtype)
+    return None
+
+
 def fold_cast(dtype: str, value: E.PrimExpr) -> E.PrimExpr | None:
     """`value` cast to `dtype` when that folds: the value itself when the dtype already
-    matches, a constant for a constant (integers wrap, floats truncate toward zero); None when
-    a `Cast` node is needed (a non-constant, or a NaN or infinity cast to an integer)."""
+    matches, a constant for a constant (`cast_constant`); None when a `Cast` node is needed."""
     if value.dtype == dtype:
         return value
     c = _const(value)
     if c is None:
         return None
-    if is_float(dtype):
-        return E.FloatImm(dtype, float(c))
-    if dtype == "bool":
-        return E.IntImm("bool", int(c != 0))
-    if is_integer(dtype):
-        if isinstance(c, float) and not math.isfinite(c):
-            return None
-        return E.IntImm(dtype, wrap(int(c), dtype))
-    return None
+    folded = cast_constant(c, dtype)
+    if folded is None:
+        return None
+    return E.FloatImm(dtype, float(folded)) if is_float(dtype) else E.IntImm(dtype, int(folded))
 
 
 def compare_values(cls: type, x: Number, y: Number) -> bool:
