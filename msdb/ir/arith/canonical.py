@@ -412,65 +412,63 @@ class _Simplifier:
         lo, hi = self.bound(e)
         return lo >= 0 and hi < c
 
-    def visit_floordiv(self, e: E.BinaryOp) -> Canon:
+    def visit_divmod(self, e: E.BinaryOp) -> Canon:
+        """`FloorDiv` and `FloorMod`: by a positive constant in canonical form, else folded."""
         if not is_integer(e.dtype):
             return self.visit_folding(e)
         a, b = self.mutate(e.a), self.mutate(e.b)
         if isinstance(a, E.IntImm) and isinstance(b, E.IntImm):
-            return _op(E.FloorDiv, a, b)
+            return _op(type(e), a, b)
         c = self._positive_divisor(b)
-        if c is not None:
-            if c == 1:
-                return a
-            if isinstance(a, _Sum):
-                lhs, extra = a.separate(c)
-                if extra.is_zero():
-                    return lhs.divided(c)
-                lhs = lhs.divided(c)
-                temp = self.normalize(extra)
-                if isinstance(temp, E.IntImm):
-                    lhs.base += temp.value // c
-                elif not self._proved_in(temp, c):
-                    smaller = self._divide_by_term(extra, c)
-                    if smaller is not None:
-                        return lhs.plus(smaller, 1)
-                    lhs.add_term(self.split_div(self.to_split(temp), c), 1)
-                return lhs
-            if self._proved_in(self.normalize(a), c):
-                return E.IntImm(e.dtype, 0)
-            return self.split_div(self.to_split(a), c)
-        return self._rebuild(e, a, b)
+        if c is None:
+            return self._rebuild(e, a, b)
+        return self.floordiv_by(a, c, e.dtype) if isinstance(e, E.FloorDiv) else self.floormod_by(a, c, e.dtype)
 
-    def visit_floormod(self, e: E.BinaryOp) -> Canon:
-        if not is_integer(e.dtype):
-            return self.visit_folding(e)
-        a, b = self.mutate(e.a), self.mutate(e.b)
-        if isinstance(a, E.IntImm) and isinstance(b, E.IntImm):
-            return _op(E.FloorMod, a, b)
-        c = self._positive_divisor(b)
-        if c is not None:
-            if isinstance(a, _Sum):
-                _, extra = a.separate(c)
-                temp = self.normalize(extra)
-                if isinstance(temp, E.IntImm):
-                    return E.IntImm(e.dtype, temp.value % c)
-                if self._proved_in(temp, c):
-                    return temp
-                digit = self._mod_by_term(extra, c)
-                if digit is not None:
-                    return digit
-                extra.base %= c
-                live = _live_terms(extra)
-                if extra.base == 0 and len(live) == 1 and live[0].scale > 1:
-                    extra = _Sum([_scale_mod(live[0], c)], 0, extra.dtype)
-                if self._proved_in(self.normalize(extra), c):
-                    return extra  # congruent to the dividend and already in [0, c)
-                return self.split_mod(self.to_split(extra), c)
-            if self._proved_in(self.normalize(a), c):
-                return a
-            t = self.to_split(a)
-            return self.split_mod(_scale_mod(t, c) if isinstance(a, _Split) else t, c)
-        return self._rebuild(e, a, b)
+    def floordiv_by(self, a: Canon, c: int, dtype: str) -> Canon:
+        """a // c for a positive constant c."""
+        if c == 1:
+            return a
+        if isinstance(a, _Sum):
+            lhs, extra = a.separate(c)
+            if extra.is_zero():
+                return lhs.divided(c)
+            lhs = lhs.divided(c)
+            temp = self.normalize(extra)
+            if isinstance(temp, E.IntImm):
+                lhs.base += temp.value // c
+            elif not self._proved_in(temp, c):
+                smaller = self._divide_by_term(extra, c)
+                if smaller is not None:
+                    return lhs.plus(smaller, 1)
+                lhs.add_term(self.split_div(self.to_split(temp), c), 1)
+            return lhs
+        if self._proved_in(self.normalize(a), c):
+            return E.IntImm(dtype, 0)
+        return self.split_div(self.to_split(a), c)
+
+    def floormod_by(self, a: Canon, c: int, dtype: str) -> Canon:
+        """a % c for a positive constant c."""
+        if isinstance(a, _Sum):
+            _, extra = a.separate(c)
+            temp = self.normalize(extra)
+            if isinstance(temp, E.IntImm):
+                return E.IntImm(dtype, temp.value % c)
+            if self._proved_in(temp, c):
+                return temp
+            digit = self._mod_by_term(extra, c)
+            if digit is not None:
+                return digit
+            extra.base %= c
+            live = _live_terms(extra)
+            if extra.base == 0 and len(live) == 1 and live[0].scale > 1:
+                extra = _Sum([_scale_mod(live[0], c)], 0, extra.dtype)
+            if self._proved_in(self.normalize(extra), c):
+                return extra  # congruent to the dividend and already in [0, c)
+            return self.split_mod(self.to_split(extra), c)
+        if self._proved_in(self.normalize(a), c):
+            return a
+        t = self.to_split(a)
+        return self.split_mod(_scale_mod(t, c) if isinstance(a, _Split) else t, c)
 
     def _divide_by_term(self, s: _Sum, c: int) -> _Sum | None:
         """`s // c` as `x // (c / c1) + y // c` for a term `x * c1` of `s` with `c1` dividing
@@ -485,7 +483,7 @@ class _Simplifier:
             rest.add_term(t, -1)
             _, hi = iv.floormod(self.bound_sum(rest), (c, c))
             if hi < c1:
-                out = self.to_sum(self._floordiv_canon(rest, c))
+                out = self.to_sum(self.floordiv_by(rest, c, rest.dtype))
                 out = out.copy()
                 out.add_term(self.split_div(t.replace(scale=1), c // c1), 1)
                 return out
@@ -507,11 +505,6 @@ class _Simplifier:
                 out.add_term(self.split_mod(t.replace(scale=1), c // c1).scaled(c1), 1)
                 return out.plus(rest, 1)
         return None
-
-    def _floordiv_canon(self, s: _Sum, c: int) -> Canon:
-        """`s // c` for a canonical sum (the sum path of `visit_floordiv`)."""
-        index = self.normalize(s)
-        return self.visit_floordiv(E.FloorDiv(index, E.IntImm(s.dtype, c), s.dtype))
 
     def _rebuild(self, e: E.BinaryOp, a: Canon, b: Canon) -> E.PrimExpr:
         na, nb = self.normalize(a), self.normalize(b)
@@ -608,16 +601,9 @@ class _Simplifier:
             return _bool(a.value == 0)
         if isinstance(a, E.Not):
             return a.a
-        if isinstance(a, E.CmpOp) and _integer_like(a.a.dtype) and _integer_like(a.b.dtype):
+        if isinstance(a, (E.LT, E.LE, E.EQ, E.NE)) and _integer_like(a.a.dtype) and _integer_like(a.b.dtype):
             # (for floats `not a < b` is not `b <= a`: NaN compares false both ways)
-            if isinstance(a, E.LT):
-                return E.LE(a.b, a.a, "bool")
-            if isinstance(a, E.LE):
-                return E.LT(a.b, a.a, "bool")
-            if isinstance(a, E.EQ):
-                return E.NE(a.a, a.b, "bool")
-            if isinstance(a, E.NE):
-                return E.EQ(a.a, a.b, "bool")
+            return _negate(a)
         return e if a is e.a else E.Not(a)
 
     def visit_compare(self, e: E.BinaryOp) -> Canon:
@@ -929,8 +915,8 @@ _HANDLERS: dict[type, _Handler] = {
     E.Add: _Simplifier.visit_add,
     E.Sub: _Simplifier.visit_sub,
     E.Mul: _Simplifier.visit_mul,
-    E.FloorDiv: _Simplifier.visit_floordiv,
-    E.FloorMod: _Simplifier.visit_floormod,
+    E.FloorDiv: _Simplifier.visit_divmod,
+    E.FloorMod: _Simplifier.visit_divmod,
     E.Div: _Simplifier.visit_folding,
     E.Mod: _Simplifier.visit_folding,
     E.Min: _Simplifier.visit_minmax,

@@ -12,7 +12,8 @@ them too).
 from __future__ import annotations
 
 import math
-from typing import Callable
+import operator
+from typing import Any, Callable
 
 from msdb.ir import expr as E
 from msdb.ir.arith.limits import is_integer, wrap
@@ -39,58 +40,30 @@ def truncmod(x: int, y: int) -> int:
     return x - truncdiv(x, y) * y
 
 
-def _int_op(cls: type, x: int, y: int) -> int | None:
-    if cls is E.Add:
-        return x + y
-    if cls is E.Sub:
-        return x - y
-    if cls is E.Mul:
-        return x * y
-    if cls is E.Min:
-        return min(x, y)
-    if cls is E.Max:
-        return max(x, y)
-    if y == 0:
-        return None
-    if cls is E.Div:
-        return truncdiv(x, y)
-    if cls is E.Mod:
-        return truncmod(x, y)
-    if cls is E.FloorDiv:
-        return x // y
-    if cls is E.FloorMod:
-        return x % y
-    return None
-
-
-def _float_op(cls: type, x: float, y: float) -> float | None:
-    if cls is E.Add:
-        return x + y
-    if cls is E.Sub:
-        return x - y
-    if cls is E.Mul:
-        return x * y
-    if cls is E.Min:
-        return min(x, y)
-    if cls is E.Max:
-        return max(x, y)
-    if y == 0:
-        return None
-    if cls is E.Div:
-        return x / y
-    if cls is E.FloorDiv:
-        return float(math.floor(x / y))
-    return None  # float Mod / FloorMod: TVM keeps the node
+#: Operations every dtype folds, and the divisions, which fold only by a non-zero constant.
+_ALWAYS: dict[type, Callable[[Any, Any], Any]] = {
+    E.Add: operator.add, E.Sub: operator.sub, E.Mul: operator.mul, E.Min: min, E.Max: max,
+}
+_INT_DIVISION: dict[type, Callable[[int, int], int]] = {
+    E.Div: truncdiv, E.Mod: truncmod, E.FloorDiv: operator.floordiv, E.FloorMod: operator.mod,
+}
+_FLOAT_DIVISION: dict[type, Callable[[float, float], float]] = {  # float Mod / FloorMod: TVM keeps the node
+    E.Div: operator.truediv, E.FloorDiv: lambda x, y: float(math.floor(x / y)),
+}
 
 
 def eval_binary(cls: type, x: Number, y: Number, dtype: str) -> Number | None:
     """The value of `x op y` in `dtype` (integers wrapped to the dtype), or None where TVM
-    leaves the node unfolded."""
+    leaves the node unfolded (a division by zero, a float modulo)."""
     if is_float(dtype):
-        return _float_op(cls, float(x), float(y))
-    value = _int_op(cls, int(x), int(y))
-    if value is None:
+        fx, fy = float(x), float(y)
+        fop = _ALWAYS.get(cls) or (_FLOAT_DIVISION.get(cls) if fy != 0 else None)
+        return None if fop is None else fop(fx, fy)
+    ix, iy = int(x), int(y)
+    iop = _ALWAYS.get(cls) or (_INT_DIVISION.get(cls) if iy != 0 else None)
+    if iop is None:
         return None
+    value: int = iop(ix, iy)
     return wrap(value, dtype) if is_integer(dtype) or dtype == "bool" else value
 
 
