@@ -29,7 +29,7 @@ cast to a narrower integer wraps around (TVM raises), and `not a < b` on floats 
 from __future__ import annotations
 
 from math import gcd
-from typing import Any, Callable, Literal, Mapping, Union, final
+from typing import Any, Callable, Iterator, Literal, Mapping, Union, final
 
 from msdb.ir import expr as E
 from msdb.ir.arith import interval as iv
@@ -475,16 +475,10 @@ class _Simplifier:
         `c` and the rest `y` of `s` provably below `c1` modulo `c` (exact: with `x = a * x' + b`
         and `y = d * c + e`, `0 <= b * c1 + e < c`). TVM's rewrite rule, so
         `(i * 16 + k * 2 + 1) // 4` is `i * 4 + k // 2`."""
-        for t in s.terms:
-            c1 = t.scale
-            if c1 <= 0 or c % c1:
-                continue
-            rest = s.copy()
-            rest.add_term(t, -1)
+        for t, c1, rest in _dividing_terms(s, c):
             _, hi = iv.floormod(self.bound_sum(rest), (c, c))
             if hi < c1:
-                out = self.to_sum(self.floordiv_by(rest, c, rest.dtype))
-                out = out.copy()
+                out = self.to_sum(self.floordiv_by(rest, c, rest.dtype)).copy()
                 out.add_term(self.split_div(t.replace(scale=1), c // c1), 1)
                 return out
         return None
@@ -493,12 +487,7 @@ class _Simplifier:
         """`s % c` as `x % (c / c1) * c1 + y` for a term `x * c1` of `s` with `c1` dividing `c`
         and the rest `y` provably in [0, c1) (TVM's rewrite rule: `(h * 2 + 1) % 4` is
         `h % 2 * 2 + 1`)."""
-        for t in s.terms:
-            c1 = t.scale
-            if c1 <= 0 or c % c1:
-                continue
-            rest = s.copy()
-            rest.add_term(t, -1)
+        for t, c1, rest in _dividing_terms(s, c):
             lo, hi = self.bound_sum(rest)
             if lo >= 0 and hi < c1:
                 out = _Sum([], 0, s.dtype)
@@ -857,6 +846,15 @@ def _scale_mod(t: _Split, c: int) -> _Split:
 
 def _integer_like(dtype: str) -> bool:
     return is_integer(dtype) or dtype == "bool"
+
+
+def _dividing_terms(s: _Sum, c: int) -> Iterator[tuple[_Split, int, _Sum]]:
+    """(term, its scale, the rest of `s`) for each term of `s` whose positive scale divides `c`."""
+    for t in s.terms:
+        if t.scale > 0 and c % t.scale == 0:
+            rest = s.copy()
+            rest.add_term(t, -1)
+            yield t, t.scale, rest
 
 
 def _live_terms(s: _Sum) -> list[_Split]:
