@@ -35,7 +35,7 @@ from msdb.ir import expr as E
 from msdb.ir import stmt as S
 from msdb.ir.arith import simplify
 from msdb.ir.arith.limits import value_limit
-from msdb.ir.dtype import bits, is_float, is_int, is_uint
+from msdb.ir.dtype import bits, is_int, is_uint
 from msdb.ir.function import PrimFunc
 from msdb.ir.functor import IRMutator
 from msdb.ir.regions import infer_access_regions

@@ -11,7 +11,7 @@ calls stride 1 (docs/architecture.md, "Integer arithmetic").
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable
 
 from msdb.ir import expr as E
 from msdb.ir import stmt as S

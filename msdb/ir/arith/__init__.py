@@ -1,7 +1,8 @@
 """Integer arithmetic on IR expressions: the one implementation every part of msdb uses
 (docs/architecture.md, "Integer arithmetic").
 
-- `canonical`: canonical simplification in TVM's form (`simplify`, `Analyzer`, `const_int_bound`);
+- `canonical`: the canonical form (TVM's) and the simplifier that produces it;
+- `analyzer`: the entry points `simplify`, `const_int_bound` and `Analyzer` (ranges, proofs);
 - `interval`: integer intervals and the bounds of expressions (`ExprBounds`, `numeric_range`);
 - `affine`: affine forms of index expressions (`Affine`, `affine_form`, `as_affine`, `stride_of`,
   `split_linear`);
@@ -16,7 +17,7 @@
 from __future__ import annotations
 
 from msdb.ir.arith.affine import Affine, Atom, affine_form, as_affine, split_linear, stride_of
-from msdb.ir.arith.canonical import Analyzer, RangeLike, const_int_bound, simplify
+from msdb.ir.arith.analyzer import Analyzer, RangeLike, const_int_bound, simplify
 from msdb.ir.arith.fold import fold_binary, fold_cast
 from msdb.ir.arith.interval import Bound, ExprBounds, numeric_range
 from msdb.ir.arith.keys import expr_equal, expr_key
