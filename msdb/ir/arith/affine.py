@@ -12,7 +12,7 @@ atom when the expressions are structurally equal (`expr_equal`).
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from typing import Generic, Iterable, Mapping, TypeVar, overload
 
 from msdb.ir import expr as E
 from msdb.ir.arith.interval import Bound, numeric_range
@@ -52,6 +52,8 @@ class Atom:
 
 
 Term = E.Var | Atom
+#: The terms of an affine form: `Term` in general, `E.Var` in the forms `as_affine` returns.
+T = TypeVar("T", E.Var, Term)
 
 
 def term_expr(term: Term) -> E.PrimExpr:
@@ -59,57 +61,65 @@ def term_expr(term: Term) -> E.PrimExpr:
     return term.expr if isinstance(term, Atom) else term
 
 
-class Affine:
+class Affine(Generic[T]):
     """`sum(coef * term) + const` with integer coefficients; terms are variables or atoms and
     keep first-seen order; zero coefficients are dropped."""
 
     __slots__ = ("terms", "const")
 
-    def __init__(self, terms: Mapping[Term, int] | None = None, const: int = 0) -> None:
-        self.terms: dict[Term, int] = {v: c for v, c in (terms or {}).items() if c != 0}
+    @overload
+    def __init__(self: Affine[Term], terms: None = None, const: int = 0) -> None: ...
+
+    @overload
+    def __init__(self, terms: Mapping[T, int], const: int = 0) -> None: ...
+
+    def __init__(self, terms: Mapping[T, int] | None = None, const: int = 0) -> None:
+        self.terms: dict[T, int] = {v: c for v, c in (terms or {}).items() if c != 0}
         self.const = int(const)
 
     @staticmethod
-    def of(value: int | E.Var) -> Affine:
+    def of(value: int | E.Var) -> Affine[Term]:
         if isinstance(value, E.Var):
-            return Affine({value: 1})
+            return Affine[Term]({value: 1})
         return Affine(None, value)
 
     def is_const(self) -> bool:
         return not self.terms
 
-    def coef(self, term: Term) -> int:
+    def coef(self, term: T) -> int:
         """The coefficient of `term` (0 when absent)."""
         return self.terms.get(term, 0)
 
-    def __add__(self, other: Affine | int) -> Affine:
-        other = other if isinstance(other, Affine) else Affine(None, other)
+    def __add__(self, other: Affine[T] | int) -> Affine[T]:
+        if not isinstance(other, Affine):
+            return Affine(self.terms, self.const + other)
         terms = dict(self.terms)
         for var, coef in other.terms.items():
             terms[var] = terms.get(var, 0) + coef
         return Affine(terms, self.const + other.const)
 
-    def __sub__(self, other: Affine | int) -> Affine:
-        other = other if isinstance(other, Affine) else Affine(None, other)
+    def __sub__(self, other: Affine[T] | int) -> Affine[T]:
+        if not isinstance(other, Affine):
+            return Affine(self.terms, self.const - other)
         return self + other.scale(-1)
 
-    def scale(self, k: int) -> Affine:
+    def scale(self, k: int) -> Affine[T]:
         return Affine({v: c * k for v, c in self.terms.items()}, self.const * k)
 
-    def same_terms(self, other: Affine) -> bool:
+    def same_terms(self, other: Affine[T]) -> bool:
         return self.terms == other.terms
 
     def divisible_by(self, c: int) -> bool:
         return self.const % c == 0 and all(coef % c == 0 for coef in self.terms.values())
 
-    def exact_div(self, c: int) -> Affine:
+    def exact_div(self, c: int) -> Affine[T]:
         return Affine({v: k // c for v, k in self.terms.items()}, self.const // c)
 
-    def substitute_points(self, points: Mapping[E.Var, int]) -> Affine:
+    def substitute_points(self, points: Mapping[E.Var, int]) -> Affine[T]:
         """Replace variables known to take a single value by that value."""
         if not any(v in points for v in self.terms):
             return self
-        terms: dict[Term, int] = {}
+        terms: dict[T, int] = {}
         const = self.const
         for var, coef in self.terms.items():
             if isinstance(var, E.Var) and var in points:
@@ -151,7 +161,7 @@ class Affine:
             result = E.Sub(result, E.IntImm(result.dtype, -self.const))
         return result
 
-    def render(self, dtype: str, terms: Iterable[Term] | None = None, with_const: bool = True) -> E.PrimExpr:
+    def render(self, dtype: str, terms: Iterable[T] | None = None, with_const: bool = True) -> E.PrimExpr:
         """`sum(coef * term)` over the chosen terms (all by default) in their order, each term
         cast to `dtype`, plus the constant: the shape the code generator emits."""
         out: E.PrimExpr | None = None
@@ -185,11 +195,11 @@ def _transparent_cast(e: E.Cast, assume_no_overflow: bool) -> bool:
     return cast_preserves_value(src, dst)
 
 
-def _read(e: E.PrimExpr, strict: bool, assume_no_overflow: bool) -> Affine | None:
+def _read(e: E.PrimExpr, strict: bool, assume_no_overflow: bool) -> Affine[Term] | None:
     """The affine form of `e`; a non-affine part is an `Atom`, or makes the answer None when
     `strict`."""
     if isinstance(e, E.Var):
-        return Affine({e: 1})
+        return Affine[Term]({e: 1})
     if isinstance(e, E.IntImm):
         return Affine(None, e.value)
     if isinstance(e, (E.Add, E.Sub)):
@@ -208,10 +218,10 @@ def _read(e: E.PrimExpr, strict: bool, assume_no_overflow: bool) -> Affine | Non
                 return b.scale(a.const)
     elif isinstance(e, E.Cast) and _transparent_cast(e, assume_no_overflow):
         return _read(e.value, strict, assume_no_overflow)
-    return None if strict else Affine({Atom(e): 1})
+    return None if strict else Affine[Term]({Atom(e): 1})
 
 
-def affine_form(e: E.PrimExpr, *, assume_no_overflow: bool = False) -> Affine:
+def affine_form(e: E.PrimExpr, *, assume_no_overflow: bool = False) -> Affine[Term]:
     """The affine form of an integer expression over variables and atoms. Exact: the form's
     value equals `e`'s. Integer casts are looked through when they cannot change a value, or
     always with `assume_no_overflow` (TVM's region analysis treats casts of indices that way)."""
@@ -220,11 +230,14 @@ def affine_form(e: E.PrimExpr, *, assume_no_overflow: bool = False) -> Affine:
     return form
 
 
-def as_affine(e: E.PrimExpr) -> Affine | None:
+def as_affine(e: E.PrimExpr) -> Affine[E.Var] | None:
     """The affine form of `e` when it is affine in its variables alone (no atoms), else None;
     index casts are looked through (`assume_no_overflow`), as the schedule's region analysis
     needs."""
-    return _read(e, True, True)
+    form = _read(e, True, True)
+    if form is None:
+        return None
+    return Affine({v: c for v, c in form.terms.items() if isinstance(v, E.Var)}, form.const)
 
 
 def stride_of(e: E.PrimExpr, var: E.Var) -> int | None:
