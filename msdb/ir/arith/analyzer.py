@@ -69,13 +69,17 @@ def const_int_bound(expr: E.PrimExpr, ranges: Mapping[E.Var, RangeLike] | None =
     return Analyzer(ranges).const_int_bound(expr)
 
 
-#: The order an `Analyzer` prints sums in unless told otherwise.
+#: The order an `Analyzer` prints sums in unless told otherwise: "binding", because today its
+#: one user that prints results, the schedule's loop rewriting, simplifies block bindings
+#: (TVM's IterMapSimplify order). It becomes "canonical" (TVM's `Analyzer.simplify`) once the
+#: schedule asks for `order="binding"` itself.
 ANALYZER_ORDER: Order = "binding"
 
 
 class Analyzer:
     """Bound-aware simplification and proving over a set of variable ranges (TVM's
-    `arith.Analyzer`). `order` says how simplified sums print (see `simplify`)."""
+    `arith.Analyzer`). `order` says how simplified sums print (see `simplify`); the canonical
+    form is the same either way, only the order of equal-scale terms differs."""
 
     def __init__(self, ranges: Mapping[E.Var, RangeLike] | None = None, *, order: Order = ANALYZER_ORDER) -> None:
         self._bounds: dict[E.Var, Bound] = _bounds_from(ranges)
