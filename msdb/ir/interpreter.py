@@ -67,7 +67,7 @@ from msdb.ir.arith import interval as intervals
 from msdb.ir.arith.fold import truncdiv, truncmod
 from msdb.ir.arith.keys import expr_key
 from msdb.ir.arith.limits import int_range, value_limit
-from msdb.ir.dtype import bits, is_float, is_int, is_uint, to_numpy
+from msdb.ir.dtype import bits, is_float, is_integer_like, is_uint, to_numpy
 from msdb.ir.function import IRModule, PrimFunc
 from msdb.ir.functor import free_vars, post_order_visit
 
@@ -784,7 +784,7 @@ class _VectorCodegen:
             raise _NoVector
         codes, check, any_varying = [], False, False
         for index, (_, div) in zip(indices, bind.dims):
-            if index.dtype == "bool" or not _is_intlike(index.dtype):
+            if index.dtype == "bool" or not is_integer_like(index.dtype):
                 raise _NoVector
             code, iv, varying = self.vexpr(index, env, fn, block)
             codes.append(code)
@@ -853,7 +853,7 @@ class _VectorCodegen:
 
     def _v_arith(self, e: E.BinaryOp, env: Env, fn: _Fn, block: str, op: str, ivf: Callable) -> tuple[str, Interval | None, bool]:
         a, ai, b, bi, varying = self.v_operands(e, env, fn, block)
-        if _is_intlike(e.dtype):
+        if is_integer_like(e.dtype):
             return self.vwrap(f"({a} {op} {b})", ivf(ai, bi), e.dtype, varying, fn)
         return self.vfloat(f"({a} {op} {b})", e, (e.a.dtype, e.b.dtype), varying, fn)
 
@@ -872,7 +872,7 @@ class _VectorCodegen:
 
     def v_Div(self, e, env, fn, block):
         a, ai, b, bi, varying = self.v_operands(e, env, fn, block)
-        if _is_intlike(e.dtype):
+        if is_integer_like(e.dtype):
             self._v_nonzero(bi)
             iv = _iv_trunc_div(ai, bi)
             if ai and bi and ai[0] >= 0 and bi[0] > 0:
@@ -882,7 +882,7 @@ class _VectorCodegen:
 
     def v_Mod(self, e, env, fn, block):
         a, ai, b, bi, varying = self.v_operands(e, env, fn, block)
-        if _is_intlike(e.dtype):
+        if is_integer_like(e.dtype):
             self._v_nonzero(bi)
             iv = _iv_trunc_mod(ai, bi)
             if ai and bi and ai[0] >= 0 and bi[0] > 0:
@@ -892,14 +892,14 @@ class _VectorCodegen:
 
     def v_FloorDiv(self, e, env, fn, block):
         a, ai, b, bi, varying = self.v_operands(e, env, fn, block)
-        if _is_intlike(e.dtype):
+        if is_integer_like(e.dtype):
             self._v_nonzero(bi)
             return self.vwrap(f"({a} // {b})", _iv_floor_div(ai, bi), e.dtype, varying, fn)
         return self.vfloat(f"np.floor({a} / {b})", e, (e.a.dtype, e.b.dtype), varying, fn)
 
     def v_FloorMod(self, e, env, fn, block):
         a, ai, b, bi, varying = self.v_operands(e, env, fn, block)
-        if _is_intlike(e.dtype):
+        if is_integer_like(e.dtype):
             self._v_nonzero(bi)
             return self.vwrap(f"({a} % {b})", _iv_floor_mod(ai, bi), e.dtype, varying, fn)
         return self.vfloat(f"({a} - np.floor({a} / {b}) * {b})", e, (e.a.dtype, e.b.dtype), varying, fn)
@@ -907,7 +907,7 @@ class _VectorCodegen:
     def _v_minmax(self, e, env, fn, block, op: str, ivf: Callable):
         a, ai, b, bi, varying = self.v_operands(e, env, fn, block)
         code = f"np.where({a} {op} {b}, {a}, {b})" if varying else f"({a} if {a} {op} {b} else {b})"
-        if _is_intlike(e.dtype):
+        if is_integer_like(e.dtype):
             return self.vwrap(code, ivf(ai, bi), e.dtype, varying, fn)
         return self.vfloat(code, e, (e.a.dtype, e.b.dtype), varying, fn)
 
@@ -953,7 +953,7 @@ class _VectorCodegen:
             return code, iv, True
         if dst == "bool":
             return self.vemit(fn, f"(np.asarray({code}) != 0)"), (0, 1), True
-        if _is_intlike(dst):
+        if is_integer_like(dst):
             if src == "bool":
                 code = self.vemit(fn, f"np.asarray({code}).astype(np.int64)")
                 iv = (0, 1)
@@ -962,7 +962,7 @@ class _VectorCodegen:
                     raise _NoVector
                 conv = self.global_obj("vf2i", _make_vf2i(dst))
                 return self.vemit(fn, f"{conv}({code})"), _dtype_range(dst), True
-            elif not _is_intlike(src):
+            elif not is_integer_like(src):
                 raise _NoVector
             return self.vwrap(code, iv, dst, True, fn)
         if is_float(dst):
@@ -975,7 +975,7 @@ class _VectorCodegen:
         code = f"{bind.name}[{_index_tuple(idx)}]"
         if e.dtype == "bool":
             return self.vemit(fn, code if varying else f"bool({code})"), (0, 1), varying
-        if _is_intlike(e.dtype):
+        if is_integer_like(e.dtype):
             if is_uint(e.dtype) and bits(e.dtype) == 64:
                 raise _NoVector
             return self.vemit(fn, f"{code}.astype(np.int64)" if varying else f"int({code})"), _dtype_range(e.dtype), varying
@@ -1000,11 +1000,11 @@ class _VectorCodegen:
             if op in ("isnan", "isinf", "isfinite"):
                 return self.vemit(fn, f"np.{op}({a})"), (0, 1), True
             if op in ("fabs", "abs"):
-                if _is_intlike(e.dtype):
+                if is_integer_like(e.dtype):
                     return self.vwrap(f"np.abs({a})", _iv_abs(ai), e.dtype, True, fn)
                 return self.vfloat(f"np.abs({a})", e, (args[0].dtype,), True, fn)
             if op in _VECTOR_UNARY_OPS:
-                if op in _ROUNDING_OPS and _is_intlike(args[0].dtype):
+                if op in _ROUNDING_OPS and is_integer_like(args[0].dtype):
                     return self.vcast(a, ai, args[0].dtype, e.dtype, True, fn)
                 if not is_float(e.dtype):
                     raise _NoVector
@@ -1029,7 +1029,7 @@ class _VectorCodegen:
         if len(args) == 2 and op in _BITWISE_OPS:
             a, _, av = self.vexpr(args[0], env, fn, block)
             b, _, bv = self.vexpr(args[1], env, fn, block)
-            if not _is_intlike(e.dtype):
+            if not is_integer_like(e.dtype):
                 raise _NoVector
             return self.vwrap(f"({a} {_BITWISE_OPS[op]} {b})", None, e.dtype, av or bv, fn)
         raise _NoVector
@@ -1047,7 +1047,7 @@ class _VectorCodegen:
         """`then if cond else other` evaluating each arm only on the lanes that take it (None
         arms are the constants: And is `b if a else False`, Or is `True if a else b`)."""
         c, _, cv = self.vexpr(cond, env, fn, block)
-        dt = self.global_obj("dt", np.dtype(bool) if dtype == "bool" else np.dtype(np.int64) if _is_intlike(dtype) else to_numpy(dtype))
+        dt = self.global_obj("dt", np.dtype(bool) if dtype == "bool" else np.dtype(np.int64) if is_integer_like(dtype) else to_numpy(dtype))
         lanes = env[_LANES]
         out = self.tmp()
         iv: Interval | None
@@ -1090,8 +1090,8 @@ class _VectorCodegen:
                 fn.indent -= 1
                 parts.append((full, iv))
         fn.emit(f"{out} = np.where({c}, {parts[0][0]}, {parts[1][0]})")
-        iv = _union(parts[0][1], parts[1][1]) if _is_intlike(dtype) else None
-        if not _is_intlike(dtype) and dtype != "bool":
+        iv = _union(parts[0][1], parts[1][1]) if is_integer_like(dtype) else None
+        if not is_integer_like(dtype) and dtype != "bool":
             fn.emit(f"{out} = {out}.astype({dt}, copy=False)")
         return out, iv, True
 
@@ -1167,7 +1167,7 @@ class _Codegen(_VectorCodegen):
             if buf is None:
                 name = self.fresh(var.name)
                 kernel.params.append(name)
-                interval = _dtype_range(var.dtype) if _is_intlike(var.dtype) else None
+                interval = _dtype_range(var.dtype) if is_integer_like(var.dtype) else None
                 env[var] = _VarBind(name, interval)
                 continue
             name = self.fresh(buf.name)
@@ -1456,7 +1456,7 @@ class _Codegen(_VectorCodegen):
             )
         codes, checks = [], []
         for axis, (index, (dcode, div)) in enumerate(zip(indices, bind.dims)):
-            if not _is_intlike(index.dtype):
+            if not is_integer_like(index.dtype):
                 raise InterpreterError(
                     f"block {block!r} indexes buffer {bind.buffer.name!r} with a {index.dtype} expression"
                 )
@@ -1494,7 +1494,7 @@ class _Codegen(_VectorCodegen):
         return (str(e.value) if e.value >= 0 else f"({e.value})"), (e.value, e.value)
 
     def expr_FloatImm(self, e: E.FloatImm, env: Env, fn: _Fn, depth: int, block: str) -> tuple[str, Interval | None]:
-        if _is_intlike(e.dtype):
+        if is_integer_like(e.dtype):
             v = int(e.value)
             return str(v) if v >= 0 else f"({v})", (v, v)
         return self.const(e.dtype, e.value), None
@@ -1534,25 +1534,25 @@ class _Codegen(_VectorCodegen):
 
     def expr_Add(self, e: E.Add, env: Env, fn: _Fn, depth: int, block: str) -> tuple[str, Interval | None]:
         a, ai, b, bi = self.operands(e, env, fn, depth, block)
-        if _is_intlike(e.dtype):
+        if is_integer_like(e.dtype):
             return self.wrap(f"({a} + {b})", _iv_add(ai, bi), e.dtype)
         return self.arith_float(f"({a} + {b})", e), None
 
     def expr_Sub(self, e: E.Sub, env: Env, fn: _Fn, depth: int, block: str) -> tuple[str, Interval | None]:
         a, ai, b, bi = self.operands(e, env, fn, depth, block)
-        if _is_intlike(e.dtype):
+        if is_integer_like(e.dtype):
             return self.wrap(f"({a} - {b})", _iv_sub(ai, bi), e.dtype)
         return self.arith_float(f"({a} - {b})", e), None
 
     def expr_Mul(self, e: E.Mul, env: Env, fn: _Fn, depth: int, block: str) -> tuple[str, Interval | None]:
         a, ai, b, bi = self.operands(e, env, fn, depth, block)
-        if _is_intlike(e.dtype):
+        if is_integer_like(e.dtype):
             return self.wrap(f"({a} * {b})", _iv_mul(ai, bi), e.dtype)
         return self.arith_float(f"({a} * {b})", e), None
 
     def expr_Div(self, e: E.Div, env: Env, fn: _Fn, depth: int, block: str) -> tuple[str, Interval | None]:
         a, ai, b, bi = self.operands(e, env, fn, depth, block)
-        if _is_intlike(e.dtype):
+        if is_integer_like(e.dtype):
             iv = _iv_trunc_div(ai, bi)
             if ai and bi and ai[0] >= 0 and bi[0] > 0:
                 return self.wrap(f"({a} // {b})", iv, e.dtype)
@@ -1561,7 +1561,7 @@ class _Codegen(_VectorCodegen):
 
     def expr_Mod(self, e: E.Mod, env: Env, fn: _Fn, depth: int, block: str) -> tuple[str, Interval | None]:
         a, ai, b, bi = self.operands(e, env, fn, depth, block)
-        if _is_intlike(e.dtype):
+        if is_integer_like(e.dtype):
             iv = _iv_trunc_mod(ai, bi)
             if ai and bi and ai[0] >= 0 and bi[0] > 0:
                 return self.wrap(f"({a} % {b})", iv, e.dtype)
@@ -1570,13 +1570,13 @@ class _Codegen(_VectorCodegen):
 
     def expr_FloorDiv(self, e: E.FloorDiv, env: Env, fn: _Fn, depth: int, block: str) -> tuple[str, Interval | None]:
         a, ai, b, bi = self.operands(e, env, fn, depth, block)
-        if _is_intlike(e.dtype):
+        if is_integer_like(e.dtype):
             return self.wrap(f"({a} // {b})", _iv_floor_div(ai, bi), e.dtype)
         return self.arith_float(f"np.floor({a} / {b})", e), None
 
     def expr_FloorMod(self, e: E.FloorMod, env: Env, fn: _Fn, depth: int, block: str) -> tuple[str, Interval | None]:
         a, ai, b, bi = self.operands(e, env, fn, depth, block)
-        if _is_intlike(e.dtype):
+        if is_integer_like(e.dtype):
             return self.wrap(f"({a} % {b})", _iv_floor_mod(ai, bi), e.dtype)
         t1, t2 = self.tmp(), self.tmp()
         return self.arith_float(f"(({t1} := {a}) - np.floor({t1} / ({t2} := {b})) * {t2})", e), None
@@ -1585,7 +1585,7 @@ class _Codegen(_VectorCodegen):
         a, ai, b, bi = self.operands(e, env, fn, depth, block)
         ta, tb = self.tmp(), self.tmp()
         code = f"({ta} if ({ta} := {a}) < ({tb} := {b}) else {tb})"
-        if _is_intlike(e.dtype):
+        if is_integer_like(e.dtype):
             return self.wrap(code, _iv_min(ai, bi), e.dtype)
         return self.arith_float(code, e), None
 
@@ -1593,7 +1593,7 @@ class _Codegen(_VectorCodegen):
         a, ai, b, bi = self.operands(e, env, fn, depth, block)
         ta, tb = self.tmp(), self.tmp()
         code = f"({ta} if ({ta} := {a}) > ({tb} := {b}) else {tb})"
-        if _is_intlike(e.dtype):
+        if is_integer_like(e.dtype):
             return self.wrap(code, _iv_max(ai, bi), e.dtype)
         return self.arith_float(code, e), None
 
@@ -1630,8 +1630,8 @@ class _Codegen(_VectorCodegen):
             return code, iv
         if dst == "bool":
             return f"bool({code})", (0, 1)
-        if _is_intlike(dst):
-            if _is_intlike(src):
+        if is_integer_like(dst):
+            if is_integer_like(src):
                 if src == "bool":
                     code = f"int({code})"
                 return self.wrap(code, iv, dst)
@@ -1647,7 +1647,7 @@ class _Codegen(_VectorCodegen):
         """A stored value must have the buffer's dtype (TVM's IR guarantees it; be lenient)."""
         if src == dst:
             return code
-        return self.cast(code, _dtype_range(src) if _is_intlike(src) else None, src, dst)[0]
+        return self.cast(code, _dtype_range(src) if is_integer_like(src) else None, src, dst)[0]
 
     def expr_BufferLoad(self, e: E.BufferLoad, env: Env, fn: _Fn, depth: int, block: str) -> tuple[str, Interval | None]:
         bind = self.buffer(e.buffer, env, block)
@@ -1662,7 +1662,7 @@ class _Codegen(_VectorCodegen):
             code = f"{bind.name}[{_index_tuple(idx)}]"
         if e.dtype == "bool":
             return f"bool({code})", (0, 1)
-        if _is_intlike(e.dtype):
+        if is_integer_like(e.dtype):
             return f"int({code})", _dtype_range(e.dtype)
         return code, None
 
@@ -1696,16 +1696,16 @@ class _Codegen(_VectorCodegen):
         if op in ("fabs", "abs"):
             _expect_args(e, op, 1, block)
             a, ai = self.expr(args[0], env, fn, depth, block)
-            if _is_intlike(e.dtype):
+            if is_integer_like(e.dtype):
                 return self.wrap(f"abs({a})", _iv_abs(ai), e.dtype)
             return self.call_result(f"abs({a})", args[0].dtype, e.dtype), None
         if op in _UNARY_FLOAT_OPS:
             _expect_args(e, op, 1, block)
             a, ai = self.expr(args[0], env, fn, depth, block)
-            if op in _ROUNDING_OPS and _is_intlike(args[0].dtype):
+            if op in _ROUNDING_OPS and is_integer_like(args[0].dtype):
                 return self.cast(a, ai, args[0].dtype, e.dtype)
             ufunc = self.global_obj(op, _UNARY_FLOAT_OPS[op])
-            if _is_intlike(e.dtype):
+            if is_integer_like(e.dtype):
                 raise InterpreterError(f"op {op!r} in block {block!r} must have a float dtype, not {e.dtype}")
             arg_code = a if is_float(args[0].dtype) else f"{self.float_ctor(e.dtype)}({a})"
             src = args[0].dtype if is_float(args[0].dtype) else e.dtype
@@ -1714,7 +1714,7 @@ class _Codegen(_VectorCodegen):
             _expect_args(e, op, 2, block)
             a, _ = self.expr(args[0], env, fn, depth, block)
             b, _ = self.expr(args[1], env, fn, depth, block)
-            if _is_intlike(e.dtype):
+            if is_integer_like(e.dtype):
                 if op == "pow":
                     return self.wrap(f"({a} ** {b})", None, e.dtype)
                 if op == "fmod":
@@ -1728,7 +1728,7 @@ class _Codegen(_VectorCodegen):
             _expect_args(e, op, 2, block)
             a, _ = self.expr(args[0], env, fn, depth, block)
             b, _ = self.expr(args[1], env, fn, depth, block)
-            if not _is_intlike(e.dtype):
+            if not is_integer_like(e.dtype):
                 raise InterpreterError(f"op {op!r} in block {block!r} needs integer operands, not {e.dtype}")
             return self.wrap(f"({a} {_BITWISE_OPS[op]} {b})", None, e.dtype)
         if op == "bitwise_not":
@@ -1748,10 +1748,6 @@ class _Codegen(_VectorCodegen):
 # =============================================================================================
 # Small helpers
 # =============================================================================================
-
-
-def _is_intlike(dtype: str) -> bool:
-    return is_int(dtype) or is_uint(dtype) or dtype == "bool"
 
 
 def _is_name(code: str) -> bool:

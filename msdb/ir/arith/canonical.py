@@ -37,6 +37,7 @@ from msdb.ir.arith.fold import compare_values, fold_binary, fold_cast
 from msdb.ir.arith.interval import Bound, ExprBounds
 from msdb.ir.arith.keys import expr_equal, expr_key
 from msdb.ir.arith.limits import int_range, is_integer
+from msdb.ir.dtype import is_integer_like
 
 __all__ = ["Simplifier", "Order", "ORDERS"]
 
@@ -589,7 +590,7 @@ class Simplifier:
             return _bool(a.value == 0)
         if isinstance(a, E.Not):
             return a.a
-        if isinstance(a, (E.LT, E.LE, E.EQ, E.NE)) and _integer_like(a.a.dtype) and _integer_like(a.b.dtype):
+        if isinstance(a, (E.LT, E.LE, E.EQ, E.NE)) and is_integer_like(a.a.dtype) and is_integer_like(a.b.dtype):
             # (for floats `not a < b` is not `b <= a`: NaN compares false both ways)
             return _negate(a)
         return e if a is e.a else E.Not(a)
@@ -841,10 +842,6 @@ def _scale_mod(t: _Split, c: int) -> _Split:
     term, as canonical forms print one) to `x * (c1 % c) % c` between its canonical passes:
     `x * 6 % 4` is `x % 2 * 2`; `(5 - h) % 8` keeps its `- h`."""
     return t if t.scale in (0, 1) else t.replace(scale=t.scale % c)
-
-
-def _integer_like(dtype: str) -> bool:
-    return is_integer(dtype) or dtype == "bool"
 
 
 def _dividing_terms(s: _Sum, c: int) -> Iterator[tuple[_Split, int, _Sum]]:
