@@ -80,7 +80,7 @@ class Affine(Generic[T]):
     @staticmethod
     def of(value: int | E.Var) -> Affine[Term]:
         if isinstance(value, E.Var):
-            return Affine[Term]({value: 1})
+            return _single(value)
         return Affine(None, value)
 
     def is_const(self) -> bool:
@@ -188,6 +188,11 @@ class Affine(Generic[T]):
 # ---------------------------------------------------------------------------------------------
 
 
+def _single(term: Term) -> Affine[Term]:
+    terms: dict[Term, int] = {term: 1}
+    return Affine(terms)
+
+
 def _transparent_cast(e: E.Cast, assume_no_overflow: bool) -> bool:
     src, dst = e.value.dtype, e.dtype
     if assume_no_overflow:
@@ -199,7 +204,7 @@ def _read(e: E.PrimExpr, strict: bool, assume_no_overflow: bool) -> Affine[Term]
     """The affine form of `e`; a non-affine part is an `Atom`, or makes the answer None when
     `strict`."""
     if isinstance(e, E.Var):
-        return Affine[Term]({e: 1})
+        return _single(e)
     if isinstance(e, E.IntImm):
         return Affine(None, e.value)
     if isinstance(e, (E.Add, E.Sub)):
@@ -218,7 +223,7 @@ def _read(e: E.PrimExpr, strict: bool, assume_no_overflow: bool) -> Affine[Term]
                 return b.scale(a.const)
     elif isinstance(e, E.Cast) and _transparent_cast(e, assume_no_overflow):
         return _read(e.value, strict, assume_no_overflow)
-    return None if strict else Affine[Term]({Atom(e): 1})
+    return None if strict else _single(Atom(e))
 
 
 def affine_form(e: E.PrimExpr, *, assume_no_overflow: bool = False) -> Affine[Term]:
