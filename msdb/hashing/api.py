@@ -36,7 +36,7 @@ def canonical_mode(mode: str) -> str:
     except (KeyError, TypeError):
         valid = ", ".join(repr(m) for m in MODES + tuple(_ALIASES))
         raise UnknownModuleEquality(
-            f"unknown module equality (structural hash mode) {mode!r}; valid modes are {valid}"
+            f"unknown module equality {mode!r} (a structural hash mode); valid modes are {valid}"
         ) from None
 
 
