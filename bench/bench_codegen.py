@@ -1,5 +1,5 @@
 """Budgets of CPU code generation and measurement (issue "CPU code generation with llvmlite, and
-isolated measurement"; DESIGN.md section 11):
+isolated measurement"; docs/benchmarks.md):
 
 - a hand schedule of the 1024^3 fp32 matmul on one thread reaches >= 70% of numpy/OpenBLAS
   (OPENBLAS_NUM_THREADS=1) GFLOPS, measured in the same run;

@@ -1,4 +1,4 @@
-"""Budgets of the workload layer (DESIGN.md section 11, issue "Foundations"):
+"""Budgets of the workload layer (docs/benchmarks.md, issue "Foundations"):
 `import msdb` < 300 ms, structural_hash(C2D) < 2 ms, parse + print of C2D < 5 ms.
 
 Prints a markdown table; copy it into docs/benchmarks.md.

@@ -2,7 +2,7 @@
 
 MetaSchedule's `anchor-block` equality lets one tuning record serve every fusion of the same
 heavy operator: matmul, matmul+bias, matmul+relu and matmul+bias+relu of one shape are tuned once.
-The anchor is the reduction that dominates the work (TVM's rule, reference/tvm-metaschedule.md
+The anchor is the reduction that dominates the work (TVM's rule, docs/tvm-formats.md
 section 3): in the entry function, the blocks that have an `init`; none -> no anchor (the caller
 falls back to ignore-tensor on the whole module); one -> that block; several -> the one whose
 top-level loop nest (the statement directly under the root block that contains it) has the most
@@ -67,25 +67,24 @@ def _collect(stmt: S.Stmt | None, loops: tuple[S.For, ...], top: S.Stmt, sites: 
     # Recursion depth is the nesting depth of the IR (tens), never its size.
     if stmt is None:
         return
-    kind = type(stmt)
-    if kind is S.For:
+    if isinstance(stmt, S.For):
         _collect(stmt.body, loops + (stmt,), top, sites)
-    elif kind is S.SeqStmt:
+    elif isinstance(stmt, S.SeqStmt):
         for child in stmt.seq:
             _collect(child, loops, top, sites)
-    elif kind is S.BlockRealize:
+    elif isinstance(stmt, S.BlockRealize):
         block = stmt.block
         if block.init is not None:
             sites.append(AnchorSite(stmt, loops, top))
         _collect(block.init, loops, top, sites)
         _collect(block.body, loops, top, sites)
-    elif kind is S.Block:
+    elif isinstance(stmt, S.Block):
         _collect(stmt.init, loops, top, sites)
         _collect(stmt.body, loops, top, sites)
-    elif kind is S.IfThenElse:
+    elif isinstance(stmt, S.IfThenElse):
         _collect(stmt.then_case, loops, top, sites)
         _collect(stmt.else_case, loops, top, sites)
-    elif kind is S.LetStmt:
+    elif isinstance(stmt, S.LetStmt):
         _collect(stmt.body, loops, top, sites)
 
 

@@ -434,6 +434,8 @@ def _block(w: TokenWriter, node: S.Block) -> None:
     previous: list[int] = []
     for iv in iter_vars:
         dom = iv.dom
+        if dom is None:
+            raise TypeError(f"block {node.name_hint!r}: iter var {iv.var.name} has no domain")
         _EXPR[type(dom.min)](w, dom.min)
         _EXPR[type(dom.extent)](w, dom.extent)
         previous.append(define_var(w, iv.var))

@@ -1,8 +1,8 @@
 """The workload IR: a TensorIR-like tree of functions, loops, blocks and expressions.
 
 Public entry points (loaded lazily so `import msdb.ir` is cheap):
-`from_script`, `to_script`, `te`, `zoo`, `estimate_flops`, `interpret`, `verify`, plus the node classes
-re-exported from `expr`, `stmt` and `function`.
+`from_script`, `to_script`, `te`, `zoo`, `arith`, `estimate_flops`, `interpret`, `verify`, plus the node
+classes re-exported from `expr`, `stmt` and `function` (docs/architecture.md, "Workload IR").
 """
 
 from __future__ import annotations
@@ -21,6 +21,19 @@ from msdb.ir.stmt import (  # noqa: F401
     IterVar, LetStmt, MatchBufferRegion, SeqStmt, Stmt, seq,
 )
 
+__all__ = [
+    # expressions
+    "Add", "And", "BinaryOp", "Buffer", "BufferLoad", "Call", "Cast", "CmpOp", "Div", "EQ", "FloatImm", "FloorDiv",
+    "FloorMod", "GE", "GT", "IntImm", "LE", "LT", "Max", "Min", "Mod", "Mul", "NE", "Not", "Or", "PrimExpr", "Range",
+    "Select", "StringImm", "Sub", "Var", "const_int", "convert", "make_const",
+    # functions and statements
+    "IRModule", "PrimFunc", "Block", "BlockRealize", "BufferRegion", "BufferStore", "Evaluate", "For", "ForKind",
+    "IfThenElse", "IterType", "IterVar", "LetStmt", "MatchBufferRegion", "SeqStmt", "Stmt", "seq",
+    # loaded on first use
+    "from_script", "to_script", "ScriptError", "estimate_flops", "interpret", "verify", "well_formed", "te", "zoo",
+    "arith",
+]
+
 _LAZY = {
     "from_script": ("msdb.ir.script", "from_script"),
     "to_script": ("msdb.ir.script", "to_script"),
@@ -31,6 +44,7 @@ _LAZY = {
     "well_formed": ("msdb.ir.verify", "well_formed"),
     "te": ("msdb.ir.te", None),
     "zoo": ("msdb.ir.zoo", None),
+    "arith": ("msdb.ir.arith", None),
 }
 
 

@@ -1,4 +1,4 @@
-"""Scalar expressions of the workload IR (DESIGN.md section 1).
+"""Scalar expressions of the workload IR (docs/architecture.md, "Workload IR").
 
 The node set mirrors TVM's TensorIR `PrimExpr` family one to one so that TVM workloads and the
 loop nests TVM's schedules produce map onto it without loss. Nodes are frozen and compare by

@@ -24,11 +24,9 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from typing import Union
-
 from msdb.ir import expr as E
 from msdb.ir import stmt as S
-from msdb.ir.dtype import bits, is_int, is_uint
+from msdb.ir.arith.interval import Bound, ExprBounds, dtype_bound, is_finite
 from msdb.ir.function import IRModule, PrimFunc
 
 logger = logging.getLogger(__name__)
@@ -50,14 +48,12 @@ def _max_with(a: Counter, b: Counter) -> Counter:
     return result
 
 
-Interval = tuple[Union[int, None], Union[int, None]]  # None: unbounded on that side
-
-
 class _Estimator:
     """One walk over a function body; loop variable bounds accumulate as loops are entered."""
 
     def __init__(self) -> None:
-        self.bounds: dict[E.Var, Interval] = {}
+        self.bounds: dict[E.Var, Bound] = {}
+        self.ev = ExprBounds(self.bounds)
 
     # ---- expressions ----
     def expr(self, e: E.PrimExpr) -> Counter:
@@ -102,7 +98,7 @@ class _Estimator:
             _, hi = self.bound(E.Add(E.Sub(s.min, E.make_const(1, s.min.dtype)), s.extent))
             self.bounds[s.loop_var] = (lo, hi)
             extent_max = self.bound(s.extent)[1]
-            factor = 1 if extent_max is None else extent_max
+            factor = extent_max if is_finite(extent_max) else 1
             body = self.stmt(s.body)
             return Counter({dtype: n * factor for dtype, n in body.items()})
         if isinstance(s, S.SeqStmt):
@@ -122,88 +118,11 @@ class _Estimator:
         return Counter()  # Evaluate and anything without arithmetic of its own
 
     # ---- integer bounds (TVM's ConstIntBound, as much as loop extents need) ----
-    def bound(self, e: E.PrimExpr) -> Interval:
-        lo, hi = self._bound(e)
-        dlo, dhi = _dtype_range(e.dtype)
-        if dlo is not None and (lo is None or lo < dlo):
-            lo = dlo
-        if dhi is not None and (hi is None or hi > dhi):
-            hi = dhi
-        return lo, hi
-
-    def _bound(self, e: E.PrimExpr) -> Interval:
-        if isinstance(e, E.IntImm):
-            return e.value, e.value
-        if isinstance(e, E.Var):
-            return self.bounds.get(e, _dtype_range(e.dtype))
-        if isinstance(e, (E.Add, E.Sub)):
-            alo, ahi = self.bound(e.a)
-            blo, bhi = self.bound(e.b)
-            if isinstance(e, E.Sub):
-                blo, bhi = (None if bhi is None else -bhi), (None if blo is None else -blo)
-            return _plus(alo, blo), _plus(ahi, bhi)
-        if isinstance(e, E.Mul):
-            return _times(self.bound(e.a), self.bound(e.b))
-        if isinstance(e, E.FloorDiv):
-            c = E.const_int(e.b)
-            if c is not None and c > 0:
-                lo, hi = self.bound(e.a)
-                return (None if lo is None else lo // c), (None if hi is None else hi // c)
-        if isinstance(e, E.FloorMod):
-            c = E.const_int(e.b)
-            if c is not None and c > 0:
-                lo, hi = self.bound(e.a)
-                if lo is not None and hi is not None and 0 <= lo and hi < c:
-                    return lo, hi
-                return 0, c - 1
-        if isinstance(e, (E.Min, E.Max)):
-            (alo, ahi), (blo, bhi) = self.bound(e.a), self.bound(e.b)
-            pick = min if isinstance(e, E.Min) else max
-            return _pick(pick, alo, blo, low=True), _pick(pick, ahi, bhi, low=False)
-        if isinstance(e, E.Select):
-            (alo, ahi), (blo, bhi) = self.bound(e.true_value), self.bound(e.false_value)
-            return _pick(min, alo, blo, low=True, union=True), _pick(max, ahi, bhi, low=False, union=True)
-        if isinstance(e, E.Cast):
-            return self.bound(e.value)
-        return _dtype_range(e.dtype)
-
-
-def _dtype_range(dtype: str) -> Interval:
-    """The values an integer dtype holds; 64-bit ones count as unbounded (TVM's kPosInf)."""
-    if dtype == "bool":
-        return 0, 1
-    if is_int(dtype) or is_uint(dtype):
-        width = bits(dtype)
-        if width >= 64:
-            return (0 if is_uint(dtype) else None), None
-        if is_uint(dtype):
-            return 0, (1 << width) - 1
-        return -(1 << (width - 1)), (1 << (width - 1)) - 1
-    return None, None
-
-
-def _plus(a: int | None, b: int | None) -> int | None:
-    return None if a is None or b is None else a + b
-
-
-def _times(a: Interval, b: Interval) -> Interval:
-    if None in a or None in b:
-        return None, None
-    products = [x * y for x in a for y in b]  # type: ignore[operator]
-    return min(products), max(products)
-
-
-def _pick(fn, a: int | None, b: int | None, low: bool, union: bool = False) -> int | None:  # type: ignore[no-untyped-def]
-    """min/max of two bounds where None is -inf (low side) or +inf (high side)."""
-    if a is None or b is None:
-        if union:
-            return None
-        # min(-inf, x) = -inf, max(-inf, x) = x; min(+inf, x) = x, max(+inf, x) = +inf
-        other = b if a is None else a
-        if low:
-            return None if fn is min else other
-        return other if fn is min else None
-    return fn(a, b)
+    def bound(self, e: E.PrimExpr) -> Bound:
+        """Bounds of `e` within its dtype (64-bit integers unbounded, TVM's convention)."""
+        lo, hi = self.ev.of(e)
+        dlo, dhi = dtype_bound(e.dtype)
+        return max(lo, dlo), min(hi, dhi)
 
 
 def estimate_flops(mod_or_func: IRModule | PrimFunc | S.Stmt) -> int:

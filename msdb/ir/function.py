@@ -1,4 +1,4 @@
-"""Functions and modules of the workload IR (DESIGN.md section 1)."""
+"""Functions and modules of the workload IR (docs/architecture.md, "Workload IR")."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Why it exists: schedule transformations (split, reorder, cache_read, compute_at, ...) must leave
 a function's meaning unchanged, and without a code generator the only way to check that is to
-run the function before and after on the same inputs and compare (DESIGN.md section 1).
+run the function before and after on the same inputs and compare (docs/architecture.md, "Workload IR").
 
 Calling convention (TVM's): `interpret(func, *arrays)` maps the arrays to the entry function's
 buffer parameters in order; outputs are written in place; nothing is returned.
@@ -63,7 +63,11 @@ import numpy as np
 from msdb.errors import MsdbError
 from msdb.ir import expr as E
 from msdb.ir import stmt as S
-from msdb.ir.dtype import bits, is_float, is_int, is_uint, to_numpy
+from msdb.ir.arith import interval as intervals
+from msdb.ir.arith.fold import truncdiv, truncmod
+from msdb.ir.arith.keys import expr_key
+from msdb.ir.arith.limits import int_range, value_limit
+from msdb.ir.dtype import bits, is_float, is_integer_like, is_uint, to_numpy
 from msdb.ir.function import IRModule, PrimFunc
 from msdb.ir.functor import free_vars, post_order_visit
 
@@ -214,14 +218,10 @@ def _shape_text(buf: E.Buffer) -> str:
 
 
 def _dtype_range(dtype: str) -> Interval:
-    if dtype == "bool":
-        return (0, 1)
-    width = bits(dtype)
-    if is_uint(dtype):
-        return (0, (1 << width) - 1)
-    if is_int(dtype):
-        return (-(1 << (width - 1)), (1 << (width - 1)) - 1)
-    raise InterpreterError(f"dtype {dtype!r} is not an integer type")
+    try:
+        return int_range(dtype)
+    except ValueError:
+        raise InterpreterError(f"dtype {dtype!r} is not an integer type") from None
 
 
 def _bf16(x: Any) -> np.float32:
@@ -242,15 +242,9 @@ _FLOAT_TYPES: dict[str, Callable[[Any], Any]] = {
 }
 
 
-def _rt_tdiv(a: int, b: int) -> int:
-    if b == 0:
-        raise ZeroDivisionError
-    q = abs(a) // abs(b)
-    return q if (a < 0) == (b < 0) else -q
-
-
-def _rt_tmod(a: int, b: int) -> int:
-    return a - b * _rt_tdiv(a, b)
+# C's integer division and remainder (a zero divisor raises ZeroDivisionError)
+_rt_tdiv = truncdiv
+_rt_tmod = truncmod
 
 
 def _rt_select(cond: Any, t: Any, f: Any) -> Any:
@@ -529,26 +523,18 @@ _VECTOR_UNARY_OPS: dict[str, Callable[[Any], Any]] = {
 }
 
 
-def _expr_key(e: Any) -> Any:
-    """A structural key of an expression (vars and buffers by identity): equal keys compute
-    equal values."""
-    if isinstance(e, E.Var):
-        return ("Var", id(e))
-    if isinstance(e, (E.IntImm, E.FloatImm, E.StringImm)):
-        return (type(e).__name__, e.dtype, e.value)
-    if isinstance(e, E.BinaryOp):
-        return (type(e).__name__, e.dtype, _expr_key(e.a), _expr_key(e.b))
-    if isinstance(e, E.Not):
-        return ("Not", _expr_key(e.a))
-    if isinstance(e, E.Select):
-        return ("Select", _expr_key(e.condition), _expr_key(e.true_value), _expr_key(e.false_value))
-    if isinstance(e, E.Cast):
-        return ("Cast", e.dtype, _expr_key(e.value))
-    if isinstance(e, E.Call):
-        return ("Call", e.dtype, e.op, tuple(_expr_key(a) for a in e.args))
-    if isinstance(e, E.BufferLoad):
-        return ("Load", id(e.buffer), tuple(_expr_key(i) for i in e.indices))
-    return ("?", id(e))
+def _static_range(loop: S.For) -> tuple[int, int]:
+    """(min, extent) of a loop the vector planner checked to be constant."""
+    lo, ext = E.const_int(loop.min), E.const_int(loop.extent)
+    if lo is None or ext is None:
+        raise InterpreterError(f"loop {loop.loop_var.name} has no constant range")
+    return lo, ext
+
+
+def _domain(iv: S.IterVar) -> E.Range:
+    if iv.dom is None:
+        raise InterpreterError(f"block iter var {iv.var.name} has no domain")
+    return iv.dom
 
 
 def _loads(node: Any) -> list[E.BufferLoad]:
@@ -583,6 +569,34 @@ class _VectorCodegen:
     vectorize: bool
     _novec: set[int]
 
+    # ---- provided by `_Codegen` ----
+    def fresh(self, hint: str) -> str:
+        raise NotImplementedError
+
+    def tmp(self) -> str:
+        raise NotImplementedError
+
+    def global_obj(self, hint: str, obj: Any) -> str:
+        raise NotImplementedError
+
+    def float_ctor(self, dtype: str) -> str:
+        raise NotImplementedError
+
+    def scope_names(self, env: Env) -> list[str]:
+        raise NotImplementedError
+
+    def buffer(self, buf: E.Buffer, env: Env, block: str) -> _BufBind:
+        raise NotImplementedError
+
+    def expr(self, e: E.PrimExpr, env: Env, fn: _Fn, depth: int = 0, block: str = "root") -> tuple[str, Interval | None]:
+        raise NotImplementedError
+
+    def wrap(self, code: str, interval: Interval | None, dtype: str) -> tuple[str, Interval]:
+        raise NotImplementedError
+
+    def cast(self, code: str, iv: Interval | None, src: str, dst: str) -> tuple[str, Interval | None]:
+        raise NotImplementedError
+
     # ---- planning -----------------------------------------------------------------------
     def plan_chain(self, stmt: S.For) -> _ChainPlan | None:
         loops: list[S.For] = []
@@ -605,7 +619,8 @@ class _VectorCodegen:
         if blk.alloc_buffers or blk.match_buffers or len(realize.iter_values) != len(blk.iter_vars):
             return None
         for loop in loops:
-            if E.const_int(loop.min) is None or E.const_int(loop.extent) is None or E.const_int(loop.extent) <= 0:
+            lo, ext = E.const_int(loop.min), E.const_int(loop.extent)
+            if lo is None or ext is None or ext <= 0:
                 return None
         stores: list[S.BufferStore] = []
         if not (_leaf_stores(blk.init, stores) and _leaf_stores(blk.body, stores)) or not stores:
@@ -630,7 +645,7 @@ class _VectorCodegen:
         # reduction loops nor any loaded value, and read (if at all) only there.
         write_key: dict[E.Buffer, Any] = {}
         for st in stores:
-            key = tuple(_expr_key(i) for i in st.indices)
+            key = tuple(expr_key(i) for i in st.indices)
             if write_key.setdefault(st.buffer, key) != key:
                 return None
             for index in st.indices:
@@ -638,9 +653,9 @@ class _VectorCodegen:
                     return None
         everything: list[Any] = list(realize.iter_values) + [realize.predicate] + stores
         for load in (ld for node in everything for ld in _loads(node)):
-            if load.buffer in write_key and tuple(_expr_key(i) for i in load.indices) != write_key[load.buffer]:
+            if load.buffer in write_key and tuple(expr_key(i) for i in load.indices) != write_key[load.buffer]:
                 return None
-        n = math.prod(E.const_int(loop.extent) for loop in lanes)  # type: ignore[misc]
+        n = math.prod(_static_range(loop)[1] for loop in lanes)
         if n < _MIN_LANES:
             return None
         return _ChainPlan(loops, realize, seq, lanes, n)
@@ -648,8 +663,8 @@ class _VectorCodegen:
     # ---- emission -----------------------------------------------------------------------
     def emit_chain(self, plan: _ChainPlan, env: Env, fn: _Fn, block: str) -> bool:
         """Emit `if not _vec(...): <scalar nest>`; False if the nest cannot be vectorized."""
-        args = self.scope_names(env)  # type: ignore[attr-defined]
-        vf = _Fn(self.fresh("_vec"), args)  # type: ignore[attr-defined]
+        args = self.scope_names(env)
+        vf = _Fn(self.fresh("_vec"), args)
         try:
             self._emit_vector(plan, env, vf)
         except _NoVector:
@@ -664,13 +679,13 @@ class _VectorCodegen:
         name = blk.name_hint
         venv: Env = dict(env)
         extents = [E.const_int(loop.extent) for loop in plan.lanes]
-        grid = self.tmp()  # type: ignore[attr-defined]
+        grid = self.tmp()
         vf.emit(f"{grid} = np.indices({tuple(extents)!r}, dtype=np.int64).reshape({len(extents)}, -1)")
         for k, loop in enumerate(plan.lanes):
-            lo = E.const_int(loop.min)
-            lname = self.fresh(loop.loop_var.name)  # type: ignore[attr-defined]
+            lo, ext = _static_range(loop)
+            lname = self.fresh(loop.loop_var.name)
             vf.emit(f"{lname} = {grid}[{k}]" + (f" + {lo}" if lo else ""))
-            venv[loop.loop_var] = _VecBind(lname, (lo, lo + E.const_int(loop.extent) - 1), True)  # type: ignore[operator]
+            venv[loop.loop_var] = _VecBind(lname, (lo, lo + ext - 1), True)
         venv[_LANES] = str(plan.n)
         # Buffers written and read: refuse aliasing memory at run time.
         stores: list[S.BufferStore] = []
@@ -682,7 +697,7 @@ class _VectorCodegen:
             for load in _loads(node):
                 if load.buffer not in accessed:
                     accessed.append(load.buffer)
-        binds = [self.buffer(b, env, name) for b in accessed]  # type: ignore[attr-defined]
+        binds = [self.buffer(b, env, name) for b in accessed]
         vf.emit(f"if not _disjoint(({''.join(b.name + ', ' for b in binds)}), {len(written)}):")
         vf.emit("    return False")
         # Spatial bindings, once for all reduction steps.
@@ -697,11 +712,11 @@ class _VectorCodegen:
             vf.emit(f"if not _unique_lanes({plan.n}, ({''.join(c + ', ' for c in codes)})):")
             vf.emit("    return False")
         for loop in plan.seq:
-            lo, ext = E.const_int(loop.min), E.const_int(loop.extent)
-            sname = self.fresh(loop.loop_var.name)  # type: ignore[attr-defined]
-            vf.emit(f"for {sname} in range({lo}, {lo + ext}):")  # type: ignore[operator]
+            lo, ext = _static_range(loop)
+            sname = self.fresh(loop.loop_var.name)
+            vf.emit(f"for {sname} in range({lo}, {lo + ext}):")
             vf.indent += 1
-            venv[loop.loop_var] = _VecBind(sname, (lo, lo + ext - 1), False)  # type: ignore[operator]
+            venv[loop.loop_var] = _VecBind(sname, (lo, lo + ext - 1), False)
         for iv, value in zip(blk.iter_vars, plan.realize.iter_values):
             if iv.iter_type == S.IterType.COMM_REDUCE:
                 code, interval, varying = self.vexpr(value, venv, vf, name)
@@ -712,7 +727,7 @@ class _VectorCodegen:
         if not (isinstance(pred, E.IntImm) and pred.value):
             code, _, varying = self.vexpr(pred, venv, vf, name)
             if varying:
-                sel = self.tmp()  # type: ignore[attr-defined]
+                sel = self.tmp()
                 vf.emit(f"{sel} = np.flatnonzero({code})")
                 vf.emit(f"if {sel}.size:")
                 vf.indent += 1
@@ -724,7 +739,7 @@ class _VectorCodegen:
             conds = []
             for iv in blk.iter_vars:
                 if iv.iter_type == S.IterType.COMM_REDUCE:
-                    mcode, _, _ = self.vexpr(iv.dom.min, venv, vf, name)
+                    mcode, _, _ = self.vexpr(_domain(iv).min, venv, vf, name)
                     conds.append(f"{venv[iv.var].name} == {mcode}")
             if conds:
                 vf.emit(f"if {' and '.join(conds)}:")
@@ -742,10 +757,10 @@ class _VectorCodegen:
         out = dict(env)
         for key, bind in env.items():
             if isinstance(bind, _VecBind) and bind.varying and (used is None or key in used):
-                name = self.tmp()  # type: ignore[attr-defined]
+                name = self.tmp()
                 fn.emit(f"{name} = {bind.name}[{sel}]")
                 out[key] = _VecBind(name, bind.interval, True)
-        count = self.tmp()  # type: ignore[attr-defined]
+        count = self.tmp()
         fn.emit(f"{count} = {sel}.size")
         out[_LANES] = count
         return out
@@ -754,7 +769,7 @@ class _VectorCodegen:
         stores: list[S.BufferStore] = []
         _leaf_stores(stmt, stores)
         for st in stores:
-            bind = self.buffer(st.buffer, env, block)  # type: ignore[attr-defined]
+            bind = self.buffer(st.buffer, env, block)
             # Indices (and their bounds) before the value, as the scalar code does.
             idx, _ = self.vindices(st.indices, bind, env, fn, block, "store")
             value, _, _ = self.vexpr(st.value, env, fn, block)
@@ -769,7 +784,7 @@ class _VectorCodegen:
             raise _NoVector
         codes, check, any_varying = [], False, False
         for index, (_, div) in zip(indices, bind.dims):
-            if index.dtype == "bool" or not _is_intlike(index.dtype):
+            if index.dtype == "bool" or not is_integer_like(index.dtype):
                 raise _NoVector
             code, iv, varying = self.vexpr(index, env, fn, block)
             codes.append(code)
@@ -783,13 +798,13 @@ class _VectorCodegen:
 
     # ---- expressions (three-address code: every result lands in a local) ------------------
     def vemit(self, fn: _Fn, code: str) -> str:
-        name = self.tmp()  # type: ignore[attr-defined]
+        name = self.tmp()
         fn.emit(f"{name} = {code}")
         return name
 
     def vexpr(self, e: E.PrimExpr, env: Env, fn: _Fn, block: str) -> tuple[str, Interval | None, bool]:
         if isinstance(e, (E.IntImm, E.FloatImm, E.StringImm)):
-            code, iv = self.expr(e, {}, fn, block=block)  # type: ignore[attr-defined]
+            code, iv = self.expr(e, {}, fn, block=block)
             return code, iv, False
         if isinstance(e, E.Var):
             bind = env.get(e)
@@ -814,7 +829,7 @@ class _VectorCodegen:
             if is_uint(dtype):
                 raise _NoVector
             return self.vemit(fn, code), (lo, hi), varying  # int64 arrays wrap natively
-        wrapped, interval = self.wrap(code, iv, dtype)  # type: ignore[attr-defined]
+        wrapped, interval = self.wrap(code, iv, dtype)
         return self.vemit(fn, wrapped), interval, varying
 
     def vfloat(self, code: str, e: E.PrimExpr, operand_dtypes: tuple[str, ...], varying: bool, fn: _Fn) -> tuple[str, None, bool]:
@@ -828,8 +843,8 @@ class _VectorCodegen:
         if dtype == "bfloat16":
             raise _NoVector
         if varying:
-            return f"np.asarray({code}).astype({self.global_obj('dt', to_numpy(dtype))})"  # type: ignore[attr-defined]
-        return f"{self.float_ctor(dtype)}({code})"  # type: ignore[attr-defined]
+            return f"np.asarray({code}).astype({self.global_obj('dt', to_numpy(dtype))})"
+        return f"{self.float_ctor(dtype)}({code})"
 
     def v_operands(self, e: E.BinaryOp, env: Env, fn: _Fn, block: str):
         a, ai, av = self.vexpr(e.a, env, fn, block)
@@ -838,7 +853,7 @@ class _VectorCodegen:
 
     def _v_arith(self, e: E.BinaryOp, env: Env, fn: _Fn, block: str, op: str, ivf: Callable) -> tuple[str, Interval | None, bool]:
         a, ai, b, bi, varying = self.v_operands(e, env, fn, block)
-        if _is_intlike(e.dtype):
+        if is_integer_like(e.dtype):
             return self.vwrap(f"({a} {op} {b})", ivf(ai, bi), e.dtype, varying, fn)
         return self.vfloat(f"({a} {op} {b})", e, (e.a.dtype, e.b.dtype), varying, fn)
 
@@ -857,9 +872,9 @@ class _VectorCodegen:
 
     def v_Div(self, e, env, fn, block):
         a, ai, b, bi, varying = self.v_operands(e, env, fn, block)
-        if _is_intlike(e.dtype):
+        if is_integer_like(e.dtype):
             self._v_nonzero(bi)
-            iv = _div_interval(ai, bi, trunc=True)
+            iv = _iv_trunc_div(ai, bi)
             if ai and bi and ai[0] >= 0 and bi[0] > 0:
                 return self.vwrap(f"({a} // {b})", iv, e.dtype, varying, fn)
             return self.vwrap(f"_vtdiv({a}, {b})" if varying else f"_tdiv({a}, {b})", iv, e.dtype, varying, fn)
@@ -867,7 +882,7 @@ class _VectorCodegen:
 
     def v_Mod(self, e, env, fn, block):
         a, ai, b, bi, varying = self.v_operands(e, env, fn, block)
-        if _is_intlike(e.dtype):
+        if is_integer_like(e.dtype):
             self._v_nonzero(bi)
             iv = _iv_trunc_mod(ai, bi)
             if ai and bi and ai[0] >= 0 and bi[0] > 0:
@@ -877,14 +892,14 @@ class _VectorCodegen:
 
     def v_FloorDiv(self, e, env, fn, block):
         a, ai, b, bi, varying = self.v_operands(e, env, fn, block)
-        if _is_intlike(e.dtype):
+        if is_integer_like(e.dtype):
             self._v_nonzero(bi)
-            return self.vwrap(f"({a} // {b})", _div_interval(ai, bi, trunc=False), e.dtype, varying, fn)
+            return self.vwrap(f"({a} // {b})", _iv_floor_div(ai, bi), e.dtype, varying, fn)
         return self.vfloat(f"np.floor({a} / {b})", e, (e.a.dtype, e.b.dtype), varying, fn)
 
     def v_FloorMod(self, e, env, fn, block):
         a, ai, b, bi, varying = self.v_operands(e, env, fn, block)
-        if _is_intlike(e.dtype):
+        if is_integer_like(e.dtype):
             self._v_nonzero(bi)
             return self.vwrap(f"({a} % {b})", _iv_floor_mod(ai, bi), e.dtype, varying, fn)
         return self.vfloat(f"({a} - np.floor({a} / {b}) * {b})", e, (e.a.dtype, e.b.dtype), varying, fn)
@@ -892,7 +907,7 @@ class _VectorCodegen:
     def _v_minmax(self, e, env, fn, block, op: str, ivf: Callable):
         a, ai, b, bi, varying = self.v_operands(e, env, fn, block)
         code = f"np.where({a} {op} {b}, {a}, {b})" if varying else f"({a} if {a} {op} {b} else {b})"
-        if _is_intlike(e.dtype):
+        if is_integer_like(e.dtype):
             return self.vwrap(code, ivf(ai, bi), e.dtype, varying, fn)
         return self.vfloat(code, e, (e.a.dtype, e.b.dtype), varying, fn)
 
@@ -932,22 +947,22 @@ class _VectorCodegen:
 
     def vcast(self, code: str, iv: Interval | None, src: str, dst: str, varying: bool, fn: _Fn) -> tuple[str, Interval | None, bool]:
         if not varying:
-            out, interval = self.cast(code, iv, src, dst)  # type: ignore[attr-defined]
+            out, interval = self.cast(code, iv, src, dst)
             return self.vemit(fn, out), interval, False
         if src == dst:
             return code, iv, True
         if dst == "bool":
             return self.vemit(fn, f"(np.asarray({code}) != 0)"), (0, 1), True
-        if _is_intlike(dst):
+        if is_integer_like(dst):
             if src == "bool":
                 code = self.vemit(fn, f"np.asarray({code}).astype(np.int64)")
                 iv = (0, 1)
             elif is_float(src):
                 if is_uint(dst) and bits(dst) == 64:
                     raise _NoVector
-                conv = self.global_obj("vf2i", _make_vf2i(dst))  # type: ignore[attr-defined]
+                conv = self.global_obj("vf2i", _make_vf2i(dst))
                 return self.vemit(fn, f"{conv}({code})"), _dtype_range(dst), True
-            elif not _is_intlike(src):
+            elif not is_integer_like(src):
                 raise _NoVector
             return self.vwrap(code, iv, dst, True, fn)
         if is_float(dst):
@@ -955,12 +970,12 @@ class _VectorCodegen:
         raise _NoVector
 
     def v_BufferLoad(self, e, env, fn, block):
-        bind = self.buffer(e.buffer, env, block)  # type: ignore[attr-defined]
+        bind = self.buffer(e.buffer, env, block)
         idx, varying = self.vindices(e.indices, bind, env, fn, block, "load")
         code = f"{bind.name}[{_index_tuple(idx)}]"
         if e.dtype == "bool":
             return self.vemit(fn, code if varying else f"bool({code})"), (0, 1), varying
-        if _is_intlike(e.dtype):
+        if is_integer_like(e.dtype):
             if is_uint(e.dtype) and bits(e.dtype) == 64:
                 raise _NoVector
             return self.vemit(fn, f"{code}.astype(np.int64)" if varying else f"int({code})"), _dtype_range(e.dtype), varying
@@ -974,7 +989,7 @@ class _VectorCodegen:
         if op == "if_then_else" and len(args) == 3:
             return self.vlazy(args[0], args[1], args[2], e.dtype, env, fn, block)
         if op in ("max_value", "min_value", "infinity", "inf") or (op in ("isnan", "isinf", "isfinite") and len(args) == 1 and not is_float(args[0].dtype)):
-            code, iv = self.expr(e, {}, fn, block=block)  # type: ignore[attr-defined]
+            code, iv = self.expr(e, {}, fn, block=block)
             return code, iv, False
         if op == "likely" and len(args) == 1:
             return self.vexpr(args[0], env, fn, block)
@@ -985,17 +1000,17 @@ class _VectorCodegen:
             if op in ("isnan", "isinf", "isfinite"):
                 return self.vemit(fn, f"np.{op}({a})"), (0, 1), True
             if op in ("fabs", "abs"):
-                if _is_intlike(e.dtype):
+                if is_integer_like(e.dtype):
                     return self.vwrap(f"np.abs({a})", _iv_abs(ai), e.dtype, True, fn)
                 return self.vfloat(f"np.abs({a})", e, (args[0].dtype,), True, fn)
             if op in _VECTOR_UNARY_OPS:
-                if op in _ROUNDING_OPS and _is_intlike(args[0].dtype):
+                if op in _ROUNDING_OPS and is_integer_like(args[0].dtype):
                     return self.vcast(a, ai, args[0].dtype, e.dtype, True, fn)
                 if not is_float(e.dtype):
                     raise _NoVector
                 if not is_float(args[0].dtype):
                     a = self.vemit(fn, self.vfcast(a, e.dtype, True))
-                ufunc = self.global_obj(f"v{op}", _VECTOR_UNARY_OPS[op])  # type: ignore[attr-defined]
+                ufunc = self.global_obj(f"v{op}", _VECTOR_UNARY_OPS[op])
                 src = args[0].dtype if is_float(args[0].dtype) else e.dtype
                 return self.vfloat(f"{ufunc}({a})", e, (src,), True, fn)
             raise _NoVector
@@ -1008,13 +1023,13 @@ class _VectorCodegen:
                 raise _NoVector
             if not is_float(args[0].dtype):
                 a = self.vemit(fn, self.vfcast(a, e.dtype, av))
-            ufunc = self.global_obj(op, _BINARY_FLOAT_OPS[op])  # type: ignore[attr-defined]
+            ufunc = self.global_obj(op, _BINARY_FLOAT_OPS[op])
             src = args[0].dtype if is_float(args[0].dtype) else e.dtype
             return self.vfloat(f"{ufunc}({a}, {b})", e, (src,), True, fn)
         if len(args) == 2 and op in _BITWISE_OPS:
             a, _, av = self.vexpr(args[0], env, fn, block)
             b, _, bv = self.vexpr(args[1], env, fn, block)
-            if not _is_intlike(e.dtype):
+            if not is_integer_like(e.dtype):
                 raise _NoVector
             return self.vwrap(f"({a} {_BITWISE_OPS[op]} {b})", None, e.dtype, av or bv, fn)
         raise _NoVector
@@ -1024,7 +1039,7 @@ class _VectorCodegen:
         to the already computed arguments."""
         params = [E.Var(f"arg{k}", a.dtype) for k, a in enumerate(e.args)]
         env = {p: _VarBind(c, iv) for p, c, iv in zip(params, codes, ivs)}
-        code, iv = self.expr(E.Call(e.dtype, e.op, tuple(params)), env, fn, block=block)  # type: ignore[attr-defined]
+        code, iv = self.expr(E.Call(e.dtype, e.op, tuple(params)), env, fn, block=block)
         return self.vemit(fn, code), iv, False
 
     def vlazy(self, cond: E.PrimExpr, then: E.PrimExpr | None, other: E.PrimExpr | None, dtype: str,
@@ -1032,9 +1047,10 @@ class _VectorCodegen:
         """`then if cond else other` evaluating each arm only on the lanes that take it (None
         arms are the constants: And is `b if a else False`, Or is `True if a else b`)."""
         c, _, cv = self.vexpr(cond, env, fn, block)
-        dt = self.global_obj("dt", np.dtype(bool) if dtype == "bool" else np.dtype(np.int64) if _is_intlike(dtype) else to_numpy(dtype))  # type: ignore[attr-defined]
+        dt = self.global_obj("dt", np.dtype(bool) if dtype == "bool" else np.dtype(np.int64) if is_integer_like(dtype) else to_numpy(dtype))
         lanes = env[_LANES]
-        out = self.tmp()  # type: ignore[attr-defined]
+        out = self.tmp()
+        iv: Interval | None
         if not cv:
             # One condition for all lanes: a plain if/else, each arm computed on every lane.
             results = []
@@ -1054,7 +1070,7 @@ class _VectorCodegen:
                 # One arm varies: broadcast both so later code sees an array either way.
                 fn.emit(f"{out} = np.broadcast_to(np.asarray({out}, dtype={dt}), ({lanes},)).copy()")
             return out, _union(results[0][1], results[1][1]), results[0][2] or results[1][2]
-        parts = []
+        parts: list[tuple[str, Interval | None]] = []
         for arm, const, mask in ((then, true_const, c), (other, false_const, f"np.logical_not({c})")):
             if arm is None:
                 parts.append((const, (1, 1) if const == "True" else (0, 0)))
@@ -1074,8 +1090,8 @@ class _VectorCodegen:
                 fn.indent -= 1
                 parts.append((full, iv))
         fn.emit(f"{out} = np.where({c}, {parts[0][0]}, {parts[1][0]})")
-        iv = _union(parts[0][1], parts[1][1]) if _is_intlike(dtype) else None
-        if not _is_intlike(dtype) and dtype != "bool":
+        iv = _union(parts[0][1], parts[1][1]) if is_integer_like(dtype) else None
+        if not is_integer_like(dtype) and dtype != "bool":
             fn.emit(f"{out} = {out}.astype({dt}, copy=False)")
         return out, iv, True
 
@@ -1151,7 +1167,7 @@ class _Codegen(_VectorCodegen):
             if buf is None:
                 name = self.fresh(var.name)
                 kernel.params.append(name)
-                interval = _dtype_range(var.dtype) if _is_intlike(var.dtype) else None
+                interval = _dtype_range(var.dtype) if is_integer_like(var.dtype) else None
                 env[var] = _VarBind(name, interval)
                 continue
             name = self.fresh(buf.name)
@@ -1347,7 +1363,7 @@ class _Codegen(_VectorCodegen):
             for iv in blk.iter_vars:
                 if iv.iter_type == S.IterType.COMM_REDUCE:
                     vcode = env[iv.var].name
-                    mcode, _ = self.expr(iv.dom.min, env, fn, block=name)
+                    mcode, _ = self.expr(_domain(iv).min, env, fn, block=name)
                     conds.append(f"{vcode} == {mcode}")
             if conds:
                 fn.emit(f"if {' and '.join(conds)}:")
@@ -1440,7 +1456,7 @@ class _Codegen(_VectorCodegen):
             )
         codes, checks = [], []
         for axis, (index, (dcode, div)) in enumerate(zip(indices, bind.dims)):
-            if not _is_intlike(index.dtype):
+            if not is_integer_like(index.dtype):
                 raise InterpreterError(
                     f"block {block!r} indexes buffer {bind.buffer.name!r} with a {index.dtype} expression"
                 )
@@ -1462,22 +1478,23 @@ class _Codegen(_VectorCodegen):
             helper.emit(f"return {code}")
             return f"{helper.name}({', '.join(args)})", iv
         method = getattr(self, f"expr_{type(e).__name__}", None)
-        if method is None:
-            if isinstance(e, E.CmpOp):
-                method = self.expr_CmpOp
-            else:
-                raise InterpreterError(f"the interpreter does not support expression {type(e).__name__}")
-        return method(e, env, fn, depth + 1, block)
+        if method is not None:
+            result: tuple[str, Interval | None] = method(e, env, fn, depth + 1, block)
+            return result
+        if not isinstance(e, E.CmpOp):
+            raise InterpreterError(f"the interpreter does not support expression {type(e).__name__}")
+        return self.expr_CmpOp(e, env, fn, depth + 1, block)
 
     def expr_IntImm(self, e: E.IntImm, env: Env, fn: _Fn, depth: int, block: str) -> tuple[str, Interval | None]:
         if e.dtype == "bool":
-            return ("True" if e.value else "False"), (int(bool(e.value)),) * 2  # type: ignore[return-value]
+            truth = int(bool(e.value))
+            return ("True" if truth else "False"), (truth, truth)
         if is_float(e.dtype):
             return self.const(e.dtype, float(e.value)), None
         return (str(e.value) if e.value >= 0 else f"({e.value})"), (e.value, e.value)
 
     def expr_FloatImm(self, e: E.FloatImm, env: Env, fn: _Fn, depth: int, block: str) -> tuple[str, Interval | None]:
-        if _is_intlike(e.dtype):
+        if is_integer_like(e.dtype):
             v = int(e.value)
             return str(v) if v >= 0 else f"({v})", (v, v)
         return self.const(e.dtype, e.value), None
@@ -1517,26 +1534,26 @@ class _Codegen(_VectorCodegen):
 
     def expr_Add(self, e: E.Add, env: Env, fn: _Fn, depth: int, block: str) -> tuple[str, Interval | None]:
         a, ai, b, bi = self.operands(e, env, fn, depth, block)
-        if _is_intlike(e.dtype):
+        if is_integer_like(e.dtype):
             return self.wrap(f"({a} + {b})", _iv_add(ai, bi), e.dtype)
         return self.arith_float(f"({a} + {b})", e), None
 
     def expr_Sub(self, e: E.Sub, env: Env, fn: _Fn, depth: int, block: str) -> tuple[str, Interval | None]:
         a, ai, b, bi = self.operands(e, env, fn, depth, block)
-        if _is_intlike(e.dtype):
+        if is_integer_like(e.dtype):
             return self.wrap(f"({a} - {b})", _iv_sub(ai, bi), e.dtype)
         return self.arith_float(f"({a} - {b})", e), None
 
     def expr_Mul(self, e: E.Mul, env: Env, fn: _Fn, depth: int, block: str) -> tuple[str, Interval | None]:
         a, ai, b, bi = self.operands(e, env, fn, depth, block)
-        if _is_intlike(e.dtype):
+        if is_integer_like(e.dtype):
             return self.wrap(f"({a} * {b})", _iv_mul(ai, bi), e.dtype)
         return self.arith_float(f"({a} * {b})", e), None
 
     def expr_Div(self, e: E.Div, env: Env, fn: _Fn, depth: int, block: str) -> tuple[str, Interval | None]:
         a, ai, b, bi = self.operands(e, env, fn, depth, block)
-        if _is_intlike(e.dtype):
-            iv = _div_interval(ai, bi, trunc=True)
+        if is_integer_like(e.dtype):
+            iv = _iv_trunc_div(ai, bi)
             if ai and bi and ai[0] >= 0 and bi[0] > 0:
                 return self.wrap(f"({a} // {b})", iv, e.dtype)
             return self.wrap(f"_tdiv({a}, {b})", iv, e.dtype)
@@ -1544,7 +1561,7 @@ class _Codegen(_VectorCodegen):
 
     def expr_Mod(self, e: E.Mod, env: Env, fn: _Fn, depth: int, block: str) -> tuple[str, Interval | None]:
         a, ai, b, bi = self.operands(e, env, fn, depth, block)
-        if _is_intlike(e.dtype):
+        if is_integer_like(e.dtype):
             iv = _iv_trunc_mod(ai, bi)
             if ai and bi and ai[0] >= 0 and bi[0] > 0:
                 return self.wrap(f"({a} % {b})", iv, e.dtype)
@@ -1553,13 +1570,13 @@ class _Codegen(_VectorCodegen):
 
     def expr_FloorDiv(self, e: E.FloorDiv, env: Env, fn: _Fn, depth: int, block: str) -> tuple[str, Interval | None]:
         a, ai, b, bi = self.operands(e, env, fn, depth, block)
-        if _is_intlike(e.dtype):
-            return self.wrap(f"({a} // {b})", _div_interval(ai, bi, trunc=False), e.dtype)
+        if is_integer_like(e.dtype):
+            return self.wrap(f"({a} // {b})", _iv_floor_div(ai, bi), e.dtype)
         return self.arith_float(f"np.floor({a} / {b})", e), None
 
     def expr_FloorMod(self, e: E.FloorMod, env: Env, fn: _Fn, depth: int, block: str) -> tuple[str, Interval | None]:
         a, ai, b, bi = self.operands(e, env, fn, depth, block)
-        if _is_intlike(e.dtype):
+        if is_integer_like(e.dtype):
             return self.wrap(f"({a} % {b})", _iv_floor_mod(ai, bi), e.dtype)
         t1, t2 = self.tmp(), self.tmp()
         return self.arith_float(f"(({t1} := {a}) - np.floor({t1} / ({t2} := {b})) * {t2})", e), None
@@ -1568,7 +1585,7 @@ class _Codegen(_VectorCodegen):
         a, ai, b, bi = self.operands(e, env, fn, depth, block)
         ta, tb = self.tmp(), self.tmp()
         code = f"({ta} if ({ta} := {a}) < ({tb} := {b}) else {tb})"
-        if _is_intlike(e.dtype):
+        if is_integer_like(e.dtype):
             return self.wrap(code, _iv_min(ai, bi), e.dtype)
         return self.arith_float(code, e), None
 
@@ -1576,7 +1593,7 @@ class _Codegen(_VectorCodegen):
         a, ai, b, bi = self.operands(e, env, fn, depth, block)
         ta, tb = self.tmp(), self.tmp()
         code = f"({ta} if ({ta} := {a}) > ({tb} := {b}) else {tb})"
-        if _is_intlike(e.dtype):
+        if is_integer_like(e.dtype):
             return self.wrap(code, _iv_max(ai, bi), e.dtype)
         return self.arith_float(code, e), None
 
@@ -1613,8 +1630,8 @@ class _Codegen(_VectorCodegen):
             return code, iv
         if dst == "bool":
             return f"bool({code})", (0, 1)
-        if _is_intlike(dst):
-            if _is_intlike(src):
+        if is_integer_like(dst):
+            if is_integer_like(src):
                 if src == "bool":
                     code = f"int({code})"
                 return self.wrap(code, iv, dst)
@@ -1630,7 +1647,7 @@ class _Codegen(_VectorCodegen):
         """A stored value must have the buffer's dtype (TVM's IR guarantees it; be lenient)."""
         if src == dst:
             return code
-        return self.cast(code, _dtype_range(src) if _is_intlike(src) else None, src, dst)[0]
+        return self.cast(code, _dtype_range(src) if is_integer_like(src) else None, src, dst)[0]
 
     def expr_BufferLoad(self, e: E.BufferLoad, env: Env, fn: _Fn, depth: int, block: str) -> tuple[str, Interval | None]:
         bind = self.buffer(e.buffer, env, block)
@@ -1645,7 +1662,7 @@ class _Codegen(_VectorCodegen):
             code = f"{bind.name}[{_index_tuple(idx)}]"
         if e.dtype == "bool":
             return f"bool({code})", (0, 1)
-        if _is_intlike(e.dtype):
+        if is_integer_like(e.dtype):
             return f"int({code})", _dtype_range(e.dtype)
         return code, None
 
@@ -1659,12 +1676,10 @@ class _Codegen(_VectorCodegen):
             f, fi = self.expr(args[2], env, fn, depth, block)
             return f"({t} if {c} else {f})", _union(ti, fi)
         if op in ("max_value", "min_value"):
-            if _is_intlike(e.dtype):
-                lo, hi = _dtype_range(e.dtype)
-                v = hi if op == "max_value" else lo
-                return (str(v) if v >= 0 else f"({v})"), (v, v)
-            info = np.finfo(to_numpy(e.dtype))
-            return self.const(e.dtype, float(info.max if op == "max_value" else info.min)), None
+            limit = value_limit(e.dtype, upper=op == "max_value")
+            if isinstance(limit, int):
+                return (str(limit) if limit >= 0 else f"({limit})"), (limit, limit)
+            return self.const(e.dtype, limit), None
         if op in ("infinity", "inf"):
             return self.const(e.dtype, math.inf), None
         if op == "likely":
@@ -1674,22 +1689,23 @@ class _Codegen(_VectorCodegen):
             _expect_args(e, op, 1, block)
             a, _ = self.expr(args[0], env, fn, depth, block)
             if not is_float(args[0].dtype):
-                return ("True" if op == "isfinite" else "False"), (int(op == "isfinite"),) * 2  # type: ignore[return-value]
+                truth = int(op == "isfinite")
+                return ("True" if truth else "False"), (truth, truth)
             ufunc = self.global_obj(op, getattr(np, op))
             return f"bool({ufunc}({a}))", (0, 1)
         if op in ("fabs", "abs"):
             _expect_args(e, op, 1, block)
             a, ai = self.expr(args[0], env, fn, depth, block)
-            if _is_intlike(e.dtype):
+            if is_integer_like(e.dtype):
                 return self.wrap(f"abs({a})", _iv_abs(ai), e.dtype)
             return self.call_result(f"abs({a})", args[0].dtype, e.dtype), None
         if op in _UNARY_FLOAT_OPS:
             _expect_args(e, op, 1, block)
             a, ai = self.expr(args[0], env, fn, depth, block)
-            if op in _ROUNDING_OPS and _is_intlike(args[0].dtype):
+            if op in _ROUNDING_OPS and is_integer_like(args[0].dtype):
                 return self.cast(a, ai, args[0].dtype, e.dtype)
             ufunc = self.global_obj(op, _UNARY_FLOAT_OPS[op])
-            if _is_intlike(e.dtype):
+            if is_integer_like(e.dtype):
                 raise InterpreterError(f"op {op!r} in block {block!r} must have a float dtype, not {e.dtype}")
             arg_code = a if is_float(args[0].dtype) else f"{self.float_ctor(e.dtype)}({a})"
             src = args[0].dtype if is_float(args[0].dtype) else e.dtype
@@ -1698,7 +1714,7 @@ class _Codegen(_VectorCodegen):
             _expect_args(e, op, 2, block)
             a, _ = self.expr(args[0], env, fn, depth, block)
             b, _ = self.expr(args[1], env, fn, depth, block)
-            if _is_intlike(e.dtype):
+            if is_integer_like(e.dtype):
                 if op == "pow":
                     return self.wrap(f"({a} ** {b})", None, e.dtype)
                 if op == "fmod":
@@ -1712,7 +1728,7 @@ class _Codegen(_VectorCodegen):
             _expect_args(e, op, 2, block)
             a, _ = self.expr(args[0], env, fn, depth, block)
             b, _ = self.expr(args[1], env, fn, depth, block)
-            if not _is_intlike(e.dtype):
+            if not is_integer_like(e.dtype):
                 raise InterpreterError(f"op {op!r} in block {block!r} needs integer operands, not {e.dtype}")
             return self.wrap(f"({a} {_BITWISE_OPS[op]} {b})", None, e.dtype)
         if op == "bitwise_not":
@@ -1734,10 +1750,6 @@ class _Codegen(_VectorCodegen):
 # =============================================================================================
 
 
-def _is_intlike(dtype: str) -> bool:
-    return is_int(dtype) or is_uint(dtype) or dtype == "bool"
-
-
 def _is_name(code: str) -> bool:
     return code.isidentifier() and not keyword.iskeyword(code)
 
@@ -1752,78 +1764,29 @@ def _index_tuple(codes: list[str]) -> str:
     return ", ".join(codes)
 
 
-def _union(a: Interval | None, b: Interval | None) -> Interval | None:
-    if a is None or b is None:
-        return None
-    return (min(a[0], b[0]), max(a[1], b[1]))
+def _optional(op: Callable[[Interval, Interval], Interval]) -> Callable[[Interval | None, Interval | None], Interval | None]:
+    """`op` on intervals that may be unknown (None): unknown in, unknown out."""
+
+    def lifted(a: Interval | None, b: Interval | None) -> Interval | None:
+        return None if a is None or b is None else op(a, b)
+
+    return lifted
 
 
-def _iv_add(a: Interval | None, b: Interval | None) -> Interval | None:
-    return (a[0] + b[0], a[1] + b[1]) if a and b else None
-
-
-def _iv_sub(a: Interval | None, b: Interval | None) -> Interval | None:
-    return (a[0] - b[1], a[1] - b[0]) if a and b else None
-
-
-def _iv_mul(a: Interval | None, b: Interval | None) -> Interval | None:
-    if not (a and b):
-        return None
-    corners = [x * y for x in a for y in b]
-    return (min(corners), max(corners))
-
-
-def _iv_min(a: Interval | None, b: Interval | None) -> Interval | None:
-    return (min(a[0], b[0]), min(a[1], b[1])) if a and b else None
-
-
-def _iv_max(a: Interval | None, b: Interval | None) -> Interval | None:
-    return (max(a[0], b[0]), max(a[1], b[1])) if a and b else None
+_union = _optional(intervals.union)
+_iv_add = _optional(intervals.add)
+_iv_sub = _optional(intervals.sub)
+_iv_mul = _optional(intervals.mul)
+_iv_min = _optional(intervals.minimum)
+_iv_max = _optional(intervals.maximum)
+_iv_trunc_mod = _optional(intervals.truncmod_bound)
+_iv_floor_mod = _optional(intervals.floormod)
+_iv_floor_div = _optional(intervals.floordiv)
+_iv_trunc_div = _optional(intervals.truncdiv_bound)
 
 
 def _iv_abs(a: Interval | None) -> Interval | None:
-    if not a:
-        return None
-    lo = 0 if a[0] <= 0 <= a[1] else min(abs(a[0]), abs(a[1]))
-    return (lo, max(abs(a[0]), abs(a[1])))
-
-
-def _iv_trunc_mod(a: Interval | None, b: Interval | None) -> Interval | None:
-    """The remainder has the dividend's sign and a magnitude below the divisor's."""
-    if not (a and b):
-        return None
-    mag = max(abs(b[0]), abs(b[1]))
-    lo = 0 if a[0] >= 0 else max(a[0], -(mag - 1))
-    hi = 0 if a[1] <= 0 else min(a[1], mag - 1)
-    return (min(lo, 0), max(hi, 0))
-
-
-def _iv_floor_mod(a: Interval | None, b: Interval | None) -> Interval | None:
-    """The remainder has the divisor's sign (and is the dividend itself when that is smaller)."""
-    if not (a and b):
-        return None
-    if b[0] > 0:
-        return (a[0], a[1]) if a[0] >= 0 and a[1] < b[0] else (0, b[1] - 1)
-    if b[1] < 0:
-        return (b[0] + 1, 0)
-    return (min(b[0] + 1, 0), max(b[1] - 1, 0))
-
-
-def _div_interval(a: Interval | None, b: Interval | None, trunc: bool) -> Interval | None:
-    """Bounds of a / b over the operand intervals (corners suffice: the quotient is monotone in
-    each operand on each side of zero; a zero divisor raises at run time, so it is left out)."""
-    if a is None or b is None:
-        return None
-    divisors = {d for d in (b[0], b[1]) if d != 0}
-    if b[0] < 0 < b[1] or b[0] == 0 or b[1] == 0:
-        divisors.update(d for d in (-1, 1) if b[0] <= d <= b[1])
-    if not divisors:
-        return None
-    values = []
-    for x in (a[0], a[1]):
-        for d in divisors:
-            values.append(_rt_tdiv(x, d) if trunc else x // d)
-    return (min(values), max(values))
+    return None if a is None else intervals.absolute(a)
 
 
 def _expect_args(e: E.Call, op: str, n: int, block: str) -> None:

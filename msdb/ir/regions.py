@@ -12,7 +12,10 @@ from __future__ import annotations
 
 from msdb.ir import expr as E
 from msdb.ir import stmt as S
-from msdb.ir.functor import IRVisitor
+from msdb.ir.arith import expr_equal, simplify, split_linear
+from msdb.ir.functor import IRVisitor, substitute
+
+__all__ = ["infer_access_regions", "relax"]
 
 
 class _AccessCollector(IRVisitor):
@@ -45,8 +48,6 @@ class _AccessCollector(IRVisitor):
 
     def visit_BlockRealize(self, node: S.BlockRealize) -> None:
         # A nested block is summarized by its own regions, with its iter vars bound to values.
-        from msdb.ir.functor import substitute
-
         for value in node.iter_values:
             self.visit(value)
         self.visit(node.predicate)
@@ -72,52 +73,13 @@ def _add_extent(relaxed_extent: E.PrimExpr, inner_extent: E.PrimExpr) -> E.PrimE
     return relaxed_extent + inner_extent - 1
 
 
-def linear_terms(expr: E.PrimExpr, variables: dict[E.Var, object]) -> tuple[dict[E.Var, int], E.PrimExpr | None] | None:
-    """Split `expr` into sum(coef * v) over `variables` plus a rest free of them.
-    Returns None when `expr` is not affine in those variables."""
-    if isinstance(expr, E.Var) and expr in variables:
-        return {expr: 1}, None
-    if isinstance(expr, (E.Add, E.Sub)):
-        left = linear_terms(expr.a, variables)
-        right = linear_terms(expr.b, variables)
-        if left is None or right is None:
-            return None
-        sign = 1 if isinstance(expr, E.Add) else -1
-        coefs = dict(left[0])
-        for var, coef in right[0].items():
-            coefs[var] = coefs.get(var, 0) + sign * coef
-        rest_a, rest_b = left[1], right[1]
-        if rest_b is None:
-            rest = rest_a
-        elif rest_a is None:
-            rest = rest_b if sign == 1 else E.make_const(0, rest_b.dtype) - rest_b
-        else:
-            rest = type(expr)(rest_a, rest_b)
-        return coefs, rest
-    if isinstance(expr, E.Mul):
-        for const_side, other in ((expr.a, expr.b), (expr.b, expr.a)):
-            c = E.const_int(const_side)
-            if c is not None:
-                inner = linear_terms(other, variables)
-                if inner is None:
-                    return None
-                coefs = {v: k * c for v, k in inner[0].items()}
-                rest = None if inner[1] is None else inner[1] * c
-                return coefs, rest
-    from msdb.ir.functor import free_vars
-
-    if free_vars(expr) & variables.keys():
-        return None
-    return {}, expr
-
-
 def relax(index: E.PrimExpr, ranges: dict[E.Var, tuple[E.PrimExpr, E.PrimExpr]]) -> tuple[E.PrimExpr, E.PrimExpr]:
     """(min, extent) covering `index` as the variables in `ranges` run over their ranges.
     Non-affine uses of those variables give (None, None) for the caller to widen to the
     whole dimension."""
     if not ranges:
         return index, E.IntImm(index.dtype, 1)
-    terms = linear_terms(index, ranges)
+    terms = split_linear(index, ranges)
     if terms is None:
         return None, None  # type: ignore[return-value]
     coefs, rest = terms
@@ -167,8 +129,6 @@ def _merge_offsets(cands: list[tuple[E.PrimExpr, E.PrimExpr]]) -> E.Range | None
     """Merge accesses whose starts differ from the first one's by constants and whose extents
     are constants (`C[v]`, `C[v + 1]`, `C[v + 2]` -> `C[v:v + 3]`, as TVM does); None when they
     don't line up that way."""
-    from msdb.ir.arith import simplify
-
     base, _ = cands[0]
     if base is None:
         return None
@@ -190,11 +150,7 @@ def _merge_offsets(cands: list[tuple[E.PrimExpr, E.PrimExpr]]) -> E.Range | None
 def _same(a: E.PrimExpr | None, b: E.PrimExpr | None) -> bool:
     if a is None or b is None:
         return False
-    if a is b:
-        return True
-    from msdb.hashing import structural_equal_expr
-
-    return structural_equal_expr(a, b)
+    return expr_equal(a, b)
 
 
 def infer_access_regions(

@@ -1,4 +1,4 @@
-"""Statements of the workload IR: loops, blocks, stores (DESIGN.md section 1).
+"""Statements of the workload IR: loops, blocks, stores (docs/architecture.md, "Workload IR").
 
 Mirrors TVM TensorIR: a `PrimFunc` body is a root `BlockRealize` whose block holds loop nests
 (`For`) of `BlockRealize`s; each block binds its iter vars to loop expressions, declares what it

@@ -1,7 +1,7 @@
 """A TE-style builder: describe tensors with `placeholder`/`compute`, lower them with
 `create_prim_func` into the same blocks TVM's `te.create_prim_func` produces.
 
-Why it exists: the standard benchmark workloads (DESIGN.md section 1, `msdb.ir.zoo`) are defined
+Why it exists: the standard benchmark workloads (`msdb.ir.zoo`, docs/architecture.md "Workload IR") are defined
 in TVM with TE, and a workload must be *structurally identical* to TVM's for records to be
 shared by structural hash. So the lowering follows TVM's rules:
 
@@ -11,9 +11,9 @@ shared by structural hash. So the lowering follows TVM's rules:
   are named after the axes and block iter vars `v_<axis>`, bound one to one ("S"/"R");
 - a reduction stores `combiner(out[idx], source)` and has an init storing the reducer's
   identity (0 for sum, the dtype's lowest value for max, its highest for min);
-- the stored value (the reduction source, or the whole data-parallel body) is simplified the
-  way TVM's `arith.Analyzer.Simplify` does for these expressions (constant folding, `>=`/`>`
-  turned into `<=`/`<`, integer sums in canonical order) -- see `simplify`;
+- the stored value (the reduction source, or the whole data-parallel body), loop bounds and
+  shapes are simplified the way TVM's `arith.Analyzer.Simplify` does (`simplify`, which is
+  `msdb.ir.arith.simplify`: the one canonical simplifier);
 - intermediates go to the root block's `alloc_buffers`; parameters are the given tensors in
   order; buffers are named after the tensors, duplicates renamed `name_1`, `name_2`, ... the
   way TVM's printer shows them; block names are made unique the same way.
@@ -27,14 +27,15 @@ from __future__ import annotations
 import builtins
 import inspect
 import logging
-import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from msdb.errors import MsdbError
 from msdb.ir import expr as E
 from msdb.ir import stmt as S
-from msdb.ir.dtype import bits, is_float, is_int, is_uint
+from msdb.ir.arith import simplify
+from msdb.ir.arith.limits import value_limit
+from msdb.ir.dtype import bits, is_int, is_uint
 from msdb.ir.function import PrimFunc
 from msdb.ir.functor import IRMutator
 from msdb.ir.regions import infer_access_regions
@@ -65,6 +66,8 @@ class TEIterVar(E.Var):
     `.dom`. It never survives lowering: `create_prim_func` replaces it by loop and block vars."""
 
     __slots__ = ("dom", "iter_type")
+    dom: E.Range
+    iter_type: S.IterType
 
     def __init__(self, name: str, dom: E.Range, iter_type: S.IterType) -> None:
         dtype = _index_dtype(dom)
@@ -102,8 +105,8 @@ class Reduce(E.PrimExpr):
             "compute it into its own tensor and use that tensor instead"
         )
 
-    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _misuse  # type: ignore[assignment]
-    __truediv__ = __rtruediv__ = __floordiv__ = __mod__ = _misuse  # type: ignore[assignment]
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _misuse
+    __truediv__ = __rtruediv__ = __floordiv__ = __mod__ = _misuse
 
 
 class _Operation:
@@ -206,6 +209,7 @@ class ProducerLoad(E.BufferLoad):
     that remembers the tensor, so that the op graph can be recovered from the bodies."""
 
     __slots__ = ("tensor",)
+    tensor: Tensor
 
     def __init__(self, tensor: Tensor, indices: tuple[E.PrimExpr, ...]) -> None:
         super().__init__(tensor._stage, indices)
@@ -265,8 +269,9 @@ def _shape(shape: Any) -> tuple[E.PrimExpr, ...]:
         dim = E.convert(dim)
         if not (is_int(dim.dtype) or is_uint(dim.dtype)):
             raise TEError(f"shape entries must be integers, got dtype {dim.dtype!r}")
-        if E.const_int(dim) is not None and E.const_int(dim) < 0:
-            raise TEError(f"shape entries must be non-negative, got {E.const_int(dim)}")
+        value = E.const_int(dim)
+        if value is not None and value < 0:
+            raise TEError(f"shape entries must be non-negative, got {value}")
         dims.append(dim)
     return tuple(dims)
 
@@ -387,26 +392,12 @@ def const(value: int | float | bool, dtype: str | None = None) -> E.PrimExpr:
 
 def max_value(dtype: str) -> E.PrimExpr:
     """The largest value of `dtype` as an immediate (TVM folds `max_value` to a constant)."""
-    if is_float(dtype):
-        return E.FloatImm(dtype, _FLOAT_MAX[bits(dtype)])
-    if dtype == "bool":
-        return E.IntImm("bool", 1)
-    if is_uint(dtype):
-        return E.IntImm(dtype, (1 << bits(dtype)) - 1)
-    return E.IntImm(dtype, (1 << (bits(dtype) - 1)) - 1)
+    return E.make_const(value_limit(dtype, upper=True), dtype)
 
 
 def min_value(dtype: str) -> E.PrimExpr:
     """The lowest value of `dtype` as an immediate (the identity of a max reduction)."""
-    if is_float(dtype):
-        return E.FloatImm(dtype, -_FLOAT_MAX[bits(dtype)])
-    if dtype == "bool" or is_uint(dtype):
-        return E.make_const(0, dtype)
-    return E.IntImm(dtype, -(1 << (bits(dtype) - 1)))
-
-
-# Largest finite values, as TVM writes them (float32: FLT_MAX widened to double).
-_FLOAT_MAX = {16: 65504.0, 32: 3.4028234663852886e38, 64: 1.7976931348623157e308}
+    return E.make_const(value_limit(dtype, upper=False), dtype)
 
 
 def if_then_else(cond: E.ExprLike, true_value: E.ExprLike, false_value: E.ExprLike) -> E.PrimExpr:
@@ -662,8 +653,8 @@ def create_prim_func(tensors: Sequence[Tensor]) -> PrimFunc:
             root_allocs.append(buffers[id(t.op)])
         stmts.append(_lower_compute(t, buffers, block_names))
 
-    params = []
-    buffer_map = {}
+    params: list[E.Var] = []
+    buffer_map: dict[E.Var, E.Buffer] = {}
     for t in tensors:
         buf = buffers[id(t.op)]
         if builtins.any(buf is buffer_map[p] for p in params):
@@ -717,6 +708,7 @@ def _lower_compute(tensor: Tensor, buffers: dict[int, E.Buffer], block_names: _N
                     annotations=annotations)
     stmt: S.Stmt = S.BlockRealize(tuple(loop_vars), E.IntImm("bool", 1), block)
     for loop_var, iv in reversed(list(zip(loop_vars, iter_vars))):
+        assert iv.dom is not None  # built with a domain above
         stmt = S.For(loop_var, iv.dom.min, iv.dom.extent, S.ForKind.SERIAL, stmt)
     return stmt
 
@@ -727,528 +719,3 @@ def _annotation_value(value: Any, buffers: dict[int, E.Buffer]) -> Any:
     if isinstance(value, (list, tuple)):
         return tuple(_annotation_value(v, buffers) for v in value)
     return value
-
-
-# =============================================================================================
-# Simplification (what TVM's Analyzer.Simplify does to TE bodies, without variable bounds)
-# =============================================================================================
-#
-# Integer expressions are brought to TVM's canonical form: a sum of terms
-# `scale * ((index % upper) // lower)` plus a constant, like terms merged, terms stably sorted by
-# scale, then lower factor, then upper factor (all descending), and printed back as positive
-# terms, the constant if positive, then the negative terms subtracted and the constant if
-# negative. Floor division and modulo by positive constants split off divisible terms
-# (`(h*4 + r) // 4` -> `r // 4 + h`) and nest (`c // 4 % 8` -> `c % 32 // 4`). Comparisons are
-# turned into `<`/`<=`/`==`/`!=`; against a constant the constant moves to one side and a common
-# factor is divided out, and comparisons decided by the range of floormod terms fold to a
-# constant. Float arithmetic gets only constant folding and the x+0 / x*1 identities, like TVM.
-#
-# Scope: this reproduces TVM on the zoo, on the expressions topi-style operators write (conv,
-# pool, pad, dilation, reshape, transpose, slicing index arithmetic; padding and stride-phase
-# conditions) and on the pinned cases in tests/ir/test_te.py. TVM's rewrite simplifier has many
-# more rules; on unusual integer expressions (negative divisors, mixed-sign comparisons with
-# variables on both sides, bound-driven rewrites such as `(r * 3) % 2` -> `r % 2`) the result can
-# differ from TVM's in form (never in value). Note also that Python `-x` on msdb nodes builds
-# `0 - x` while TVM's builds `x * -1`; write `x * -1` where the exact form matters.
-
-
-_INF = None  # upper factor of an unbounded term
-
-
-@dataclass(frozen=True, slots=True)
-class _Term:
-    index: E.PrimExpr
-    key: tuple
-    lower: int
-    upper: int | None
-    scale: int
-
-
-@dataclass(slots=True)
-class _Sum:
-    dtype: str
-    terms: list[_Term]
-    base: int
-
-    def copy(self) -> _Sum:
-        return _Sum(self.dtype, list(self.terms), self.base)
-
-
-def _key(e: E.PrimExpr) -> tuple:
-    """A structural key (variables and buffers by identity) for merging like terms."""
-    if isinstance(e, E.Var):
-        return ("var", id(e))
-    if isinstance(e, E.IntImm):
-        return ("int", e.dtype, e.value)
-    if isinstance(e, E.FloatImm):
-        return ("float", e.dtype, e.value)
-    if isinstance(e, E.StringImm):
-        return ("str", e.value)
-    if isinstance(e, E.BufferLoad):
-        return ("load", id(e.buffer)) + tuple(_key(i) for i in e.indices)
-    if isinstance(e, E.Call):
-        return ("call", e.op, e.dtype) + tuple(_key(a) for a in e.args)
-    if isinstance(e, E.Cast):
-        return ("cast", e.dtype, _key(e.value))
-    return (type(e).__name__, e.dtype) + tuple(_key(c) for c in _expr_children(e))
-
-
-def _is_intlike(dtype: str) -> bool:
-    return is_int(dtype) or is_uint(dtype)
-
-
-def _wrap(value: int, dtype: str) -> int:
-    """Two's-complement wrap of an integer constant to the dtype's width."""
-    width = bits(dtype)
-    if is_uint(dtype):
-        return value % (1 << width)
-    value %= 1 << width
-    return value - (1 << width) if value >= 1 << (width - 1) else value
-
-
-def _const(e: E.PrimExpr) -> int | float | None:
-    if isinstance(e, (E.IntImm, E.FloatImm)):
-        return e.value
-    return None
-
-
-def simplify(expr: E.PrimExpr) -> E.PrimExpr:
-    """Simplify `expr` the way TVM's `arith.Analyzer().simplify` does when it knows nothing
-    about variable ranges (which is how `te.create_prim_func` calls it)."""
-    return _simp(expr)
-
-
-def _simp(e: E.PrimExpr) -> E.PrimExpr:
-    if isinstance(e, (E.Var, E.IntImm, E.FloatImm, E.StringImm)):
-        return e
-    if isinstance(e, E.BufferLoad):
-        indices = tuple(_simp(i) for i in e.indices)
-        if builtins.all(a is b for a, b in zip(indices, e.indices)) and type(e) is E.BufferLoad:
-            return e
-        return E.BufferLoad(e.buffer, indices)
-    if isinstance(e, E.CmpOp):
-        return _simp_cmp(e)
-    if isinstance(e, E.Not):
-        return _simp_not(_simp(e.a))
-    if isinstance(e, E.Cast):
-        value = _simp(e.value)
-        if value.dtype == e.dtype:
-            return value
-        c = _const(value)
-        if c is not None:
-            if is_float(e.dtype):
-                return E.FloatImm(e.dtype, float(c))
-            if _is_intlike(e.dtype):
-                return E.IntImm(e.dtype, _wrap(int(c), e.dtype))
-        return e if value is e.value else E.Cast(e.dtype, value)
-    if isinstance(e, E.Select):
-        cond = _simp(e.condition)
-        t, f = _simp(e.true_value), _simp(e.false_value)
-        if isinstance(cond, E.IntImm):
-            return t if cond.value else f
-        return E.Select(cond, t, f)
-    if isinstance(e, E.Call):
-        args = tuple(_simp(a) for a in e.args)
-        if e.op == "if_then_else" and isinstance(args[0], E.IntImm):
-            return args[1] if args[0].value else args[2]
-        if builtins.all(a is b for a, b in zip(args, e.args)):
-            return e
-        return E.Call(e.dtype, e.op, args)
-    if isinstance(e, E.BinaryOp):
-        if _is_intlike(e.dtype) and isinstance(e, (E.Add, E.Sub, E.Mul, E.FloorDiv, E.FloorMod)):
-            return _normalize(_to_sum(e), additive=isinstance(e, (E.Add, E.Sub)))
-        a, b = _simp(e.a), _simp(e.b)
-        return _fold_binary(type(e), a, b, e.dtype)
-    return e
-
-
-def _fold_binary(cls: type, a: E.PrimExpr, b: E.PrimExpr, dtype: str) -> E.PrimExpr:
-    """TVM's construction-time folding (TryConstFold) for one binary node."""
-    ca, cb = _const(a), _const(b)
-    if ca is not None and cb is not None:
-        value = _eval_binary(cls, ca, cb, dtype)
-        if value is not None:
-            return E.make_const(value, dtype) if not _is_intlike(dtype) else E.IntImm(dtype, _wrap(int(value), dtype))
-    if cls is E.Add:
-        if ca == 0:
-            return b
-        if cb == 0:
-            return a
-    elif cls is E.Sub:
-        if cb == 0:
-            return a
-    elif cls is E.Mul:
-        if ca == 1:
-            return b
-        if cb == 1:
-            return a
-        if ca == 0:
-            return a
-        if cb == 0:
-            return b
-    elif cls in (E.Div, E.FloorDiv):
-        if cb == 1:
-            return a
-        if ca == 0 and cb not in (None, 0):
-            return a
-    elif cls in (E.Min, E.Max):
-        if _key(a) == _key(b):
-            return a
-    return cls(a, b, dtype)
-
-
-def _eval_binary(cls: type, a: int | float, b: int | float, dtype: str) -> int | float | None:
-    """Fold `a op b` with TVM's semantics (truncating Div/Mod, flooring FloorDiv/FloorMod)."""
-    integer = _is_intlike(dtype)
-    if cls is E.Add:
-        return a + b
-    if cls is E.Sub:
-        return a - b
-    if cls is E.Mul:
-        return a * b
-    if cls is E.Min:
-        return builtins.min(a, b)
-    if cls is E.Max:
-        return builtins.max(a, b)
-    if b == 0:
-        return None  # left for the runtime, as TVM does
-    if cls is E.Div:
-        if not integer:
-            return a / b
-        quotient = abs(int(a)) // abs(int(b))
-        return quotient if (a >= 0) == (b >= 0) else -quotient
-    if cls is E.Mod:
-        if not integer:
-            return math.fmod(a, b)
-        remainder = abs(int(a)) % abs(int(b))
-        return remainder if a >= 0 else -remainder
-    if cls is E.FloorDiv:
-        return int(a) // int(b) if integer else float(math.floor(a / b))
-    if cls is E.FloorMod:
-        return int(a) % int(b) if integer else a - math.floor(a / b) * b
-    return None
-
-
-# ---- canonical integer sums ----
-
-
-def _atom(e: E.PrimExpr, dtype: str) -> _Sum:
-    return _Sum(dtype, [_Term(e, _key(e), 1, _INF, 1)], 0)
-
-
-def _to_sum(e: E.PrimExpr) -> _Sum:
-    """Canonical sum of an integer expression (children simplified on the way)."""
-    dtype = e.dtype
-    if isinstance(e, E.IntImm):
-        return _Sum(dtype, [], e.value)
-    if isinstance(e, E.Add):
-        return _add(_to_sum(e.a), _to_sum(e.b), 1)
-    if isinstance(e, E.Sub):
-        return _add(_to_sum(e.a), _to_sum(e.b), -1)
-    if isinstance(e, E.Mul):
-        sa, sb = _to_sum(e.a), _to_sum(e.b)
-        if not sb.terms:
-            return _scale(sa, sb.base)
-        if not sa.terms:
-            return _scale(sb, sa.base)
-        return _atom(E.Mul(_normalize(sa), _normalize(sb), dtype), dtype)
-    if isinstance(e, (E.FloorDiv, E.FloorMod)):
-        sa, sb = _to_sum(e.a), _to_sum(e.b)
-        if not sb.terms and sb.base > 0:
-            return _floordiv(sa, sb.base) if isinstance(e, E.FloorDiv) else _floormod(sa, sb.base)
-        a, b = _normalize(sa), _normalize(sb)
-        folded = _fold_binary(type(e), a, b, dtype)
-        if isinstance(folded, E.IntImm):
-            return _Sum(dtype, [], folded.value)
-        return _atom(folded, dtype)
-    simplified = _simp(e)
-    if isinstance(simplified, E.IntImm):
-        return _Sum(dtype, [], simplified.value)
-    return _atom(simplified, dtype)
-
-
-def _add(x: _Sum, y: _Sum, sign: int) -> _Sum:
-    result = x.copy()
-    for term in y.terms:
-        _add_term(result, _Term(term.index, term.key, term.lower, term.upper, term.scale * sign))
-    result.base = _wrap(result.base + sign * y.base, result.dtype)
-    return result
-
-
-def _add_term(acc: _Sum, term: _Term) -> None:
-    for n, existing in enumerate(acc.terms):
-        if existing.key == term.key and existing.lower == term.lower and existing.upper == term.upper:
-            scale = existing.scale + term.scale
-            if scale == 0:
-                del acc.terms[n]
-            else:
-                acc.terms[n] = _Term(existing.index, existing.key, existing.lower, existing.upper, scale)
-            return
-    if term.scale != 0:
-        acc.terms.append(term)
-
-
-def _scale(x: _Sum, factor: int) -> _Sum:
-    if factor == 0:
-        return _Sum(x.dtype, [], 0)
-    terms = [_Term(t.index, t.key, t.lower, t.upper, t.scale * factor) for t in x.terms]
-    return _Sum(x.dtype, terms, _wrap(x.base * factor, x.dtype))
-
-
-def _single(x: _Sum) -> _Term | None:
-    """The one term of `x` (any positive scale), if `x` is exactly that."""
-    if len(x.terms) == 1 and x.base == 0 and x.terms[0].scale > 0:
-        return x.terms[0]
-    return None
-
-
-def _with(t: _Term, lower: int, upper: int | None, scale: int = 1) -> _Term:
-    return _Term(t.index, t.key, lower, upper, scale)
-
-
-def _term_max(t: _Term) -> int | None:
-    """Largest value of the unscaled term `(index % upper) // lower`, when bounded."""
-    return None if t.upper is _INF else (t.upper - 1) // t.lower
-
-
-def _floordiv(x: _Sum, c: int) -> _Sum:
-    if c == 1:
-        return x
-    if not x.terms:
-        return _Sum(x.dtype, [], x.base // c)
-    term = _single(x)
-    if term is not None and c % term.scale == 0:
-        # (t * s) // c == t // (c / s); a bounded t smaller than the divisor gives 0.
-        c //= term.scale
-        top = _term_max(term)
-        if top is not None and top < c:
-            return _Sum(x.dtype, [], 0)
-        if term.upper is _INF or term.upper % (term.lower * c) == 0:
-            return _Sum(x.dtype, [_with(term, term.lower * c, term.upper)], 0)
-    divisible = _Sum(x.dtype, [], 0)
-    rest = _Sum(x.dtype, [], 0)
-    for t in x.terms:
-        (divisible if t.scale % c == 0 else rest).terms.append(t)
-    if x.base % c == 0:
-        divisible.base = x.base
-    else:
-        rest.base = x.base
-    outer = _scale_down(divisible, c)
-    if not rest.terms:
-        outer.base += rest.base // c
-        return outer
-    if not divisible.terms and divisible.base == 0:
-        index = _normalize(rest)
-        return _Sum(x.dtype, [_Term(index, _key(index), c, _INF, 1)], 0)
-    inner = _floordiv(rest, c)
-    return _add(outer, inner, 1)
-
-
-def _scale_down(x: _Sum, c: int) -> _Sum:
-    terms = [_Term(t.index, t.key, t.lower, t.upper, t.scale // c) for t in x.terms]
-    return _Sum(x.dtype, terms, x.base // c)
-
-
-def _floormod(x: _Sum, c: int) -> _Sum:
-    if c == 1:
-        return _Sum(x.dtype, [], 0)
-    rest = _Sum(x.dtype, [t for t in x.terms if t.scale % c != 0], x.base % c)
-    if not rest.terms:
-        return _Sum(x.dtype, [], rest.base)
-    term = _single(rest)
-    if term is not None and c % term.scale == 0:
-        # (t * s) % c == (t % (c / s)) * s; a bounded t smaller than the modulus is unchanged.
-        scale, c = term.scale, c // term.scale
-        top = _term_max(term)
-        if top is not None and top < c:
-            return _Sum(x.dtype, [_with(term, term.lower, term.upper, scale)], 0)
-        if term.upper is _INF:
-            return _Sum(x.dtype, [_with(term, term.lower, term.lower * c, scale)], 0)
-        if term.lower == 1 and term.upper % c == 0:
-            return _Sum(x.dtype, [_with(term, 1, c, scale)], 0)
-    index = _normalize(rest)
-    return _Sum(x.dtype, [_Term(index, _key(index), 1, c, 1)], 0)
-
-
-def _term_expr(t: _Term, scale: int, dtype: str) -> E.PrimExpr:
-    result = t.index
-    if t.upper is not _INF:
-        result = E.FloorMod(result, E.IntImm(dtype, t.upper))
-    if t.lower != 1:
-        result = E.FloorDiv(result, E.IntImm(dtype, t.lower))
-    if scale != 1:
-        result = E.Mul(result, E.IntImm(dtype, scale))
-    return result
-
-
-def _sort_key(t: _Term) -> tuple[int, int, float]:
-    return (-t.scale, -t.lower, -(math.inf if t.upper is _INF else t.upper))
-
-
-def _normalize(x: _Sum, additive: bool = False) -> E.PrimExpr:
-    """TVM's printing of a canonical sum back to an expression. `additive` says the expression
-    was an add/subtract at the top: TVM then prints a lone negated term as `0 - x` (a lone
-    scaled product stays `x * -c`)."""
-    dtype = x.dtype
-    terms = sorted(x.terms, key=_sort_key)
-    if not terms:
-        return E.IntImm(dtype, x.base)
-    if len(terms) == 1 and x.base == 0 and not (additive and terms[0].scale == -1):
-        return _term_expr(terms[0], terms[0].scale, dtype)
-    result: E.PrimExpr | None = None
-    for t in terms:
-        if t.scale > 0:
-            part = _term_expr(t, t.scale, dtype)
-            result = part if result is None else E.Add(result, part)
-    if x.base > 0:
-        const_part = E.IntImm(dtype, x.base)
-        result = const_part if result is None else E.Add(result, const_part)
-    for t in terms:
-        if t.scale < 0:
-            part = _term_expr(t, -t.scale, dtype)
-            result = E.Sub(E.IntImm(dtype, 0) if result is None else result, part)
-    if x.base < 0:
-        result = E.Sub(E.IntImm(dtype, 0) if result is None else result, E.IntImm(dtype, -x.base))
-    assert result is not None
-    return result
-
-
-# ---- conditions ----
-
-
-def _bool(value: bool) -> E.PrimExpr:
-    return E.IntImm("bool", int(value))
-
-
-def _simp_cmp(e: E.CmpOp) -> E.PrimExpr:
-    cls = type(e)
-    if cls in (E.And, E.Or):
-        a, b = _simp(e.a), _simp(e.b)
-        ca, cb = _const(a), _const(b)
-        if cls is E.And:
-            if ca is not None:
-                return b if ca else a
-            if cb is not None:
-                return a if cb else b
-        else:
-            if ca is not None:
-                return a if ca else b
-            if cb is not None:
-                return b if cb else a
-        return cls(a, b)
-    a, b = e.a, e.b
-    if cls is E.GE:
-        cls, a, b = E.LE, b, a
-    elif cls is E.GT:
-        cls, a, b = E.LT, b, a
-    if _is_intlike(a.dtype) and _is_intlike(b.dtype) and a.dtype == b.dtype:
-        return _int_cmp(cls, _to_sum(a), _to_sum(b), isinstance(a, (E.Add, E.Sub)), isinstance(b, (E.Add, E.Sub)))
-    a, b = _simp(a), _simp(b)
-    ca, cb = _const(a), _const(b)
-    if ca is not None and cb is not None:
-        return _bool(_compare(cls, ca, cb))
-    return cls(a, b)
-
-
-def _compare(cls: type, a: int | float, b: int | float) -> bool:
-    return {E.LT: a < b, E.LE: a <= b, E.EQ: a == b, E.NE: a != b}[cls]
-
-
-def _int_cmp(cls: type, sa: _Sum, sb: _Sum, add_a: bool = True, add_b: bool = True) -> E.PrimExpr:
-    """An integer comparison in TVM's normal form: when one side is a constant and, with
-    `diff = a - b = V + k`, all terms of V have one sign, the constant goes to one side and a
-    common factor is
-    divided out (`h + 1 <= 3` -> `h <= 2`, `h >= 3` -> `3 <= h`, `2h + 2r < 4` -> `h + r < 2`).
-    Variables on both sides keep both sides (`h * 2 + 1 < r`)."""
-    dtype = sa.dtype
-    if not sa.terms and not sb.terms:
-        return _bool(_compare(cls, sa.base, sb.base))
-    diff = _add(sa, sb, -1)
-    if not diff.terms:
-        return _bool(_compare(cls, diff.base, 0))
-    if sa.terms and sb.terms:
-        return cls(_normalize(sa, additive=add_a), _normalize(sb, additive=add_b))
-    signs = {t.scale > 0 for t in diff.terms}
-    if len(signs) == 2:
-        # One constant side: move the other side's constant over.
-        var_side, const_value, var_left = (sa, sb.base, True) if sa.terms else (sb, sa.base, False)
-        var_side = _Sum(dtype, list(var_side.terms), 0)
-        const_value -= (sa.base if var_left else sb.base)
-        expr, const_expr = _normalize(var_side, additive=add_a if var_left else add_b), E.IntImm(dtype, const_value)
-        return cls(expr, const_expr) if var_left or cls in (E.EQ, E.NE) else cls(const_expr, expr)
-    positive = signs == {True}
-    # V + k  op  0, with V written with positive coefficients.
-    terms = diff.terms if positive else [_with(t, t.lower, t.upper, -t.scale) for t in diff.terms]
-    g = 0
-    for t in terms:
-        g = math.gcd(g, t.scale)
-    bound = -diff.base if positive else diff.base  # V op bound (positive) / bound op V (negative)
-    bounds = _interval(terms)
-    if bounds is not None:
-        decided = _decide(cls, positive, bounds, bound)
-        if decided is not None:
-            return _bool(decided)
-    if g > 1:
-        terms = [_with(t, t.lower, t.upper, t.scale // g) for t in terms]
-        if cls in (E.EQ, E.NE):
-            if bound % g:
-                return _bool(cls is E.NE)
-            bound //= g
-        elif (cls is E.LT) == positive:  # V < b  or  b <= V: round up
-            bound = -((-bound) // g)
-        else:  # V <= b  or  b < V: round down
-            bound //= g
-    var_sum = _Sum(dtype, terms, 0)
-    single = _single(var_sum)
-    if single is not None and single.scale == 1 and single.lower > 1 and single.upper is _INF and cls is E.LT:
-        # x // l < b  ->  x < b * l;  b < x // l  ->  (b + 1) * l - 1 < x
-        inner = _normalize(_Sum(dtype, [_with(single, 1, _INF)], 0))
-        if positive:
-            return E.LT(inner, E.IntImm(dtype, bound * single.lower))
-        return E.LT(E.IntImm(dtype, (bound + 1) * single.lower - 1), inner)
-    expr, const_expr = _normalize(var_sum), E.IntImm(dtype, bound)
-    if positive or cls in (E.EQ, E.NE):
-        return cls(expr, const_expr)
-    return cls(const_expr, expr)
-
-
-def _interval(terms: list[_Term]) -> tuple[int, int] | None:
-    """[lo, hi] of a sum of positively scaled bounded terms, or None if some term is unbounded."""
-    hi = 0
-    for t in terms:
-        top = _term_max(t)
-        if top is None:
-            return None
-        hi += top * t.scale
-    return 0, hi
-
-
-def _decide(cls: type, positive: bool, bounds: tuple[int, int], bound: int) -> bool | None:
-    lo, hi = bounds
-    if not positive:  # bound op V  is  -V op -bound
-        lo, hi, bound = -hi, -lo, -bound
-    if cls is E.LT:
-        return True if hi < bound else False if lo >= bound else None
-    if cls is E.LE:
-        return True if hi <= bound else False if lo > bound else None
-    if cls is E.EQ:
-        return False if bound < lo or bound > hi else None
-    if cls is E.NE:
-        return True if bound < lo or bound > hi else None
-    return None
-
-
-def _simp_not(a: E.PrimExpr) -> E.PrimExpr:
-    if isinstance(a, E.IntImm):
-        return _bool(not a.value)
-    if isinstance(a, E.LT):
-        return E.LE(a.b, a.a)
-    if isinstance(a, E.LE):
-        return E.LT(a.b, a.a)
-    if isinstance(a, E.EQ):
-        return E.NE(a.a, a.b)
-    if isinstance(a, E.NE):
-        return E.EQ(a.a, a.b)
-    if isinstance(a, E.Not):
-        return a.a
-    return E.Not(a)

@@ -209,7 +209,7 @@ class _Walker:
     # ---- expressions ----
     def expr(self, e: E.PrimExpr) -> None:
         t = type(e)
-        if t is E.Var:
+        if isinstance(e, E.Var):
             level = self.defined.get(e)
             if level is None:
                 self.bad("undefined-var", f"variable {_name(e)} is used but not defined in scope")
@@ -217,9 +217,9 @@ class _Walker:
                 self.bad("loop-var-in-block", f"loop var {_name(e)} of a loop outside block "
                          f"{self.block_stack[-1]!r} is used inside it (only its iter vars may be)")
             return
-        if t is E.IntImm or t is E.FloatImm or t is E.StringImm:
+        if isinstance(e, E.IntImm) or isinstance(e, E.FloatImm) or isinstance(e, E.StringImm):
             return
-        if t is E.BufferLoad:
+        if isinstance(e, E.BufferLoad):
             self.buffer_access("load of", e.buffer, e.indices)
             if e.dtype != e.buffer.dtype:
                 self.bad("dtype", f"a load of {e.buffer.name!r} has dtype {e.dtype}, the buffer {e.buffer.dtype}")
@@ -240,10 +240,10 @@ class _Walker:
             elif e.dtype != a.dtype:
                 self.bad("dtype", f"{op} of {a.dtype} operands has dtype {e.dtype}")
             return
-        if t is E.Cast:
+        if isinstance(e, E.Cast):
             self.expr(e.value)
             return
-        if t is E.Call:
+        if isinstance(e, E.Call):
             for arg in e.args:
                 self.expr(arg)
             if e.op == "if_then_else":
@@ -255,7 +255,7 @@ class _Walker:
                         self.bad("dtype", f"the arms of if_then_else have dtypes {e.args[1].dtype} and "
                                  f"{e.args[2].dtype}, the call {e.dtype}")
             return
-        if t is E.Select:
+        if isinstance(e, E.Select):
             self.expr(e.condition)
             self.expr(e.true_value)
             self.expr(e.false_value)
@@ -263,7 +263,7 @@ class _Walker:
             if e.true_value.dtype != e.false_value.dtype:
                 self.bad("dtype", f"the arms of Select have dtypes {e.true_value.dtype} and {e.false_value.dtype}")
             return
-        if t is E.Not:
+        if isinstance(e, E.Not):
             self.expr(e.a)
             if e.a.dtype != "bool":
                 self.bad("dtype", f"Not needs a bool operand, not {e.a.dtype}")
@@ -306,30 +306,29 @@ class _Walker:
 
     # ---- statements ----
     def stmt(self, s: S.Stmt) -> None:
-        t = type(s)
-        if t is S.BufferStore:
+        if isinstance(s, S.BufferStore):
             self.buffer_access("store to", s.buffer, s.indices)
             self.expr(s.value)
             if s.value.dtype != s.buffer.dtype:
                 self.bad("dtype", f"a store to {s.buffer.name!r} ({s.buffer.dtype}) has a {s.value.dtype} value")
-        elif t is S.For:
+        elif isinstance(s, S.For):
             self.loop(s)
-        elif t is S.SeqStmt:
+        elif isinstance(s, S.SeqStmt):
             if len(s.seq) < 2:
                 self.bad("seq-stmt", f"a SeqStmt of {len(s.seq)} statement(s)")
             for child in s.seq:
                 if type(child) is S.SeqStmt:
                     self.bad("seq-stmt", "a SeqStmt directly inside a SeqStmt (build sequences with seq())")
                 self.stmt(child)
-        elif t is S.BlockRealize:
+        elif isinstance(s, S.BlockRealize):
             self.block_realize(s, is_root=False)
-        elif t is S.IfThenElse:
+        elif isinstance(s, S.IfThenElse):
             self.expr(s.condition)
             self.condition(s.condition, "the condition of an if")
             self.stmt(s.then_case)
             if s.else_case is not None:
                 self.stmt(s.else_case)
-        elif t is S.LetStmt:
+        elif isinstance(s, S.LetStmt):
             self.expr(s.value)
             if s.var.dtype != s.value.dtype:
                 self.bad("dtype", f"let var {_name(s.var)} is bound to a {s.value.dtype} value")
@@ -337,9 +336,9 @@ class _Walker:
             self.define(s.var, _NOT_A_LOOP, "let var")
             self.stmt(s.body)
             self.undefine(s.var, previous)
-        elif t is S.Evaluate:
+        elif isinstance(s, S.Evaluate):
             self.expr(s.value)
-        elif t is S.Block:
+        elif isinstance(s, S.Block):
             self.bad("block-realize", f"block {s.name_hint!r} is not the block of a BlockRealize")
             self.block(s)
         else:

@@ -23,136 +23,19 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping
 
 from msdb.ir import expr as E
-from msdb.ir.arith import structural_key
+from msdb.ir import stmt as S
+from msdb.ir.arith import Affine, Atom, as_affine, numeric_range
+from msdb.ir.arith.limits import is_integer
 from msdb.ir.functor import free_vars
 
+__all__ = [
+    "Affine", "Atom", "IntervalEvaluator", "NumRange", "as_affine", "numeric_range", "plus_var", "affine_min",
+    "affine_max", "union_intervals", "loop_bounds", "range_predicate", "implied_by_domains",
+    "MAX_ENUMERATED_POINTS", "repeats_points", "reduction_order_ok", "unbound_loop_under_reduction",
+    "covered_points",
+]
+
 NumRange = tuple[int, int]
-
-
-class Atom:
-    """A non-affine integer expression used as a variable of an affine form (equal to another
-    atom when the expressions are structurally equal)."""
-
-    __slots__ = ("expr", "key")
-
-    def __init__(self, expr: E.PrimExpr) -> None:
-        self.expr = expr
-        self.key = structural_key(expr)
-
-    @property
-    def dtype(self) -> str:
-        return self.expr.dtype
-
-    @property
-    def name(self) -> str:
-        return f"<{type(self.expr).__name__}>"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Atom) and other.key == self.key
-
-    def __hash__(self) -> int:
-        return hash(("atom", self.key))
-
-
-def _term_range(var: E.Var | Atom, bounds: Mapping[E.Var, NumRange]) -> NumRange | None:
-    if isinstance(var, Atom):
-        return numeric_range(var.expr, bounds)
-    return bounds.get(var)
-
-
-def _term_expr(var: E.Var | Atom) -> E.PrimExpr:
-    return var.expr if isinstance(var, Atom) else var
-
-
-class Affine:
-    """`sum(coef * var) + const` with integer coefficients; terms keep first-seen order."""
-
-    __slots__ = ("terms", "const")
-
-    def __init__(self, terms: Mapping[E.Var, int] | None = None, const: int = 0) -> None:
-        self.terms: dict[E.Var, int] = {v: c for v, c in (terms or {}).items() if c != 0}
-        self.const = int(const)
-
-    @staticmethod
-    def of(value: int | E.Var) -> Affine:
-        if isinstance(value, E.Var):
-            return Affine({value: 1})
-        return Affine(None, value)
-
-    def is_const(self) -> bool:
-        return not self.terms
-
-    def __add__(self, other: Affine | int) -> Affine:
-        other = other if isinstance(other, Affine) else Affine(None, other)
-        terms = dict(self.terms)
-        for var, coef in other.terms.items():
-            terms[var] = terms.get(var, 0) + coef
-        return Affine(terms, self.const + other.const)
-
-    def __sub__(self, other: Affine | int) -> Affine:
-        other = other if isinstance(other, Affine) else Affine(None, other)
-        return self + other.scale(-1)
-
-    def scale(self, k: int) -> Affine:
-        return Affine({v: c * k for v, c in self.terms.items()}, self.const * k)
-
-    def same_terms(self, other: Affine) -> bool:
-        return self.terms == other.terms
-
-    def divisible_by(self, c: int) -> bool:
-        return self.const % c == 0 and all(coef % c == 0 for coef in self.terms.values())
-
-    def exact_div(self, c: int) -> Affine:
-        return Affine({v: k // c for v, k in self.terms.items()}, self.const // c)
-
-    def substitute_points(self, points: Mapping[E.Var, int]) -> Affine:
-        """Replace variables known to take a single value by that value."""
-        if not any(v in points for v in self.terms):
-            return self
-        terms = {}
-        const = self.const
-        for var, coef in self.terms.items():
-            if var in points:
-                const += coef * points[var]
-            else:
-                terms[var] = coef
-        return Affine(terms, const)
-
-    def numeric(self, bounds: Mapping[E.Var, NumRange]) -> NumRange | None:
-        """Numeric (lo, hi) over `bounds`; None if some variable is unbounded."""
-        lo = hi = self.const
-        for var, coef in self.terms.items():
-            rng = _term_range(var, bounds)
-            if rng is None:
-                return None
-            a, b = coef * rng[0], coef * rng[1]
-            lo += min(a, b)
-            hi += max(a, b)
-        return lo, hi
-
-    def to_expr(self, dtype: str = "int32") -> E.PrimExpr:
-        """The expression, largest coefficient first (TVM's canonical order), constant last."""
-        items = sorted(self.terms.items(), key=lambda kv: -kv[1])
-        result: E.PrimExpr | None = None
-        for var, coef in items:
-            mag = abs(coef)
-            atom = _term_expr(var)
-            term: E.PrimExpr = atom if mag == 1 else E.Mul(atom, E.IntImm(var.dtype, mag))
-            if result is None:
-                result = term if coef > 0 else E.Mul(atom, E.IntImm(var.dtype, coef))
-            else:
-                result = E.Add(result, term) if coef > 0 else E.Sub(result, term)
-        if result is None:
-            return E.IntImm(dtype, self.const)
-        if self.const > 0:
-            result = E.Add(result, E.IntImm(result.dtype, self.const))
-        elif self.const < 0:
-            result = E.Sub(result, E.IntImm(result.dtype, -self.const))
-        return result
-
-    def __repr__(self) -> str:
-        parts = [f"{c}*{v.name}" for v, c in self.terms.items()]
-        return "Affine(" + " + ".join(parts + [str(self.const)]) + ")"
 
 
 def plus_var(lo: Affine, var: E.Var) -> E.PrimExpr:
@@ -161,86 +44,6 @@ def plus_var(lo: Affine, var: E.Var) -> E.PrimExpr:
     if lo.is_const() and lo.const == 0:
         return var
     return E.Add(lo.to_expr(var.dtype), var)
-
-
-def as_affine(expr: E.PrimExpr) -> Affine | None:
-    """The affine form of `expr`, or None if it is not affine in its variables."""
-    if isinstance(expr, E.Var):
-        return Affine.of(expr)
-    if isinstance(expr, E.IntImm):
-        return Affine(None, expr.value)
-    if isinstance(expr, E.Add) or isinstance(expr, E.Sub):
-        a, b = as_affine(expr.a), as_affine(expr.b)
-        if a is None or b is None:
-            return None
-        return a + b if isinstance(expr, E.Add) else a - b
-    if isinstance(expr, E.Mul):
-        a, b = as_affine(expr.a), as_affine(expr.b)
-        if a is None or b is None:
-            return None
-        if b.is_const():
-            return a.scale(b.const)
-        if a.is_const():
-            return b.scale(a.const)
-        return None
-    if isinstance(expr, E.Cast) and _is_int(expr.dtype) and _is_int(expr.value.dtype):
-        return as_affine(expr.value)
-    return None
-
-
-def _is_int(dtype: str) -> bool:
-    return dtype.startswith("int") or dtype.startswith("uint")
-
-
-def _floordiv(a: int, b: int) -> int:
-    return a // b
-
-
-def numeric_range(expr: E.PrimExpr, bounds: Mapping[E.Var, NumRange]) -> NumRange | None:
-    """Inclusive integer bounds of `expr` over `bounds` by interval arithmetic; None if unknown."""
-    if isinstance(expr, E.IntImm):
-        return expr.value, expr.value
-    if isinstance(expr, E.Var):
-        return bounds.get(expr)
-    if isinstance(expr, E.Cast):
-        return numeric_range(expr.value, bounds) if _is_int(expr.value.dtype) else None
-    if isinstance(expr, (E.Add, E.Sub, E.Mul, E.Min, E.Max)):
-        a, b = numeric_range(expr.a, bounds), numeric_range(expr.b, bounds)
-        if a is None or b is None:
-            return None
-        if isinstance(expr, E.Add):
-            return a[0] + b[0], a[1] + b[1]
-        if isinstance(expr, E.Sub):
-            return a[0] - b[1], a[1] - b[0]
-        if isinstance(expr, E.Mul):
-            prods = [x * y for x in a for y in b]
-            return min(prods), max(prods)
-        if isinstance(expr, E.Min):
-            return min(a[0], b[0]), min(a[1], b[1])
-        return max(a[0], b[0]), max(a[1], b[1])
-    if isinstance(expr, (E.FloorDiv, E.FloorMod, E.Div, E.Mod)):
-        a, b = numeric_range(expr.a, bounds), numeric_range(expr.b, bounds)
-        if a is None or b is None or b[0] != b[1] or b[0] <= 0:
-            return None
-        c = b[0]
-        if isinstance(expr, (E.Div, E.Mod)) and a[0] < 0:
-            return None  # truncating division of negatives: not needed for indices
-        if isinstance(expr, (E.FloorDiv, E.Div)):
-            return _floordiv(a[0], c), _floordiv(a[1], c)
-        if _floordiv(a[0], c) == _floordiv(a[1], c):
-            return a[0] % c, a[1] % c
-        return 0, c - 1
-    if isinstance(expr, E.Select):
-        t, f = numeric_range(expr.true_value, bounds), numeric_range(expr.false_value, bounds)
-        if t is None or f is None:
-            return None
-        return min(t[0], f[0]), max(t[1], f[1])
-    if isinstance(expr, E.Call) and expr.op == "if_then_else" and len(expr.args) == 3:
-        t, f = numeric_range(expr.args[1], bounds), numeric_range(expr.args[2], bounds)
-        if t is None or f is None:
-            return None
-        return min(t[0], f[0]), max(t[1], f[1])
-    return None
 
 
 class IntervalEvaluator:
@@ -291,8 +94,8 @@ class IntervalEvaluator:
             if expr in self.points:
                 c = Affine(None, self.points[expr])
                 return c, c
-            a = Affine.of(expr)
-            return a, a
+            v = Affine.of(expr)
+            return v, v
         if isinstance(expr, (E.Add, E.Sub)):
             a, b = self._eval(expr.a), self._eval(expr.b)
             if a is None or b is None:
@@ -301,10 +104,10 @@ class IntervalEvaluator:
                 return a[0] + b[0], a[1] + b[1]
             return a[0] - b[1], a[1] - b[0]
         if isinstance(expr, E.Mul):
-            a, b = self._eval(expr.a), self._eval(expr.b)
-            if a is None or b is None:
+            ma, mb = self._eval(expr.a), self._eval(expr.b)
+            if ma is None or mb is None:
                 return None
-            for x, y in ((a, b), (b, a)):
+            for x, y in ((ma, mb), (mb, ma)):
                 if y[0].is_const() and y[1].is_const() and y[0].const == y[1].const:
                     k = y[0].const
                     return (x[0].scale(k), x[1].scale(k)) if k >= 0 else (x[1].scale(k), x[0].scale(k))
@@ -313,14 +116,14 @@ class IntervalEvaluator:
             return self._floordiv(expr)
         if isinstance(expr, E.FloorMod):
             return self._floormod(expr)
-        if isinstance(expr, E.Cast) and _is_int(expr.dtype) and _is_int(expr.value.dtype):
+        if isinstance(expr, E.Cast) and is_integer(expr.dtype) and is_integer(expr.value.dtype):
             return self._eval(expr.value)
         return self._numeric(expr)
 
     def _fixed_point(self, expr: E.PrimExpr) -> Affine | None:
         """`expr` as a single (symbolic) point when it mentions no relaxed variable and is not
         affine; None otherwise (the interval rules then apply)."""
-        if not _is_int(expr.dtype):
+        if not is_integer(expr.dtype):
             return None
         used = free_vars(expr)
         if any(v in self.relax for v in used) or as_affine(expr) is not None:
@@ -330,7 +133,7 @@ class IntervalEvaluator:
             return Affine(None, rng[0])
         if any(v in self.points for v in used):
             return None  # a unit loop inside: leave it to the interval rules (they pin it)
-        return Affine({Atom(expr): 1})  # type: ignore[dict-item]
+        return Affine({Atom(expr): 1})
 
     def _const_divisor(self, expr: E.BinaryOp) -> int | None:
         c = E.const_int(expr.b)
@@ -348,7 +151,7 @@ class IntervalEvaluator:
                 rng = end.numeric(self.bounds)
                 if rng is None:
                     return self._numeric(expr)
-                q = Affine(None, _floordiv(rng[pick], c))
+                q = Affine(None, rng[pick] // c)
             ends.append(q)
         return ends[0], ends[1]
 
@@ -356,13 +159,13 @@ class IntervalEvaluator:
         """floor(a / c) as an affine form when the part of `a` not divisible by c provably
         stays within one multiple of c."""
         if a.is_const():
-            return Affine(None, _floordiv(a.const, c))
+            return Affine(None, a.const // c)
         div_terms = {v: k // c for v, k in a.terms.items() if k % c == 0}
         rest = Affine({v: k for v, k in a.terms.items() if k % c != 0}, a.const)
         rng = rest.numeric(self.bounds)
-        if rng is None or _floordiv(rng[0], c) != _floordiv(rng[1], c):
+        if rng is None or rng[0] // c != rng[1] // c:
             return None
-        return Affine(div_terms, _floordiv(rng[0], c))
+        return Affine(div_terms, rng[0] // c)
 
     def _floormod(self, expr: E.FloorMod) -> tuple[Affine, Affine] | None:
         c = self._const_divisor(expr)
@@ -371,8 +174,8 @@ class IntervalEvaluator:
             return self._numeric(expr)
         lo, hi = x
         nlo, nhi = lo.numeric(self.bounds), hi.numeric(self.bounds)
-        if nlo is not None and nhi is not None and _floordiv(nlo[0], c) == _floordiv(nhi[1], c):
-            shift = _floordiv(nlo[0], c) * c
+        if nlo is not None and nhi is not None and nlo[0] // c == nhi[1] // c:
+            shift = nlo[0] // c * c
             return lo - shift, hi - shift
         # x = c*q + r with q fixed over the interval: the remainder ends are exact.
         q_lo, q_hi = self._floordiv_affine(lo, c), self._floordiv_affine(hi, c)
@@ -419,13 +222,13 @@ def union_intervals(items: Iterable[tuple[Affine, Affine]], bounds: Mapping[E.Va
     return lo, hi
 
 
-def loop_bounds(loops: Iterable[object]) -> dict[E.Var, NumRange]:
+def loop_bounds(loops: Iterable[S.For]) -> dict[E.Var, NumRange]:
     """Numeric ranges of `For` loops with constant min and extent (others are skipped)."""
     out: dict[E.Var, NumRange] = {}
     for loop in loops:
-        lo, ext = E.const_int(loop.min), E.const_int(loop.extent)  # type: ignore[attr-defined]
+        lo, ext = E.const_int(loop.min), E.const_int(loop.extent)
         if lo is not None and ext is not None and ext > 0:
-            out[loop.loop_var] = (lo, lo + ext - 1)  # type: ignore[attr-defined]
+            out[loop.loop_var] = (lo, lo + ext - 1)
     return out
 
 
@@ -539,7 +342,7 @@ class _Unsupported(Exception):
     """An expression `_evaluate` does not know."""
 
 
-def _evaluate(expr: E.PrimExpr, env: Mapping[E.Var, object], n: int) -> object:
+def _evaluate(expr: E.PrimExpr, env: Mapping[E.Var, Any], n: int) -> Any:
     """Vectorized integer/boolean evaluation of `expr` with numpy arrays for its variables."""
     import numpy as np
 
@@ -549,12 +352,12 @@ def _evaluate(expr: E.PrimExpr, env: Mapping[E.Var, object], n: int) -> object:
         if expr not in env:
             raise _Unsupported(expr.name)
         return env[expr]
-    if isinstance(expr, E.Cast) and (_is_int(expr.dtype) or expr.dtype == "bool"):
+    if isinstance(expr, E.Cast) and (is_integer(expr.dtype) or expr.dtype == "bool"):
         return _evaluate(expr.value, env, n)
     if isinstance(expr, E.Not):
-        return ~_evaluate(expr.a, env, n).astype(bool)  # type: ignore[union-attr]
+        return ~_evaluate(expr.a, env, n).astype(bool)
     if isinstance(expr, E.Select):
-        c = _evaluate(expr.condition, env, n).astype(bool)  # type: ignore[union-attr]
+        c = _evaluate(expr.condition, env, n).astype(bool)
         return np.where(c, _evaluate(expr.true_value, env, n), _evaluate(expr.false_value, env, n))
     if isinstance(expr, E.BinaryOp):
         a, b = _evaluate(expr.a, env, n), _evaluate(expr.b, env, n)

@@ -8,7 +8,8 @@ import re
 import numpy as np
 import pytest
 
-from msdb.hashing import MODES, canonical_mode, structural_equal, structural_hash, token_stream
+from msdb.errors import MsdbError
+from msdb.hashing import MODES, UnknownModuleEquality, canonical_mode, structural_equal, structural_hash, token_stream
 from msdb.ir import expr as E
 from msdb.ir import stmt as S
 from msdb.ir.function import IRModule, PrimFunc
@@ -49,6 +50,17 @@ def test_unknown_mode_names_the_valid_ones() -> None:
         assert repr(mode) in message
     with pytest.raises(ValueError):
         structural_equal(ir_samples.matmul(), ir_samples.matmul(), "bogus")
+
+
+def test_an_unknown_mode_is_a_named_msdb_error_naming_the_valid_modes() -> None:
+    for bad in ("anchor", None, ["structural"]):
+        with pytest.raises(UnknownModuleEquality) as info:
+            canonical_mode(bad)  # type: ignore[arg-type]
+        assert isinstance(info.value, MsdbError) and isinstance(info.value, ValueError)
+        message = str(info.value)
+        assert repr(bad) in message and "\n" not in message
+        for mode in MODES + ("ignore-ndarray",):
+            assert repr(mode) in message
 
 
 def test_ignore_ndarray_is_an_alias_of_ignore_tensor() -> None:

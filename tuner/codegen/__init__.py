@@ -12,8 +12,8 @@ Modules, in pipeline order:
   state.py, types.py  emission state; dtype -> LLVM type helpers
   jit.py        host target machine, O3 (new pass manager), object code, loading, libgomp
 
-Only this package imports llvmlite (DESIGN.md: heavy dependencies stay in the modules that
-need them).
+Only this package imports llvmlite (docs/architecture.md, "Which way imports point": heavy
+dependencies stay in the modules that need them).
 """
 
 from __future__ import annotations

@@ -1,108 +1,35 @@
-"""Small index analyses shared by the lowering passes and the LLVM emitter.
+"""Small analyses shared by the lowering passes and the LLVM emitter: buffer layout (flat
+indices, strides, allocation sizes), tree walks and statement counts.
 
-Both sides ask the same questions of integer index expressions: "which part of this index
-moves with these loop variables, and by how much?" (buffer compaction, vectorization) and "what
-values can this take?" (compaction extents, unsigned division). Answering them from one affine
-decomposition keeps the two consistent: a loop the emitter vectorizes as contiguous is exactly
-one whose index the decomposition calls stride 1.
+The integer questions both sides ask of index expressions ("which part of this index moves
+with these loop variables, and by how much?", "what values can this take?") are answered by
+`msdb.ir.arith` (`affine_form`, `stride_of`, `const_int_bound`), the same reader the schedule
+uses, so a loop the emitter vectorizes as contiguous is exactly one whose index the lowering
+calls stride 1 (docs/architecture.md, "Integer arithmetic").
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable
 
 from msdb.ir import expr as E
 from msdb.ir import stmt as S
-from msdb.ir.arith import const_int_bound, structural_key
-from msdb.ir.dtype import is_int, is_uint
 from msdb.ir.functor import IRVisitor, post_order_visit
 
 __all__ = [
-    "Affine", "affine", "stride_of", "flat_index", "buffer_strides", "static_shape", "allocation_elements",
-    "vars_in", "int_bound", "is_int_type",
+    "Allocate", "flat_index", "buffer_strides", "static_shape", "allocation_elements", "vars_in", "stmt_children",
+    "expr_info", "walk", "has_load", "count_stmts", "promote_to_i64", "EXTERN_CALLS",
 ]
 
 
-def is_int_type(dtype: str) -> bool:
-    return is_int(dtype) or is_uint(dtype)
+@dataclass(frozen=True, eq=False, slots=True)
+class Allocate(S.Stmt):
+    """`buffer` lives (uninitialized) while `body` runs: the one lowering-only statement (placed
+    by `lower.plan_allocations`), known to the walkers here."""
 
-
-@dataclass(frozen=True)
-class Affine:
-    """`sum(coef * atom) + const`: atoms are Vars or opaque sub-expressions (keyed by
-    `structural_key`, so equal sub-expressions merge)."""
-
-    terms: Mapping[Any, tuple[int, E.PrimExpr]]
-    const: int
-
-    def coef(self, var: E.Var) -> int:
-        entry = self.terms.get(var)
-        return 0 if entry is None else entry[0]
-
-    def render(self, dtype: str, keys: Iterable[Any] | None = None, with_const: bool = True) -> E.PrimExpr:
-        """The expression of the chosen terms (all by default), plus the constant."""
-        out: E.PrimExpr | None = None
-        chosen = self.terms if keys is None else {k: self.terms[k] for k in keys}
-        for coef, atom in chosen.values():
-            if atom.dtype != dtype:
-                atom = E.Cast(dtype, atom)
-            term = atom if coef == 1 else E.Mul(atom, E.IntImm(dtype, coef))
-            out = term if out is None else E.Add(out, term)
-        if with_const and (self.const != 0 or out is None):
-            c = E.IntImm(dtype, self.const)
-            out = c if out is None else E.Add(out, c)
-        assert out is not None
-        return out
-
-
-def _add(a: Affine, b: Affine, sign: int = 1) -> Affine:
-    terms = dict(a.terms)
-    for key, (coef, atom) in b.terms.items():
-        old = terms.get(key)
-        new = (old[0] if old else 0) + sign * coef
-        if new == 0:
-            terms.pop(key, None)
-        else:
-            terms[key] = (new, atom)
-    return Affine(terms, a.const + sign * b.const)
-
-
-def _scale(a: Affine, c: int) -> Affine:
-    if c == 0:
-        return Affine({}, 0)
-    return Affine({k: (coef * c, atom) for k, (coef, atom) in a.terms.items()}, a.const * c)
-
-
-def _opaque(e: E.PrimExpr) -> Affine:
-    return Affine({structural_key(e): (1, e)}, 0)
-
-
-def affine(e: E.PrimExpr) -> Affine:
-    """Decompose an integer expression into an affine form over vars and opaque atoms. Exact:
-    `render()` equals `e` (integer arithmetic, no overflow reasoning)."""
-    t = type(e)
-    if t is E.IntImm:
-        return Affine({}, int(e.value))
-    if t is E.Var:
-        return Affine({e: (1, e)}, 0)
-    if t is E.Add:
-        return _add(affine(e.a), affine(e.b))
-    if t is E.Sub:
-        return _add(affine(e.a), affine(e.b), -1)
-    if t is E.Mul:
-        a, b = affine(e.a), affine(e.b)
-        if not b.terms:
-            return _scale(a, b.const)
-        if not a.terms:
-            return _scale(b, a.const)
-        return _opaque(e)
-    if t is E.Cast and is_int_type(e.dtype) and is_int_type(e.value.dtype):
-        from msdb.ir.dtype import bits
-
-        if bits(e.dtype) >= bits(e.value.dtype) and is_int(e.value.dtype):
-            return affine(e.value)
-    return _opaque(e)
+    buffer: E.Buffer
+    body: S.Stmt
 
 
 class _VarCollector(IRVisitor):
@@ -115,9 +42,8 @@ class _VarCollector(IRVisitor):
 
     def visit_Stmt(self, node: S.Stmt) -> None:
         """Lowering-only statements (`Allocate`): descend into their body."""
-        body = getattr(node, "body", None)
-        if body is not None:
-            self.visit(body)
+        if isinstance(node, Allocate):
+            self.visit(node.body)
 
 
 def vars_in(node: Any) -> set[E.Var]:
@@ -125,19 +51,6 @@ def vars_in(node: Any) -> set[E.Var]:
     collector = _VarCollector()
     collector.visit(node)
     return collector.found
-
-
-def stride_of(e: E.PrimExpr, var: E.Var) -> int | None:
-    """How much `e` grows when `var` grows by one, if that is a constant (0 when `var` does
-    not occur); None when `e` is not affine in `var`."""
-    form = affine(e)
-    coef = form.coef(var)
-    for key, (_, atom) in form.terms.items():
-        if key is var:
-            continue
-        if var in vars_in(atom):
-            return None
-    return coef
 
 
 def static_shape(buffer: E.Buffer) -> tuple[int, ...]:
@@ -224,19 +137,13 @@ def flat_index(buffer: E.Buffer, indices: tuple[E.PrimExpr, ...], dtype: str | N
     return out if out is not None else E.IntImm(dtype, 0)
 
 
-def int_bound(e: E.PrimExpr, ranges: Mapping[E.Var, E.Range]) -> tuple[int, int]:
-    """Inclusive bounds of an integer expression under loop ranges (dtype limits if unknown)."""
-    return const_int_bound(e, ranges)
-
-
 def stmt_children(stmt: S.Stmt) -> tuple[S.Stmt, ...]:
     """The direct sub-statements, in execution order (used by the placement pass)."""
-    t = type(stmt)
-    if t is S.SeqStmt:
+    if isinstance(stmt, S.SeqStmt):
         return stmt.seq
-    if t is S.For or t is S.LetStmt:
+    if isinstance(stmt, S.For) or isinstance(stmt, S.LetStmt):
         return (stmt.body,)
-    if t is S.IfThenElse:
+    if isinstance(stmt, S.IfThenElse):
         return (stmt.then_case,) if stmt.else_case is None else (stmt.then_case, stmt.else_case)
     body = getattr(stmt, "body", None)
     return (body,) if isinstance(body, S.Stmt) else ()
@@ -244,7 +151,6 @@ def stmt_children(stmt: S.Stmt) -> tuple[S.Stmt, ...]:
 
 #: Calls with effects outside the program (never merged, never run once for many lanes).
 EXTERN_CALLS = frozenset(["call_extern", "call_pure_extern", "tir.call_extern", "tir.call_pure_extern"])
-_KNOWN_STMTS = frozenset([S.SeqStmt, S.For, S.IfThenElse, S.LetStmt, S.BufferStore, S.Evaluate])
 
 
 def expr_info(e: E.PrimExpr) -> tuple[bool, frozenset]:
@@ -254,10 +160,9 @@ def expr_info(e: E.PrimExpr) -> tuple[bool, frozenset]:
     used: set[E.Var] = set()
 
     def visit(node: Any) -> None:
-        t = type(node)
-        if t is E.Var:
+        if isinstance(node, E.Var):
             used.add(node)
-        elif t is E.BufferLoad or (t is E.Call and node.op in EXTERN_CALLS):
+        elif isinstance(node, E.BufferLoad) or (isinstance(node, E.Call) and node.op in EXTERN_CALLS):
             impure.append(node)
 
     walk(e, visit)
@@ -267,48 +172,47 @@ def expr_info(e: E.PrimExpr) -> tuple[bool, frozenset]:
 def walk(node: Any, fn: Callable[[Any], None]) -> None:
     """Pre-order over statements and expressions, including `Allocate`."""
     fn(node)
-    t = type(node)
-    if isinstance(node, S.Stmt) and t not in _KNOWN_STMTS:  # lowering-only statements (Allocate)
+    if isinstance(node, Allocate):
         walk(node.body, fn)
         return
     if isinstance(node, S.Stmt):
-        if t is S.SeqStmt:
+        if isinstance(node, S.SeqStmt):
             for x in node.seq:
                 walk(x, fn)
-        elif t is S.For:
+        elif isinstance(node, S.For):
             walk(node.min, fn)
             walk(node.extent, fn)
             walk(node.body, fn)
-        elif t is S.IfThenElse:
+        elif isinstance(node, S.IfThenElse):
             walk(node.condition, fn)
             walk(node.then_case, fn)
             if node.else_case is not None:
                 walk(node.else_case, fn)
-        elif t is S.LetStmt:
+        elif isinstance(node, S.LetStmt):
             walk(node.value, fn)
             walk(node.body, fn)
-        elif t is S.BufferStore:
+        elif isinstance(node, S.BufferStore):
             walk(node.value, fn)
             for i in node.indices:
                 walk(i, fn)
-        elif t is S.Evaluate:
+        elif isinstance(node, S.Evaluate):
             walk(node.value, fn)
         return
     if isinstance(node, E.BinaryOp):
         walk(node.a, fn)
         walk(node.b, fn)
-    elif t is E.Not:
+    elif isinstance(node, E.Not):
         walk(node.a, fn)
-    elif t is E.Select:
+    elif isinstance(node, E.Select):
         walk(node.condition, fn)
         walk(node.true_value, fn)
         walk(node.false_value, fn)
-    elif t is E.Cast:
+    elif isinstance(node, E.Cast):
         walk(node.value, fn)
-    elif t is E.Call:
+    elif isinstance(node, E.Call):
         for a in node.args:
             walk(a, fn)
-    elif t is E.BufferLoad:
+    elif isinstance(node, E.BufferLoad):
         for i in node.indices:
             walk(i, fn)
 
@@ -330,17 +234,16 @@ def has_load(exprs: Any) -> bool:
 def count_stmts(s: S.Stmt) -> int:
     """Statements executed by one run of `s` when its unrolled loops are replicated (an
     estimate of code size for the explicit-unroll limit)."""
-    t = type(s)
-    if t is S.SeqStmt:
+    if isinstance(s, S.SeqStmt):
         return sum(count_stmts(x) for x in s.seq)
-    if t is S.For:
+    if isinstance(s, S.For):
         inner = count_stmts(s.body)
-        if s.kind == S.ForKind.UNROLLED and type(s.extent) is E.IntImm:
+        if s.kind == S.ForKind.UNROLLED and isinstance(s.extent, E.IntImm):
             return inner * max(1, s.extent.value)
         return inner + 1
-    if t is S.IfThenElse:
+    if isinstance(s, S.IfThenElse):
         return count_stmts(s.then_case) + (count_stmts(s.else_case) if s.else_case is not None else 0) + 1
-    if t is S.LetStmt or (isinstance(s, S.Stmt) and t not in _KNOWN_STMTS):
+    if isinstance(s, (S.LetStmt, Allocate)):
         return count_stmts(s.body) + 1
     return 1
 
@@ -356,9 +259,8 @@ def promote_to_i64(e: E.PrimExpr) -> E.PrimExpr:
     overflow int32 (index arithmetic of a valid access never does)."""
     if e.dtype != "int32":
         return e
-    t = type(e)
-    if t is E.IntImm:
+    if isinstance(e, E.IntImm):
         return E.IntImm("int64", e.value)
-    if t in _PROMOTABLE:
-        return t(promote_to_i64(e.a), promote_to_i64(e.b), "int64")
+    if isinstance(e, _PROMOTABLE) and type(e) in _PROMOTABLE:
+        return type(e)(promote_to_i64(e.a), promote_to_i64(e.b), "int64")
     return E.Cast("int64", e)

@@ -5,7 +5,7 @@ What the emitted module contains, for a function named `f` with buffer arguments
 * `void f(ptr noalias A, ptr noalias B, ptr noalias C)`: the kernel (TVM's calling convention:
   outputs are written in place). `noalias` is set, as TVM sets it, when the function has the
   `tir.noalias` attribute (every TE-created workload does); it matters: without it LLVM's
-  vectorizer and LICM give up (reference/llvmlite-and-cuda.md).
+  vectorizer and LICM give up.
 * `void f_packed(ptr args)`: the same with the pointers in an array (what the runner calls).
 * `i64 f_timed(ptr args, i64 number)`: runs the kernel `number` times and returns the elapsed
   nanoseconds (CLOCK_MONOTONIC), so timing has no Python overhead in the loop.
@@ -42,9 +42,9 @@ import llvmlite.ir as ir
 
 from msdb.ir import expr as E
 from msdb.ir import stmt as S
-from msdb.ir.arith import simplify
+from msdb.ir.arith import const_int_bound, simplify, stride_of
 from msdb.tuner.codegen.analysis import (
-    allocation_elements, count_stmts, flat_index, int_bound, promote_to_i64, stride_of, vars_in, walk,
+    allocation_elements, count_stmts, flat_index, promote_to_i64, vars_in, walk,
 )
 from msdb.tuner.codegen.emit_expr import ExprEmitter
 from msdb.tuner.codegen.errors import CodegenError
@@ -217,7 +217,7 @@ class _Emitter(ExprEmitter):
         hit = self._bounds.get(key)
         if hit is None:
             try:
-                hit = int_bound(e, fn.ranges)
+                hit = const_int_bound(e, fn.ranges)
             except Exception:  # bounds are an optimization only
                 hit = (-(1 << 63), (1 << 63) - 1)
             self._bounds[key] = hit
@@ -253,24 +253,24 @@ class _Emitter(ExprEmitter):
 
     def stmt(self, fn: FnState, s: S.Stmt) -> None:
         t = type(s)
-        if t is S.SeqStmt:
+        if isinstance(s, S.SeqStmt):
             for x in s.seq:
                 self.stmt(fn, x)
-        elif t is S.BufferStore:
+        elif isinstance(s, S.BufferStore):
             self.store(fn, s)
-        elif t is S.For:
+        elif isinstance(s, S.For):
             self.loop(fn, s)
-        elif t is S.IfThenElse:
+        elif isinstance(s, S.IfThenElse):
             self.if_stmt(fn, s)
-        elif t is S.LetStmt:
+        elif isinstance(s, S.LetStmt):
             fn.bind(s.var, self.expr(fn, s.value))
             try:
                 self.stmt(fn, s.body)
             finally:
                 fn.unbind(s.var)
-        elif t is Allocate:
+        elif isinstance(s, Allocate):
             self.allocate(fn, s)
-        elif t is S.Evaluate:
+        elif isinstance(s, S.Evaluate):
             if s is not NOOP and not isinstance(s.value, (E.IntImm, E.FloatImm)):
                 self.expr(fn, s.value)
         else:

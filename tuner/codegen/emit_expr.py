@@ -11,12 +11,13 @@ from typing import Any
 import llvmlite.ir as ir
 
 from msdb.ir import expr as E
+from msdb.ir.arith.limits import wrap
 from msdb.ir.dtype import is_float, is_int
 from msdb.tuner.codegen.analysis import EXTERN_CALLS, expr_info, has_load
 from msdb.tuner.codegen.errors import CodegenError
 from msdb.tuner.codegen.state import FnState
 from msdb.tuner.codegen.types import (
-    I1, I32, VOID, common_dtype, const, dtype_bits, fold_cast, limit_const, scalar_type, signed, wrap_int,
+    I1, I32, VOID, common_dtype, const, dtype_bits, fold_cast, limit_const, scalar_type, signed,
 )
 
 _LLVM_UNARY = {
@@ -39,12 +40,24 @@ class ExprEmitter:
     _info: dict[int, tuple[bool, frozenset]]
     _keep: list[Any]
 
+    # provided by `emit._Emitter`
+    def _declare(self, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
+        raise NotImplementedError
+
+    def _intrinsic(self, base: str, t: ir.Type, nargs: int) -> ir.Function:
+        raise NotImplementedError
+
+    def bound(self, fn: FnState, e: E.PrimExpr) -> tuple[int, int]:
+        raise NotImplementedError
+
+    def load(self, fn: FnState, e: E.BufferLoad) -> ir.Value:
+        raise NotImplementedError
+
     def expr(self, fn: FnState, e: E.PrimExpr) -> ir.Value:
         """Emit an expression; pure compound expressions are memoized per function while the
         variables they read keep their bindings and their block still dominates (unrolled code
         re-evaluates the same index arithmetic many times)."""
-        t = type(e)
-        if t is E.Var or t is E.IntImm or t is E.FloatImm:
+        if isinstance(e, E.Var) or isinstance(e, E.IntImm) or isinstance(e, E.FloatImm):
             return self._expr(fn, e)
         info = self._info.get(id(e))
         if info is None:
@@ -66,7 +79,7 @@ class ExprEmitter:
 
     def _expr(self, fn: FnState, e: E.PrimExpr) -> ir.Value:
         t = type(e)
-        if t is E.Var:
+        if isinstance(e, E.Var):
             vec = fn.vec
             if vec is not None and e is vec.var:
                 return vec.base if vec.lane0 else vec.vector
@@ -74,31 +87,31 @@ class ExprEmitter:
                 return fn.env[e]
             except KeyError:
                 raise CodegenError(f"variable {e.name} is used outside its scope") from None
-        if t is E.IntImm:
+        if isinstance(e, E.IntImm):
             return const(scalar_type(e.dtype), int(e.value))
-        if t is E.FloatImm:
+        if isinstance(e, E.FloatImm):
             return const(scalar_type(e.dtype), float(e.value))
-        if t is E.BufferLoad:
+        if isinstance(e, E.BufferLoad):
             return self.load(fn, e)
         if isinstance(e, E.CmpOp):
             return self.compare(fn, e)
         if isinstance(e, E.BinaryOp):
             return self.arith(fn, e)
-        if t is E.Not:
+        if isinstance(e, E.Not):
             a = self.expr(fn, e.a)
             return self.not_(fn, a)
-        if t is E.Select:
+        if isinstance(e, E.Select):
             c = self.expr(fn, e.condition)
             tv = self.expr(fn, e.true_value)
             fv = self.expr(fn, e.false_value)
             fv = self.cast_value(fn, fv, e.false_value.dtype, e.dtype)
             tv = self.cast_value(fn, tv, e.true_value.dtype, e.dtype)
             return self.select(fn, c, tv, fv)
-        if t is E.Cast:
+        if isinstance(e, E.Cast):
             return self.cast_value(fn, self.expr(fn, e.value), e.value.dtype, e.dtype)
-        if t is E.Call:
+        if isinstance(e, E.Call):
             return self.call(fn, e)
-        if t is E.StringImm:
+        if isinstance(e, E.StringImm):
             raise CodegenError(f"string {e.value!r} cannot be a value in generated code")
         raise CodegenError(f"cannot emit expression {t.__name__}")
 
@@ -136,15 +149,15 @@ class ExprEmitter:
             return self.float_arith(fn, t, a, b)
         if dtype == "bool":
             raise CodegenError(f"{t.__name__} on bool operands")
-        if t is E.Add:
+        if isinstance(e, E.Add):
             return self.int_op(fn, "add", a, b, dtype)
-        if t is E.Sub:
+        if isinstance(e, E.Sub):
             return self.int_op(fn, "sub", a, b, dtype)
-        if t is E.Mul:
+        if isinstance(e, E.Mul):
             return self.int_op(fn, "mul", a, b, dtype)
-        if t is E.Min or t is E.Max:
-            return self.int_minmax(fn, t is E.Min, a, b, dtype)
-        if (t is E.Div or t is E.Mod or t is E.FloorDiv or t is E.FloorMod) and fn.vec is not None \
+        if isinstance(e, E.Min) or isinstance(e, E.Max):
+            return self.int_minmax(fn, isinstance(e, E.Min), a, b, dtype)
+        if (isinstance(e, E.Div) or isinstance(e, E.Mod) or isinstance(e, E.FloorDiv) or isinstance(e, E.FloorMod)) and fn.vec is not None \
                 and fn.vec.mask is not None and not isinstance(b, ir.Constant):
             # inactive lanes must not trap on a zero divisor
             mask = fn.vec.mask
@@ -152,10 +165,10 @@ class ExprEmitter:
                 b = self.splat(fn, b, mask.type.count)
                 a = self.splat(fn, a, mask.type.count) if not isinstance(a.type, ir.VectorType) else a
             b = fn.builder.select(mask, b, self.const_like(b, 1))
-        if t is E.Div or t is E.Mod:
-            return self.int_truncdiv(fn, t is E.Div, a, b, dtype)
-        if t is E.FloorDiv or t is E.FloorMod:
-            return self.int_floordiv(fn, t is E.FloorDiv, e, a, b, dtype)
+        if isinstance(e, E.Div) or isinstance(e, E.Mod):
+            return self.int_truncdiv(fn, isinstance(e, E.Div), a, b, dtype)
+        if isinstance(e, E.FloorDiv) or isinstance(e, E.FloorMod):
+            return self.int_floordiv(fn, isinstance(e, E.FloorDiv), e, a, b, dtype)
         raise CodegenError(f"cannot emit {t.__name__}")
 
     def float_arith(self, fn: FnState, t: type, a: ir.Value, b: ir.Value) -> ir.Value:
@@ -189,7 +202,7 @@ class ExprEmitter:
         cb = b.constant if isinstance(b, ir.Constant) and isinstance(b.type, ir.IntType) else None
         if isinstance(ca, int) and isinstance(cb, int):
             value = ca + cb if op == "add" else ca - cb if op == "sub" else ca * cb
-            return const(a.type, wrap_int(value, a.type.width, signed(dtype)))
+            return const(a.type, wrap(value, dtype) if dtype != "bool" else value & 1)
         if op == "add":
             if ca == 0:
                 return b
@@ -258,12 +271,12 @@ class ExprEmitter:
     # ---- comparisons and logic ----
     def compare(self, fn: FnState, e: E.CmpOp) -> ir.Value:
         t = type(e)
-        if t is E.And or t is E.Or:
+        if isinstance(e, E.And) or isinstance(e, E.Or):
             a = self.to_bool(fn, self.expr(fn, e.a), e.a.dtype)
             b = self.to_bool(fn, self.expr(fn, e.b), e.b.dtype)
             ca = a.constant if isinstance(a, ir.Constant) else None
             cb = b.constant if isinstance(b, ir.Constant) else None
-            if t is E.And:
+            if isinstance(e, E.And):
                 if ca is not None and not isinstance(a.type, ir.VectorType):
                     return b if ca else a
                 if cb is not None and not isinstance(b.type, ir.VectorType):

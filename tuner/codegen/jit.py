@@ -1,7 +1,7 @@
 """LLVM side of code generation: host target machine, the O3 pipeline, object code, and loading
 object code into an execution engine of this process.
 
-Facts followed here (reference/llvmlite-and-cuda.md): llvmlite >= 0.45 has only the new pass
+Facts followed here (checked against llvmlite 0.45): llvmlite >= 0.45 has only the new pass
 manager and `llvm.initialize()` raises; O3 comes from `create_pipeline_tuning_options` +
 `create_pass_builder`; object code from `TargetMachine.emit_object` loads with
 `ExecutionEngine.add_object_file`; an MCJIT engine owns the target machine it is given, so

@@ -18,10 +18,11 @@ from typing import Any, Callable
 
 from msdb.ir import expr as E
 from msdb.ir import stmt as S
-from msdb.ir.arith import const_int_bound, simplify
+from msdb.ir.arith import Affine, affine_form, const_int_bound, simplify
+from msdb.ir.arith.affine import term_expr
 from msdb.ir.function import IRModule, PrimFunc
 from msdb.ir.functor import IRMutator, IRVisitor, substitute
-from msdb.tuner.codegen.analysis import affine, stmt_children, static_shape, vars_in
+from msdb.tuner.codegen.analysis import Allocate, stmt_children, static_shape, vars_in
 from msdb.tuner.codegen.errors import CodegenError
 
 __all__ = ["Allocate", "LoweredFunc", "lower_func", "lower_module", "NOOP"]
@@ -33,14 +34,6 @@ UNROLL_MAX_STEP = "pragma_auto_unroll_max_step"
 UNROLL_EXPLICIT = "pragma_unroll_explicit"
 #: TVM's UnrollLoop default for auto_max_depth.
 _AUTO_MAX_DEPTH = 8
-
-
-@dataclass(frozen=True, eq=False, slots=True)
-class Allocate(S.Stmt):
-    """`buffer` lives (uninitialized) while `body` runs; placed by `plan_allocations`."""
-
-    buffer: E.Buffer
-    body: S.Stmt
 
 
 #: The statement that does nothing (an empty loop, a block whose predicate is false).
@@ -200,13 +193,13 @@ class _BlockLowering:
 
     def stmt(self, s: S.Stmt) -> S.Stmt:
         t = type(s)
-        if t is S.For:
+        if isinstance(s, S.For):
             return self.loop(s)
-        if t is S.SeqStmt:
+        if isinstance(s, S.SeqStmt):
             parts = [self.stmt(x) for x in s.seq]
             parts = [p for p in parts if p is not NOOP]
             return S.seq(*parts) if parts else NOOP
-        if t is S.IfThenElse:
+        if isinstance(s, S.IfThenElse):
             cond = self.simplify(self.sub(s.condition))
             then = self.stmt(s.then_case)
             other = self.stmt(s.else_case) if s.else_case is not None else None
@@ -217,15 +210,15 @@ class _BlockLowering:
             if _is_const(cond, 0):
                 return other if other is not None else NOOP
             return S.IfThenElse(cond, then, other)
-        if t is S.LetStmt:
+        if isinstance(s, S.LetStmt):
             return S.LetStmt(s.var, self.sub(s.value), self.stmt(s.body))
-        if t is S.BlockRealize:
+        if isinstance(s, S.BlockRealize):
             return self.realize(s)
-        if t is S.Block:
+        if isinstance(s, S.Block):
             return self.realize(S.BlockRealize((), E.IntImm("bool", 1), s))
-        if t is S.BufferStore:
+        if isinstance(s, S.BufferStore):
             return self.indices.visit(self.sub(s))
-        if t is S.Evaluate:
+        if isinstance(s, S.Evaluate):
             return self.indices.visit(self.sub(s))
         raise CodegenError(f"cannot lower statement {t.__name__}")
 
@@ -314,19 +307,18 @@ class _BufferUses(IRVisitor):
 def _own_buffer_uses(s: S.Stmt) -> set[E.Buffer]:
     """Buffers used by a statement's own expressions (not its sub-statements)."""
     uses = _BufferUses()
-    t = type(s)
-    if t is S.BufferStore:
+    if isinstance(s, S.BufferStore):
         uses.found.add(s.buffer)
         uses.visit(s.value)
         for i in s.indices:
             uses.visit(i)
-    elif t is S.Evaluate:
+    elif isinstance(s, S.Evaluate):
         uses.visit(s.value)
-    elif t is S.IfThenElse:
+    elif isinstance(s, S.IfThenElse):
         uses.visit(s.condition)
-    elif t is S.LetStmt:
+    elif isinstance(s, S.LetStmt):
         uses.visit(s.value)
-    elif t is S.For:
+    elif isinstance(s, S.For):
         uses.visit(s.min)
         uses.visit(s.extent)
     return uses.found
@@ -355,19 +347,19 @@ def _node_at(root: S.Stmt, path: tuple[int, ...]) -> S.Stmt:
 
 def _with_child(s: S.Stmt, i: int, child: S.Stmt) -> S.Stmt:
     t = type(s)
-    if t is S.SeqStmt:
+    if isinstance(s, S.SeqStmt):
         items = list(s.seq)
         items[i] = child
         return S.SeqStmt(tuple(items))
-    if t is S.For:
+    if isinstance(s, S.For):
         return S.For(s.loop_var, s.min, s.extent, s.kind, child, s.thread_binding, s.annotations)
-    if t is S.LetStmt:
+    if isinstance(s, S.LetStmt):
         return S.LetStmt(s.var, s.value, child)
-    if t is S.IfThenElse:
+    if isinstance(s, S.IfThenElse):
         if i == 0:
             return S.IfThenElse(s.condition, child, s.else_case)
         return S.IfThenElse(s.condition, s.then_case, child)
-    if t is Allocate:
+    if isinstance(s, Allocate):
         return Allocate(s.buffer, child)
     raise AssertionError(f"{t.__name__} has no children")
 
@@ -414,21 +406,26 @@ def plan_allocations(body: S.Stmt, buffers: list[E.Buffer]) -> S.Stmt:
             node = stmt_children(node)[i]
         node = _node_at(body, lca)
         # descend into loop bodies when every use is inside (allocate per iteration)
-        while (type(node) is S.For and node.kind != S.ForKind.VECTORIZED
+        while (isinstance(node, S.For) and node.kind != S.ForKind.VECTORIZED
                and all(len(p) > len(lca) for p in paths)):
             lca = lca + (0,)
             node = node.body
-        if type(node) is S.SeqStmt:
+        if isinstance(node, S.SeqStmt):
             below = [p[len(lca)] for p in paths if len(p) > len(lca)]
             first, last = min(below), max(below)
             if (first, last) != (0, len(node.seq) - 1):
                 def wrap_range(s: S.Stmt, first: int = first, last: int = last, buf: E.Buffer = buf) -> S.Stmt:
+                    assert isinstance(s, S.SeqStmt)
                     inner = Allocate(buf, S.seq(*s.seq[first:last + 1]))
                     return S.SeqStmt(tuple(s.seq[:first]) + (inner,) + tuple(s.seq[last + 1:]))
 
                 body = _replace_at(body, lca, wrap_range)
                 continue
-        body = _replace_at(body, lca, lambda s, buf=buf: Allocate(buf, s))
+
+        def wrap(s: S.Stmt, buf: E.Buffer = buf) -> S.Stmt:
+            return Allocate(buf, s)
+
+        body = _replace_at(body, lca, wrap)
     del wanted
     return body
 
@@ -489,17 +486,17 @@ def _dim_plan(indices: list[E.PrimExpr], inner: set[E.Var], ranges: dict[E.Var, 
     signature = None
     lo_all, hi_all = None, None
     for index in indices:
-        form = affine(index)
+        form = affine_form(index)
         inner_keys, outer = [], []
-        for key, (coef, atom) in form.terms.items():
-            used = vars_in(atom)
+        for term, coef in form.terms.items():
+            used = vars_in(term_expr(term))
             has_inner = bool(used & inner)
             if has_inner and (used - inner):
                 return None
             if has_inner:
-                inner_keys.append(key)
+                inner_keys.append(term)
             else:
-                outer.append((key, coef))
+                outer.append((term, coef))
         sig = frozenset(outer)
         if signature is None:
             signature = sig
@@ -531,9 +528,9 @@ class _Compactor(IRMutator):
             if plan is None:
                 out.append(index)
                 continue
-            form = affine(index)
-            keys = [k for k, (_, atom) in form.terms.items() if vars_in(atom) & self.inner]
-            shifted = type(form)(form.terms, form.const - plan[0])
+            form = affine_form(index)
+            keys = [t for t in form.terms if vars_in(term_expr(t)) & self.inner]
+            shifted = Affine(form.terms, form.const - plan[0])
             out.append(shifted.render(index.dtype, keys))
         return tuple(out)
 
@@ -648,8 +645,7 @@ class _AutoUnroll:
 
     def visit(self, s: S.Stmt) -> tuple[S.Stmt, int, bool, int]:
         """(stmt, steps, has_kept_loop, unroll_depth)"""
-        t = type(s)
-        if t is S.For:
+        if isinstance(s, S.For):
             body, steps, normal, depth = self.visit(s.body)
             ext = _const_extent(s)
             if s.kind == S.ForKind.VECTORIZED and ext is not None:
@@ -658,10 +654,10 @@ class _AutoUnroll:
                     and depth <= _AUTO_MAX_DEPTH and ext * steps <= self.max_step)
             if s.kind == S.ForKind.UNROLLED and ext is not None:
                 auto = True
-            if auto:
+            if auto and ext is not None:
                 return self._rebuild(s, body, S.ForKind.UNROLLED), ext * steps, False, depth + 1
             return self._rebuild(s, body, s.kind), steps, True, depth
-        if t is S.SeqStmt:
+        if isinstance(s, S.SeqStmt):
             parts, total, normal, depth = [], 0, False, 0
             for x in s.seq:
                 p, st, nm, d = self.visit(x)
@@ -670,17 +666,17 @@ class _AutoUnroll:
                 normal = normal or nm
                 depth = max(depth, d)
             return S.SeqStmt(tuple(parts)), total, normal, depth
-        if t is S.IfThenElse:
+        if isinstance(s, S.IfThenElse):
             then, st1, nm1, d1 = self.visit(s.then_case)
             if s.else_case is not None:
                 other, st2, nm2, d2 = self.visit(s.else_case)
             else:
                 other, st2, nm2, d2 = None, 0, False, 0
             return S.IfThenElse(s.condition, then, other), st1 + st2, nm1 or nm2, max(d1, d2)
-        if t is S.LetStmt:
+        if isinstance(s, S.LetStmt):
             body, st, nm, d = self.visit(s.body)
             return S.LetStmt(s.var, s.value, body), st, nm, d
-        if t is Allocate:
+        if isinstance(s, Allocate):
             body, st, nm, d = self.visit(s.body)
             return Allocate(s.buffer, body), st, nm, d
         return s, 1, False, 0
@@ -702,8 +698,7 @@ def apply_unroll_pragmas(s: S.Stmt) -> S.Stmt:
     """Loops annotated `pragma_auto_unroll_max_step` (with `pragma_unroll_explicit` true, as
     MetaSchedule writes them) get TVM's auto-unroll decisions applied to their subtree. Without
     the explicit flag TVM's LLVM backend ignores the hint, and so does this pass."""
-    t = type(s)
-    if t is S.For:
+    if isinstance(s, S.For):
         ann = s.annotations
         if UNROLL_MAX_STEP in ann and _pragma_value(ann.get(UNROLL_EXPLICIT, 1)):
             max_step = _pragma_value(ann[UNROLL_MAX_STEP])
@@ -728,13 +723,13 @@ def apply_unroll_pragmas(s: S.Stmt) -> S.Stmt:
 
 def _fmt_expr(e: Any) -> str:
     t = type(e)
-    if t is E.Var:
+    if isinstance(e, E.Var):
         return e.name
-    if t is E.IntImm:
+    if isinstance(e, E.IntImm):
         return str(e.value) if e.dtype in ("int32", "bool") else f"{e.dtype}({e.value})"
-    if t is E.FloatImm:
+    if isinstance(e, E.FloatImm):
         return repr(e.value)
-    if t is E.BufferLoad:
+    if isinstance(e, E.BufferLoad):
         return f"{e.buffer.name}[{', '.join(_fmt_expr(i) for i in e.indices)}]"
     if isinstance(e, E.BinaryOp):
         sym = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.Div: "/", E.FloorDiv: "//", E.FloorMod: "%",
@@ -743,13 +738,13 @@ def _fmt_expr(e: Any) -> str:
         if sym is None:
             return f"{t.__name__.lower()}({_fmt_expr(e.a)}, {_fmt_expr(e.b)})"
         return f"({_fmt_expr(e.a)} {sym} {_fmt_expr(e.b)})"
-    if t is E.Not:
+    if isinstance(e, E.Not):
         return f"not {_fmt_expr(e.a)}"
-    if t is E.Cast:
+    if isinstance(e, E.Cast):
         return f"{e.dtype}({_fmt_expr(e.value)})"
-    if t is E.Select:
+    if isinstance(e, E.Select):
         return f"select({_fmt_expr(e.condition)}, {_fmt_expr(e.true_value)}, {_fmt_expr(e.false_value)})"
-    if t is E.Call:
+    if isinstance(e, E.Call):
         return f"{e.op}({', '.join(_fmt_expr(a) for a in e.args)})"
     return repr(e)
 
@@ -760,25 +755,24 @@ def format_lowered(node: S.Stmt | LoweredFunc, indent: int = 0) -> str:
         head = f"def {node.name}({', '.join(f'{b.name}: {b.dtype}{list(static_shape(b))}' for b in node.params)}):"
         return head + "\n" + format_lowered(node.body, 1)
     pad = "    " * indent
-    t = type(node)
-    if t is S.SeqStmt:
+    if isinstance(node, S.SeqStmt):
         return "\n".join(format_lowered(x, indent) for x in node.seq)
-    if t is S.For:
+    if isinstance(node, S.For):
         kind = "" if node.kind == S.ForKind.SERIAL else f" {node.kind.script_name}"
         head = f"{pad}for {node.loop_var.name} in range({_fmt_expr(node.min)}, +{_fmt_expr(node.extent)}){kind}:"
         return head + "\n" + format_lowered(node.body, indent + 1)
-    if t is S.IfThenElse:
+    if isinstance(node, S.IfThenElse):
         out = f"{pad}if {_fmt_expr(node.condition)}:\n" + format_lowered(node.then_case, indent + 1)
         if node.else_case is not None:
             out += f"\n{pad}else:\n" + format_lowered(node.else_case, indent + 1)
         return out
-    if t is S.LetStmt:
+    if isinstance(node, S.LetStmt):
         return f"{pad}{node.var.name} = {_fmt_expr(node.value)}\n" + format_lowered(node.body, indent)
-    if t is Allocate:
+    if isinstance(node, Allocate):
         shape = [int(d.value) if type(d) is E.IntImm else _fmt_expr(d) for d in node.buffer.shape]
         return f"{pad}{node.buffer.name} = alloc({node.buffer.dtype}{shape}, {node.buffer.scope})\n" + format_lowered(node.body, indent)
-    if t is S.BufferStore:
+    if isinstance(node, S.BufferStore):
         return f"{pad}{node.buffer.name}[{', '.join(_fmt_expr(i) for i in node.indices)}] = {_fmt_expr(node.value)}"
-    if t is S.Evaluate:
+    if isinstance(node, S.Evaluate):
         return f"{pad}{_fmt_expr(node.value)}"
     return f"{pad}{node!r}"

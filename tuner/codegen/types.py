@@ -1,5 +1,5 @@
 """LLVM types and small helpers shared by the emitter modules: TVM dtype -> LLVM type, constant
-folding of casts and integer wrap-around, dtype limits, naming."""
+casts and dtype limits as LLVM constants (their values from `msdb.ir.arith`), naming."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from typing import Any
 
 import llvmlite.ir as ir
 
+from msdb.ir.arith.fold import cast_constant
+from msdb.ir.arith.limits import value_limit
 from msdb.ir.dtype import bits as _bits
 from msdb.ir.dtype import is_float, is_int, is_uint
 from msdb.tuner.codegen.errors import CodegenError
@@ -21,9 +23,6 @@ I8 = ir.IntType(8)
 I32 = ir.IntType(32)
 I64 = ir.IntType(64)
 VOID = ir.VoidType()
-
-FLOAT_MAX = {"float16": 65504.0, "float32": 3.4028234663852886e38, "float64": 1.7976931348623157e308}
-
 
 @functools.lru_cache(maxsize=None)
 def scalar_type(dtype: str) -> ir.Type:
@@ -85,15 +84,6 @@ def ident(name: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "_." else "_" for ch in name) or "v"
 
 
-def wrap_int(value: int, width: int, is_signed: bool) -> int:
-    """`value` wrapped to a `width`-bit two's complement (or unsigned) integer."""
-    mask = (1 << width) - 1
-    value &= mask
-    if is_signed and value >= 1 << (width - 1):
-        value -= 1 << width
-    return value
-
-
 def common_dtype(a: str, b: str) -> str:
     if a == b:
         return a
@@ -109,29 +99,16 @@ def common_dtype(a: str, b: str) -> str:
 
 
 def fold_cast(value: int | float, src: str, dst: str, dst_t: ir.Type) -> ir.Value:
-    if dst == "bool":
-        return ir.Constant(I1, int(value != 0))
-    if is_float(dst):
-        return ir.Constant(dst_t, float(value))
-    if is_float(src):
-        if math.isnan(value) or math.isinf(value):
-            raise CodegenError(f"cannot cast {value} to {dst}")
-        value = int(value)  # truncation toward zero
-    return ir.Constant(dst_t, wrap_int(int(value), dtype_bits(dst), is_int(dst)))
+    """A constant cast from `src` to `dst`, folded with TVM's semantics (`msdb.ir.arith.fold`)."""
+    folded = cast_constant(value, dst)
+    if folded is None:
+        raise CodegenError(f"cannot cast {value} to {dst}")
+    return ir.Constant(I1 if dst == "bool" else dst_t, folded)
 
 
 def limit_const(dtype: str, is_max: bool) -> ir.Value:
-    t = scalar_type(dtype)
-    if is_float(dtype):
-        v = FLOAT_MAX[dtype]
-        return ir.Constant(t, v if is_max else -v)
-    if dtype == "bool":
-        return ir.Constant(t, int(is_max))
-    width = dtype_bits(dtype)
-    if is_uint(dtype):
-        return ir.Constant(t, (1 << width) - 1 if is_max else 0)
-    return ir.Constant(t, (1 << (width - 1)) - 1 if is_max else -(1 << (width - 1)))
-
+    """`max_value` / `min_value` of `dtype` as a constant."""
+    return ir.Constant(scalar_type(dtype), value_limit(dtype, is_max))
 
 
 class CachedConstant(ir.Constant):

@@ -8,7 +8,8 @@ from typing import Any, Callable
 from msdb.ir import expr as E
 from msdb.ir import stmt as S
 from msdb.ir.functor import post_order_visit
-from msdb.tuner.codegen.analysis import EXTERN_CALLS, stride_of, vars_in
+from msdb.ir.arith import expr_key, stride_of
+from msdb.tuner.codegen.analysis import EXTERN_CALLS, vars_in
 from msdb.tuner.codegen.lower import Allocate
 
 
@@ -35,9 +36,7 @@ class VectorPlan:
             self.reason = reason
 
     def check(self, body: S.Stmt) -> str | None:
-        from msdb.ir.arith import structural_key
-
-        self._key = structural_key
+        self._key = expr_key
         self.stmt(body)
         if self.reason is None:
             for buf, key in self.loads:
@@ -51,7 +50,7 @@ class VectorPlan:
         if self.reason is not None:
             return
         t = type(s)
-        if t is S.BufferStore:
+        if isinstance(s, S.BufferStore):
             flat = self.flat(s.buffer, s, s.indices)
             stride = stride_of(flat, self.var)
             if stride is None:
@@ -66,10 +65,10 @@ class VectorPlan:
             self.expr(s.value)
             for i in s.indices:
                 self.expr(i)
-        elif t is S.SeqStmt:
+        elif isinstance(s, S.SeqStmt):
             for x in s.seq:
                 self.stmt(x)
-        elif t is S.IfThenElse:
+        elif isinstance(s, S.IfThenElse):
             varying = self.varying(s.condition)
             self.expr(s.condition)
             self.masked += varying
@@ -77,19 +76,19 @@ class VectorPlan:
             if s.else_case is not None:
                 self.stmt(s.else_case)
             self.masked -= varying
-        elif t is S.For:
+        elif isinstance(s, S.For):
             if self.varying(s.min) or self.varying(s.extent):
                 return self.fail("an inner loop's bounds depend on the lane")
             self.stmt(s.body)
-        elif t is S.LetStmt:
+        elif isinstance(s, S.LetStmt):
             if self.varying(s.value):
                 return self.fail("a let value depends on the lane")
             if self.masked:
                 return self.fail("a let under a lane-dependent condition")
             self.stmt(s.body)
-        elif t is S.Evaluate:
+        elif isinstance(s, S.Evaluate):
             self.expr(s.value)
-        elif t is Allocate:
+        elif isinstance(s, Allocate):
             self.fail("an allocation inside the vectorized loop")
         else:
             self.fail(f"statement {t.__name__}")

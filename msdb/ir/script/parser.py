@@ -183,7 +183,7 @@ class _ModuleParser:
         self.current: ast.AST | None = None  # the statement being parsed, for error locations
 
     def parse(self, tree: ast.Module) -> IRModule:
-        defs: list[ast.stmt] = []
+        defs: list[ast.FunctionDef | ast.ClassDef] = []
         for stmt in tree.body:
             if isinstance(stmt, (ast.Import, ast.ImportFrom)):
                 self._note_import(stmt)
@@ -513,6 +513,8 @@ class _FunctionParser:
         if isinstance(node, ast.AnnAssign):
             if node.value is None:
                 self.err(node, "a scalar declaration needs a value: `x: T.int32 = value`")
+            if not isinstance(node.target, ast.Name):
+                self.err(node.target, "a scalar declaration assigns a plain name")
             dtype_name = self.t_func(node.annotation)
             if dtype_name not in _DTYPE_NAMES:
                 self.err(node.annotation, "expected a scalar dtype annotation such as T.int32 or T.float32")
@@ -523,6 +525,8 @@ class _FunctionParser:
                     self.err(node.value, f"value of dtype {value.dtype} assigned to '{node.target.id}: T.{dtype_name}'")
             return E.Var(node.target.id, dtype_name), value
         target = node.targets[0]
+        if not isinstance(target, ast.Name):
+            self.err(target, "a scalar binding assigns a plain name")
         value = self.expr(node.value)
         return E.Var(target.id, value.dtype), value
 
@@ -573,7 +577,7 @@ class _FunctionParser:
             var = self._loop_var(names, 0, 1, node, ext)
             binding = None
             if thread is not None:
-                binding = S.IterVar(None, E.Var("iter", var.dtype), S.IterType.THREAD_INDEX, thread[0])  # type: ignore[arg-type]
+                binding = S.IterVar(None, E.Var("iter", var.dtype), S.IterType.THREAD_INDEX, thread[0])
             loops.append((var, lo, ext, kind, binding, annotations))
         else:
             self.err(it, "loops must iterate over range(...), T.grid(...), T.serial/parallel/vectorized/unroll/thread_binding(...)")
@@ -599,8 +603,10 @@ class _FunctionParser:
     def _loop_targets(self, target: ast.expr) -> list[str]:
         if isinstance(target, ast.Name):
             return [target.id]
-        if isinstance(target, (ast.Tuple, ast.List)) and all(isinstance(t, ast.Name) for t in target.elts):
-            return [t.id for t in target.elts]  # type: ignore[union-attr]
+        if isinstance(target, (ast.Tuple, ast.List)):
+            names = [t.id for t in target.elts if isinstance(t, ast.Name)]
+            if len(names) == len(target.elts):
+                return names
         self.err(target, "loop variables must be plain names")
 
     def _loop_var(self, names: list[str], k: int, n: int, node: ast.For, ext: E.PrimExpr) -> E.Var:
@@ -954,11 +960,12 @@ class _FunctionParser:
             if not isinstance(loop_var, E.Var) or loop_var not in self.loops:
                 self.err(var_node, "T.axis.remap binds loop variables of enclosing loops only")
             dom = self.loops[loop_var]
-            var = E.Var(name_node.id, loop_var.dtype)  # type: ignore[union-attr]
+            assert isinstance(name_node, ast.Name)  # checked above
+            var = E.Var(name_node.id, loop_var.dtype)
             kind = S.IterType.DATA_PAR if letter == "S" else S.IterType.COMM_REDUCE
             frame.iter_vars.append(S.IterVar(dom, var, kind))
             frame.iter_values.append(loop_var)
-            self.define(name_node.id, var)  # type: ignore[union-attr]
+            self.define(name_node.id, var)
 
     # ------------------------------------------------------------------ buffers
     def _alloc(self, name: str, call: ast.Call) -> E.Buffer:
@@ -991,7 +998,7 @@ class _FunctionParser:
             self.err(call, "T.match_buffer must be at function level or directly inside a block")
         self.define(name, buffer)
 
-    def buffer_decl(self, name: str, args: list[Any], kwargs: dict[str, tuple[Any, ast.AST]],
+    def buffer_decl(self, name: str, args: list[Any], kwargs: dict[str, tuple[Any, ast.expr]],
                     call: ast.AST, arg_nodes: list[ast.expr]) -> E.Buffer:
         """`T.Buffer`/`T.alloc_buffer`/`T.match_buffer` arguments after the source:
         shape, dtype="float32", then keywords TVM accepts."""
@@ -1150,14 +1157,15 @@ class _FunctionParser:
                 if item.lower is None and item.upper is None:
                     ranges.append(E.Range(E.make_const(0, dim.dtype), dim))
                     continue
-                if item.lower is None:
+                if item.lower is None and item.upper is not None:
                     ext = self._int_expr(item.upper, "a region bound")
                     ranges.append(E.Range(E.make_const(0, ext.dtype), ext))
                     continue
-                if item.upper is None:
+                if item.upper is None and item.lower is not None:
                     lo = self._int_expr(item.lower, "a region bound")
                     ranges.append(E.Range(lo, ops.arith(E.Sub, dim, lo)))
                     continue
+                assert item.lower is not None and item.upper is not None  # the other cases are above
                 lo, ext = self._range_of(item.lower, item.upper, "a region bound")
                 ranges.append(E.Range(lo, ext))
             else:
@@ -1192,8 +1200,8 @@ class _FunctionParser:
             return
         self.err(node, f"unsupported value for attribute {key!r}: {_describe(item)}")
 
-    def keywords(self, call: ast.Call) -> dict[str, tuple[Any, ast.AST]]:
-        out: dict[str, tuple[Any, ast.AST]] = {}
+    def keywords(self, call: ast.Call) -> dict[str, tuple[Any, ast.expr]]:
+        out: dict[str, tuple[Any, ast.expr]] = {}
         for kw in call.keywords:
             if kw.arg is None:
                 self.err(kw, "**kwargs are not supported")
@@ -1669,17 +1677,19 @@ def _py_arith(cls: type, a: Any, b: Any, node: ast.AST, p: _FunctionParser) -> A
 
 
 def _py_bitop(op: type, a: int, b: int) -> int:
-    return {
+    ops: dict[type, Callable[[], int]] = {
         ast.BitAnd: lambda: a & b, ast.BitOr: lambda: a | b, ast.BitXor: lambda: a ^ b,
         ast.LShift: lambda: a << b, ast.RShift: lambda: a >> b,
-    }[op]()
+    }
+    return ops[op]()
 
 
 def _py_compare(cls: type, a: Any, b: Any) -> bool:
-    return {
+    ops: dict[type, Callable[[], Any]] = {
         E.EQ: lambda: a == b, E.NE: lambda: a != b, E.LT: lambda: a < b,
         E.LE: lambda: a <= b, E.GT: lambda: a > b, E.GE: lambda: a >= b,
-    }[cls]()
+    }
+    return bool(ops[cls]())
 
 
 def _describe(value: Any) -> str:

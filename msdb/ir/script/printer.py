@@ -23,7 +23,7 @@ import json
 import keyword
 import math
 import re
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from msdb.ir import expr as E
 from msdb.ir import stmt as S
@@ -452,7 +452,7 @@ class _FuncPrinter:
         if iv.iter_type not in (S.IterType.DATA_PAR, S.IterType.COMM_REDUCE):
             return False
         loop = self.loops.get(value) if isinstance(value, E.Var) else None
-        if loop is None or iv.var.dtype != value.dtype:
+        if loop is None or iv.dom is None or iv.var.dtype != value.dtype:
             return False
         return _same(loop.min, iv.dom.min) and _same(loop.extent, iv.dom.extent)
 
@@ -461,6 +461,8 @@ class _FuncPrinter:
         if kind is None:
             raise TypeError(f"cannot print a block var of iter type {iv.iter_type!r}")
         dom = iv.dom
+        if dom is None:
+            raise TypeError(f"block var {iv.var.name} has no domain")
         if _is_zero(dom.min) and dom.min.dtype == dom.extent.dtype:
             dom_text = self.expr(dom.extent)
         else:
@@ -579,7 +581,7 @@ class _FuncPrinter:
                 ok = node.a.dtype == node.b.dtype == "bool" and not (_bare(node.a) and _bare(node.b))
                 if not ok:
                     return self._raw(name, node)
-                word, prec = ("and", _P_AND) if cls is E.And else ("or", _P_OR)
+                word, prec = ("and", _P_AND) if isinstance(node, E.And) else ("or", _P_OR)
                 return f"{self.expr_p(node.a, prec)} {word} {self.expr_p(node.b, prec + 1)}", prec
             if node.a.dtype != node.b.dtype or (_bare(node.a) and _bare(node.b)):
                 return self._raw(name, node)
@@ -590,17 +592,17 @@ class _FuncPrinter:
         if cls in _ARITH_SUGAR:
             op, prec = _ARITH_SUGAR[cls]
             return f"{self.expr_p(node.a, prec)} {op} {self.expr_p(node.b, prec + 1)}", prec
-        if cls is E.Div:
+        if isinstance(node, E.Div):
             from msdb.ir.dtype import is_float
 
             if is_float(node.dtype):
                 return f"{self.expr_p(node.a, _P_MUL)} / {self.expr_p(node.b, _P_MUL + 1)}", _P_MUL
             return self._raw("Div", node)
-        if cls is E.Mod:
+        if isinstance(node, E.Mod):
             return f"T.truncmod({self.expr(node.a)}, {self.expr(node.b)})", _P_ATOM
-        if cls is E.Min:
+        if isinstance(node, E.Min):
             return f"T.min({self.expr(node.a)}, {self.expr(node.b)})", _P_ATOM
-        if cls is E.Max:
+        if isinstance(node, E.Max):
             return f"T.max({self.expr(node.a)}, {self.expr(node.b)})", _P_ATOM
         return self._raw(name, node)
 
@@ -661,7 +663,7 @@ class _FuncPrinter:
         return self.typed_literal(arg) if isinstance(arg, E.IntImm) and not _bare(arg) else self.expr(arg)
 
 
-_EXPR_DISPATCH = {
+_EXPR_DISPATCH: dict[type, Callable[[_FuncPrinter, Any], tuple[str, int]]] = {
     E.Var: _FuncPrinter._var,
     E.IntImm: _FuncPrinter._int,
     E.FloatImm: _FuncPrinter._float,
