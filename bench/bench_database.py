@@ -36,7 +36,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from _timing import fresh_process_seconds, row  # noqa: E402
 
 from msdb.database import JSONDatabase, SQLiteDatabase  # noqa: E402
-from msdb.database.json_database import RecordLineParser  # noqa: E402
+from msdb.interop.tvm.grammar import LineParser  # noqa: E402
 from msdb.ir import zoo  # noqa: E402
 from msdb.records import Target, TuningRecord, Workload  # noqa: E402
 
@@ -55,11 +55,14 @@ def shapes(count: int) -> list[tuple[int, int, int]]:
 
 def real_traces() -> list[str]:
     """Trace JSON text of every record in the fixture logs."""
-    parser = RecordLineParser()
+    parser = LineParser()
     traces = []
     for team in sorted(FIXTURES.iterdir()):
+        workloads = [object()] * len((team / "database_workload.json").read_text().splitlines())
         for line in (team / "database_tuning_record.json").read_text().splitlines():
-            traces.append(parser.parse(line)[1].trace_text)
+            fields = parser.record(line, workloads, "database_workload.json")
+            assert isinstance(fields, tuple), fields
+            traces.append(fields[2])
     return traces
 
 

@@ -90,8 +90,8 @@ def _cpu() -> float:
 
 def time_msdb(work_dir: pathlib.Path, db_path: pathlib.Path, workers: int | None) -> list[tuple[float, float, str]]:
     """[(wall s, cpu s, summary)] of a first import and of the same import again."""
-    from msdb.interop.tvm.importer import import_tvm
-    from msdb.ops.store import open_database
+    from msdb.database.location import open_database
+    from msdb.database.tvm_import import import_tvm
 
     out = []
     db = open_database(db_path, create=True)
