@@ -12,6 +12,8 @@ from msdb.cli.common import open_db, target_option
 if TYPE_CHECKING:
     from msdb.records import Target
 
+__all__ = ["ls_command", "show_command"]
+
 
 @click.command(name="ls")
 @click.argument("db", metavar="DB")

@@ -11,6 +11,8 @@ from msdb.cli.common import ProgressBars, err, open_db, target_option
 if TYPE_CHECKING:
     from msdb.records import Target
 
+__all__ = ["import_command", "merge_command", "export_command"]
+
 
 @click.command(name="import")
 @click.argument("db", metavar="DB")

@@ -6,6 +6,8 @@ import click
 
 from msdb.cli.common import ProgressBars, open_db
 
+__all__ = ["verify_command", "prune_command", "migrate_command"]
+
 
 @click.command(name="verify")
 @click.argument("db", metavar="DB")

@@ -3,6 +3,8 @@ can print it as one line (docs/architecture.md, "Command line")."""
 
 from __future__ import annotations
 
+__all__ = ["MsdbError", "ScriptError", "ScheduleError"]
+
 
 class MsdbError(Exception):
     """Base of every error msdb raises on purpose."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import case, distinct, func, or_, select, true
+from sqlalchemy import ColumnElement, case, distinct, func, or_, select, true
 
 from msdb.database import models as M
 from msdb.database.errors import DatabaseError
@@ -177,7 +177,7 @@ def resolve_hash(db: SQLiteDatabase, text: str) -> int:
     key = text.strip().lower()
     if not key:
         raise WorkloadNotFound("empty workload hash; give a prefix of a hash from `msdb ls`")
-    conditions = []
+    conditions: list[ColumnElement[bool]] = []
     if all(c in "0123456789abcdef" for c in key) and len(key) <= 16:
         conditions.append(w.shash.like(key.replace("%", "") + "%"))
     if key.isdigit():

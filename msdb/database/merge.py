@@ -20,15 +20,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
-from sqlalchemy import func, insert, select
+from sqlalchemy import func, select
 
 from msdb.database import models as M
 from msdb.database.errors import DatabaseError
 from msdb.database.location import where
 from msdb.database.rows import (
-    default_host, default_user, ensure_task, find_workload_id, insert_source, is_opaque, record_keys_of,
+    default_host, default_user, ensure_task, find_workload_id, insert_row, insert_source, is_opaque, record_keys_of,
 )
 from msdb.database.sqlite import insert_record_rows
 from msdb.interop.progress import ProgressFn
@@ -120,7 +120,7 @@ def merge_databases(dest: SQLiteDatabase, src: SQLiteDatabase, *, user: str | No
     return summary
 
 
-def _merge_workloads(conn: Connection, rows: list[Any], summary: MergeSummary) -> tuple[dict[int, int], set[int]]:
+def _merge_workloads(conn: Connection, rows: Sequence[Any], summary: MergeSummary) -> tuple[dict[int, int], set[int]]:
     """src workload id -> dest workload id (copying new ones), and the dest ids that existed."""
     mapping: dict[int, int] = {}
     known: set[int] = set()
@@ -130,7 +130,7 @@ def _merge_workloads(conn: Connection, rows: list[Any], summary: MergeSummary) -
         match = find_workload_id(conn, row.shash, None if is_opaque(row.ir_format) else _same_hash)
         if match is None:
             values = {name: getattr(row, name) for name in _WORKLOAD_FIELDS}
-            match = int(conn.execute(insert(M.workload).values(**values)).inserted_primary_key[0])
+            match = insert_row(conn, M.workload, values)
             summary.workloads_new += 1
         else:
             known.add(match)

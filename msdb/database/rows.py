@@ -25,7 +25,7 @@ import pickle
 import socket
 from typing import TYPE_CHECKING, Any, Callable
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import Table, insert, select, update
 
 from msdb.database import models as M
 from msdb.database.errors import DatabaseError
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from msdb.ir.function import IRModule
 
 __all__ = [
-    "OPAQUE_PREFIX", "OPAQUE_LEGACY", "OPAQUE_UNSUPPORTED", "SOURCE_KINDS", "HASH_COLUMNS", "now", "is_opaque",
+    "OPAQUE_PREFIX", "OPAQUE_LEGACY", "OPAQUE_UNSUPPORTED", "SOURCE_KINDS", "HASH_COLUMNS", "now", "insert_row", "is_opaque",
     "opaque_ir_format", "opaque_shash", "flops_or_none", "workload_row", "opaque_workload_row", "load_workload_ir",
     "stored_ir", "find_workload_id", "keep_tvm_payload", "record_keys_of", "default_user", "default_host", "insert_source",
     "ensure_task",
@@ -62,6 +62,13 @@ HASH_COLUMNS = {"structural": M.workload.c.shash, "ignore-tensor": M.workload.c.
 def now() -> _dt.datetime:
     """UTC now without tzinfo (how the schema stores times)."""
     return _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None)
+
+
+def insert_row(conn: Connection, table: Table, values: dict[str, Any]) -> int:
+    """INSERT one row into `table` (of `msdb.database.models`); its new id."""
+    key = conn.execute(insert(table).values(**values)).inserted_primary_key
+    assert key is not None
+    return int(key[0])
 
 
 # ---------------------------------------------------------------- workloads
@@ -217,10 +224,11 @@ def insert_source(conn: Connection, *, kind: str, location: str | None = None, s
 
     if kind not in SOURCE_KINDS:
         raise DatabaseError(f"unknown source kind {kind!r}; expected one of {', '.join(SOURCE_KINDS)}")
-    return int(conn.execute(insert(M.source).values(
-        kind=kind, location=location, sha256=sha256, workload_sha256=workload_sha256, username=username, host=host,
-        tvm_version=tvm_version, msdb_version=msdb_version if msdb_version is not None else msdb.__version__,
-        created_at=created_at if created_at is not None else now())).inserted_primary_key[0])
+    return insert_row(conn, M.source, {
+        "kind": kind, "location": location, "sha256": sha256, "workload_sha256": workload_sha256, "username": username,
+        "host": host, "tvm_version": tvm_version,
+        "msdb_version": msdb_version if msdb_version is not None else msdb.__version__,
+        "created_at": created_at if created_at is not None else now()})
 
 
 def ensure_task(conn: Connection, model_name: str, workload_id: int, task_name: str, weight: float = 1.0, *,
@@ -241,7 +249,7 @@ def ensure_task(conn: Connection, model_name: str, workload_id: int, task_name: 
     mt, tt = M.model.c, M.task.c
     model_id = conn.execute(select(mt.id).where(mt.name == model_name)).scalar()
     if model_id is None:
-        model_id = conn.execute(insert(M.model).values(name=model_name)).inserted_primary_key[0]
+        model_id = insert_row(conn, M.model, {"name": model_name})
     task_id = conn.execute(select(tt.id).where(tt.model_id == model_id, tt.workload_id == workload_id)
                            .order_by(tt.id)).scalar()
     if task_id is not None:
@@ -251,5 +259,4 @@ def ensure_task(conn: Connection, model_name: str, workload_id: int, task_name: 
     name = task_name
     if conn.execute(select(tt.id).where(tt.model_id == model_id, tt.name == name)).first() is not None:
         name = f"{task_name}#{workload_id}"
-    return int(conn.execute(insert(M.task).values(model_id=model_id, workload_id=workload_id, name=name,
-                                                  weight=weight)).inserted_primary_key[0])
+    return insert_row(conn, M.task, {"model_id": model_id, "workload_id": workload_id, "name": name, "weight": weight})

@@ -58,8 +58,8 @@ from msdb.database.base import Database, check_k
 from msdb.database.errors import DatabaseOpenError, SchemaVersionError, WorkloadNotCommitted
 from msdb.database.migrate import HEAD, SchemaState, schema_state, upgrade
 from msdb.database.rows import (
-    HASH_COLUMNS, SOURCE_KINDS, default_host, default_user, ensure_task, find_workload_id, insert_source, stored_ir,
-    workload_row,
+    HASH_COLUMNS, SOURCE_KINDS, default_host, default_user, ensure_task, find_workload_id, insert_row, insert_source,
+    stored_ir, workload_row,
 )
 from msdb.database.targets import MAX_TARGET_ID, TargetTable
 from msdb.records import Target, TuningRecord, Workload
@@ -82,12 +82,19 @@ _RECORD_COLUMNS = ("workload_id", "target_id", "source_id", "trace", "trace_hash
                    "is_valid", "args_info")
 
 
+def _dbapi(conn: Connection) -> Any:
+    """The driver's own connection under `conn` (an open connection always has one)."""
+    dbapi = conn.connection.dbapi_connection
+    assert dbapi is not None
+    return dbapi
+
+
 @functools.lru_cache(maxsize=16)
 def _insert_sql(dialect: Any, table: Any, columns: tuple[str, ...]) -> tuple[str, tuple[str, ...] | None]:
     """The INSERT for `columns` in the driver's own parameter style, and the parameter order
     when that style is positional (None: named)."""
     compiled = insert(table).compile(dialect=dialect, column_keys=list(columns))
-    return compiled.string, (tuple(compiled.positiontup) if compiled.positional else None)
+    return compiled.string, (tuple(compiled.positiontup or ()) if compiled.positional else None)
 
 
 def bulk_insert(conn: Connection, table: Any, columns: tuple[str, ...], rows: list[tuple[Any, ...]]) -> None:
@@ -102,7 +109,7 @@ def bulk_insert(conn: Connection, table: Any, columns: tuple[str, ...], rows: li
     else:
         index = [columns.index(name) for name in order]
         params = [tuple(row[i] for i in index) for row in rows]
-    cursor = conn.connection.dbapi_connection.cursor()
+    cursor = _dbapi(conn).cursor()
     try:
         for start in range(0, len(params), _INSERT_CHUNK):
             cursor.executemany(sql, params[start:start + _INSERT_CHUNK])
@@ -144,7 +151,7 @@ class _SQLiteBulkInsert:
         width = self.width
         step = _ROWS_PER_INSERT * width
         full = len(params) // step * step
-        cursor = conn.connection.dbapi_connection.cursor()
+        cursor = _dbapi(conn).cursor()
         try:
             for offset in range(0, full, step):
                 cursor.execute(self.multi, params[offset:offset + step])
@@ -247,7 +254,7 @@ def _install_sqlite_settings(engine: Engine, busy_timeout_s: float) -> None:
 def _set_cache_size(conn: Connection, kib: int) -> None:
     """SQLite's page cache of `conn` (outside or inside a transaction; not transactional). A
     connection that cannot take it is left alone: this only tunes speed."""
-    dbapi = conn.connection.dbapi_connection
+    dbapi = _dbapi(conn)
     try:
         dbapi.execute(f"PRAGMA cache_size = -{int(kib)}")
     except conn.dialect.loaded_dbapi.Error as exc:
@@ -378,7 +385,7 @@ class SQLiteDatabase(Database):
             with self._engine.connect() as conn:
                 conn.execution_options(msdb_write=True)
                 resized = cache_kib is not None and cache_kib > CACHE_KIB and conn.dialect.name == "sqlite"
-                if resized:
+                if resized and cache_kib is not None:
                     _set_cache_size(conn, cache_kib)
                 try:
                     with conn.begin():
@@ -484,7 +491,7 @@ class SQLiteDatabase(Database):
             return self._workload(conn, workload_id)
         row = workload_row(workload.mod, hashes=workload.hashes, name=workload.name, tvm_payload=workload.tvm_payload,
                            tvm_shash=workload.tvm_shash)
-        workload_id = conn.execute(insert(M.workload).values(**row)).inserted_primary_key[0]
+        workload_id = insert_row(conn, M.workload, row)
         workload._db_ids[self._key] = workload_id
         self._workloads[workload_id] = workload
 

@@ -14,9 +14,10 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Callable
 
-from sqlalchemy import func, insert, select
+from sqlalchemy import func, select
 
 from msdb.database import models as M
+from msdb.database.rows import insert_row
 from msdb.records import Target
 
 if TYPE_CHECKING:
@@ -74,10 +75,9 @@ class TargetTable:
         target_id = conn.execute(select(t.id).where(t.config == config)).scalar()
         if target_id is None:
             key = target.match_key if target is not None else None
-            target_id = conn.execute(insert(M.target).values(
-                config=config, kind=key.kind if key else "", arch=key.arch if key else "",
-                isa=key.isa if key else "", device=key.device if key else "")).inserted_primary_key[0]
-            inserted = int(target_id)
+            target_id = inserted = insert_row(conn, M.target, {
+                "config": config, "kind": key.kind if key else "", "arch": key.arch if key else "",
+                "isa": key.isa if key else "", "device": key.device if key else ""})
 
             def forget() -> None:
                 self.ids.pop(config, None)

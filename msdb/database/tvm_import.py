@@ -33,12 +33,12 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import select, update
 
 from msdb.database import models as M
 from msdb.database.location import database_file, is_behind, open_database, remove_database_file
 from msdb.database.rows import (
-    default_host, default_user, ensure_task, find_workload_id, insert_source, keep_tvm_payload, opaque_shash,
+    default_host, default_user, ensure_task, find_workload_id, insert_row, insert_source, keep_tvm_payload, opaque_shash,
     opaque_workload_row, record_keys_of, stored_ir, workload_row,
 )
 from msdb.errors import MsdbError
@@ -137,7 +137,7 @@ class ImportWriter:
             assert workload.mod is not None and workload.hashes is not None
             row = workload_row(workload.mod, hashes=workload.hashes, name=workload_name(workload.mod, shash),
                                tvm_payload=workload.payload, tvm_shash=workload.tvm_shash)
-        workload_id = int(conn.execute(insert(M.workload).values(**row)).inserted_primary_key[0])
+        workload_id = insert_row(conn, M.workload, row)
         self.by_key[key] = workload_id
         return workload_id, True, row["name"]
 

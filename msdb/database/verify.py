@@ -68,9 +68,9 @@ def verify_database(db: SQLiteDatabase, *, replay: bool = True, progress: Progre
     w, r = M.workload.c, M.tuning_record.c
     with db.engine.connect() as conn:
         if conn.dialect.name == "sqlite":
-            result = [row[0] for row in conn.exec_driver_sql("PRAGMA integrity_check")]
-            if result != ["ok"]:
-                report.problems.extend(f"SQLite integrity check: {line}" for line in result)
+            integrity = [row[0] for row in conn.exec_driver_sql("PRAGMA integrity_check")]
+            if integrity != ["ok"]:
+                report.problems.extend(f"SQLite integrity check: {line}" for line in integrity)
         _dangling(conn, report)
         workloads = conn.execute(select(w.id, w.shash, w.ignore_tensor_hash, w.anchor_hash, w.name, w.script,
                                         w.ir_format, w.ir_blob, w.tvm_payload, w.tvm_shash).order_by(w.id)).all()

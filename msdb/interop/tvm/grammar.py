@@ -212,7 +212,7 @@ class LineParser:
         n_workloads = len(workloads)
         quick = self._quick(text, n_workloads, workloads)
         if quick is not None:
-            return quick  # type: ignore[return-value]
+            return quick
         split = self._fast(text)
         if split is None:
             slow = self._slow(text)

@@ -68,10 +68,12 @@ class WorkDirReader:
     def workload_line(self, path: Path, number: int, text: str) -> ParsedWorkload | None:
         parsed = self.lines.workload(text, number)
         if isinstance(parsed, str):
-            return self._bad(path, number, parsed)
+            self._bad(path, number, parsed)
+            return None
         if parsed.is_opaque and not self.opaque:
-            return self._bad(path, number, f"{parsed.undecodable()} (--opaque imports it as an opaque payload keyed "
-                                           f"by TVM's shash {parsed.tvm_shash}, excluded from replay)")
+            self._bad(path, number, f"{parsed.undecodable()} (--opaque imports it as an opaque payload keyed by TVM's "
+                                    f"shash {parsed.tvm_shash}, excluded from replay)")
+            return None
         return parsed
 
     def _bad(self, path: Path, number: int, reason: str) -> None:
@@ -269,7 +271,7 @@ def estimated_lines(sample: str | bytes, size: int) -> int:
     is `sample`: its size over the mean line length in the sample. Counting the newlines of a
     250 MB log costs a tenth of a second; this only decides how to split the work and how long
     a progress bar is."""
-    newlines = sample.count(b"\n" if isinstance(sample, bytes) else "\n")
+    newlines = sample.count(b"\n") if isinstance(sample, bytes) else sample.count("\n")
     return max(1, size * (newlines + 1) // max(1, len(sample)))
 
 
@@ -308,17 +310,17 @@ def _parse_chunk(task: tuple[Any, ...]) -> tuple[Any, ...]:
         lines.pop()  # the chunk ends with a newline: no line after it
     offset = lo
     for number, line in enumerate(lines, start=1):
-        if line and not line.isspace():
-            fields = parser.record(line, workloads, workload_file)
-            if type(fields) is tuple:
-                trace = fields[2]
-                start = trace_offset(line)
-                if start is not None and line.startswith(trace, start):
-                    start += offset
-                    fields = fields[:2] + ((start, start + len(trace)),) + fields[3:]
-                out.append((number,) + fields)
+        fields = parser.record(line, workloads, workload_file) if line and not line.isspace() else None
+        if isinstance(fields, str):
+            bad.append(BadLine(path, number, fields))
+        elif fields is not None:
+            trace = fields[2]
+            start = trace_offset(line)
+            if start is not None and line.startswith(trace, start):
+                start += offset
+                out.append((number, *fields[:2], (start, start + len(trace)), *fields[3:]))
             else:
-                bad.append(BadLine(path, number, fields))  # type: ignore[arg-type]
+                out.append((number, *fields))
         offset += len(line) + 1
     targets = {key: (None if t is None else t.canonical_json()) for key, t in parser.targets.items()}
     return len(lines), out, bad, targets, parser.target_errors, parser.normalized - normalized

@@ -238,7 +238,8 @@ class _GraphDecoder:
 
     def _var(self, index: int, data: dict[str, Any]) -> E.Var | E.Buffer:
         name = self.decode(data["name"]) if "name" in data else self.decode(data.get("name_hint", 0)) or "v"
-        ty_node = self.nodes[data["ty"]] if isinstance(data.get("ty"), int) and data["ty"] else {"type": "None"}
+        ty_node: dict[str, Any] = (self.nodes[data["ty"]] if isinstance(data.get("ty"), int) and data["ty"]
+                                   else {"type": "None"})
         ty_key = _canonical_key(ty_node.get("type", ""))
         if ty_key == "tirx.BufferType":
             return self._buffer_from_type(name, ty_node["data"])
