@@ -1,4 +1,4 @@
-"""Budgets of the database layer (DESIGN.md section 11, issue "Databases"): a SQLite database of
+"""Budgets of the database layer (docs/benchmarks.md, "Databases"): a SQLite database of
 1M records over 1,000 workloads and 3 targets opens in < 200 ms, answers query_tuning_record
 in < 1 ms (median) and takes bulk commits at >= 20k records/s; and the same data in TVM's JSON
 layout (msdb's JSONDatabase) for comparison.

@@ -1,4 +1,4 @@
-"""Import speed from TVM logs (DESIGN.md section 11: >= 20,000 records/s, faster than real TVM's
+"""Import speed from TVM logs (docs/benchmarks.md: >= 20,000 records/s, faster than real TVM's
 JSONDatabase loading the same files).
 
 Synthesizes one work_dir of N records (default 100,000) from the bundled team logs (six workload

@@ -79,8 +79,10 @@ class WorkDirReader:
     def _bad(self, path: Path, number: int, reason: str) -> None:
         self.bad.append(BadLine(path, number, reason))
 
-    def record_line(self, wd: ParsedWorkDir, path: Path, number: int, text: str) -> None:
-        fields = self.lines.record(text, wd.workloads, wd.workload_path.name)
+    def record_line(self, wd: ParsedWorkDir, path: Path, number: int, text: str, workload_file: str) -> None:
+        """One record line (number `number` of `path`) into `wd.records` or `bad`; `workload_file`
+        names the workload file in reasons."""
+        fields = self.lines.record(text, wd.workloads, workload_file)
         if type(fields) is tuple:
             wd.records.append((number,) + fields)
         else:
@@ -125,8 +127,9 @@ class WorkDirReader:
             del text
         digest.start()
         progress, every = self.progress, _PROGRESS_EVERY
+        workload_file = wd.workload_path.name
         for count, (number, text) in enumerate(lines, start=1):
-            self.record_line(wd, record_path, number, text)
+            self.record_line(wd, record_path, number, text, workload_file)
             if count % every == 0:
                 if progress is not None:
                     progress(self.phase, min(self.done + count, self.total), self.total)
