@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING, BinaryIO, Iterable, Iterator
 
 from msdb.database.errors import BadRecordLine, DatabaseOpenError
 from msdb.database.memory import MemoryDatabase
-from msdb.interop.tvm.grammar import LineParser, record_line, workload_line
 from msdb.interop.tvm.workdir import NOT_UTF8, RECORD_FILE, WORKLOAD_FILE
 from msdb.records import TuningRecord, Workload
 
@@ -116,6 +115,8 @@ class JSONDatabase(MemoryDatabase):
         self.path_workload = Path(path_workload)
         self.path_tuning_record = Path(path_tuning_record)
         self.load_errors: list[BadRecordLine] = []
+        from msdb.interop.tvm.grammar import LineParser  # the grammar loads the trace checks: on first use
+
         self._parser = LineParser()
         # workload line (blank lines are none) -> store index (None: a bad line), and store
         # index -> its first line
@@ -186,6 +187,8 @@ class JSONDatabase(MemoryDatabase):
         index = self._find(workload)
         if index is not None:
             return self._workloads[index]
+        from msdb.interop.tvm.grammar import workload_line
+
         line = workload_line(workload, self.module_equality)
         with _locked(self.path_workload, "a+b") as handle:
             handle.seek(self._workload_offset)
@@ -221,6 +224,8 @@ class JSONDatabase(MemoryDatabase):
         resolved = [self._resolve(r) for r in records]
         if not resolved:
             return 0
+        from msdb.interop.tvm.grammar import record_line
+
         text = "".join(record_line(self._index_to_line[index], record) + "\n" for index, record in resolved)
         with _locked(self.path_tuning_record, "a+b") as handle:
             prefix = b"\n" if _ends_without_newline(handle) else b""

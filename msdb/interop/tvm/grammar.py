@@ -40,7 +40,6 @@ from msdb.interop.tvm.trace_check import (
 )
 from msdb.records.ranking import mean_run_secs, ran, run_secs_text, sketch_is_valid
 from msdb.records.record import trace_hasher, trace_json_hash
-from msdb.schedule.tvm_json import JsonFloat
 
 if TYPE_CHECKING:
     from msdb.ir.function import IRModule
@@ -90,8 +89,6 @@ _RECORD_HEAD = re.compile(r"\[(-?(?:0|[1-9][0-9]*)),\[")
 #: The C scanner behind json.loads: `(value, end)` at an offset, StopIteration/ValueError on bad
 #: JSON. Used directly to find where a record line's trace ends without copying it.
 _scan_once: Any = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
-#: Number types a parsed run_secs list may hold (JsonFloat: from TVM's `\\xHH` JSON dialect).
-_NUMBER_TYPES = {int, float, JsonFloat}
 _FLOAT_INT = {float, int}
 _INT_ONLY = {int}
 _TWO = {2}
@@ -238,13 +235,14 @@ class LineParser:
 
             trace_text = dumps(trace)
         if run_secs is not None:
-            types = set(map(type, run_secs)) if type(run_secs) is list else None
-            if types is None or not types <= _NUMBER_TYPES:
-                return f"run_secs must be a list of numbers or null, got {short_json(run_secs)}"
+            types = set(map(type, run_secs)) if type(run_secs) is list else {str}
+            if not types <= _FLOAT_INT:
+                # numbers read from TVM's `\\xHH` dialect are `JsonFloat`s (float subclasses)
+                if not all(t is int or issubclass(t, float) for t in types):
+                    return f"run_secs must be a list of numbers or null, got {short_json(run_secs)}"
+                run_secs = [float(x) for x in run_secs]  # TVM 0.27 spells the value, not the text read
             if not _all_finite(run_secs):
                 return f"run_secs {short_json(run_secs)} holds a value that is not a finite number"
-            if JsonFloat in types:  # read from TVM's dialect: TVM 0.27 spells the value, not the text
-                run_secs = [float(x) for x in run_secs]
         valid = ran(run_secs) and sketch_is_valid(trace[0])
         if target_key not in self.targets:
             problem = self.target_errors.get(target_key) or self._parse_target(target_key, target)
@@ -501,13 +499,23 @@ def format_record_line(workload_index: int, trace_text: str, run_secs_text: str 
             f"{target_text},{args_text if args_text is not None else 'null'}]]")
 
 
+#: TVM's spelling of each target config written so far, by canonical JSON (a log has a few).
+_TARGET_TEXTS: dict[str, str] = {}
+
+
 def target_text(target: Target | None) -> str:
     """A record line's target: TVM's canonical config dict, `null` for none."""
     if target is None:
         return "null"
-    from msdb.schedule.tvm_json import dumps
+    key = target.canonical_json()
+    text = _TARGET_TEXTS.get(key)
+    if text is None:
+        from msdb.schedule.tvm_json import dumps
 
-    return dumps(target.config)
+        text = dumps(target.config)
+        if len(_TARGET_TEXTS) < 1024:
+            _TARGET_TEXTS[key] = text
+    return text
 
 
 def record_line(workload_index: int, record: TuningRecord) -> str:
