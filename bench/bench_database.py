@@ -1,4 +1,4 @@
-"""Budgets of the database layer (DESIGN.md section 11, issue "Databases"): a SQLite database of
+"""Budgets of the database layer (docs/benchmarks.md, "Databases"): a SQLite database of
 1M records over 1,000 workloads and 3 targets opens in < 200 ms, answers query_tuning_record
 in < 1 ms (median) and takes bulk commits at >= 20k records/s; and the same data in TVM's JSON
 layout (msdb's JSONDatabase) for comparison.
@@ -36,7 +36,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from _timing import fresh_process_seconds, row  # noqa: E402
 
 from msdb.database import JSONDatabase, SQLiteDatabase  # noqa: E402
-from msdb.database.json_database import RecordLineParser  # noqa: E402
+from msdb.interop.tvm.grammar import LineParser  # noqa: E402
 from msdb.ir import zoo  # noqa: E402
 from msdb.records import Target, TuningRecord, Workload  # noqa: E402
 
@@ -55,11 +55,14 @@ def shapes(count: int) -> list[tuple[int, int, int]]:
 
 def real_traces() -> list[str]:
     """Trace JSON text of every record in the fixture logs."""
-    parser = RecordLineParser()
+    parser = LineParser()
     traces = []
     for team in sorted(FIXTURES.iterdir()):
+        workloads = [object()] * len((team / "database_workload.json").read_text().splitlines())
         for line in (team / "database_tuning_record.json").read_text().splitlines():
-            traces.append(parser.parse(line)[1].trace_text)
+            fields = parser.record(line, workloads, "database_workload.json")
+            assert isinstance(fields, tuple), fields
+            traces.append(fields[2])
     return traces
 
 

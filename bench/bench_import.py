@@ -1,4 +1,4 @@
-"""Import speed from TVM logs (DESIGN.md section 11: >= 20,000 records/s, faster than real TVM's
+"""Import speed from TVM logs (docs/benchmarks.md: >= 20,000 records/s, faster than real TVM's
 JSONDatabase loading the same files).
 
 Synthesizes one work_dir of N records (default 100,000) from the bundled team logs (six workload
@@ -90,8 +90,8 @@ def _cpu() -> float:
 
 def time_msdb(work_dir: pathlib.Path, db_path: pathlib.Path, workers: int | None) -> list[tuple[float, float, str]]:
     """[(wall s, cpu s, summary)] of a first import and of the same import again."""
-    from msdb.interop.tvm.importer import import_tvm
-    from msdb.ops.store import open_database
+    from msdb.database.location import open_database
+    from msdb.database.tvm_import import import_tvm
 
     out = []
     db = open_database(db_path, create=True)

@@ -1,1 +1,6 @@
-"""The `msdb` command line (click). Thin: parse options, call the library, print."""
+"""The `msdb` command line (click). Thin: parse options, call one library function, print
+(docs/architecture.md, "Command line"). The console script is `msdb.cli.main:cli`."""
+
+from __future__ import annotations
+
+__all__: list[str] = []

@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import click
 
 from msdb.cli.common import open_db, target_option
+
+if TYPE_CHECKING:
+    from msdb.records import Target
+
+__all__ = ["ls_command", "show_command"]
 
 
 @click.command(name="ls")
 @click.argument("db", metavar="DB")
 @target_option("Only targets that match T (msdb's target policy: same kind and device).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per row, in a JSON list, with full precision.")
-def ls_command(db: str, target: object, as_json: bool) -> None:
+def ls_command(db: str, target: Target | None, as_json: bool) -> None:
     """List the workloads of DB, one row per workload and target.
 
     Columns: structural hash, name, target, FLOPs, records, best latency in microseconds
@@ -25,7 +31,7 @@ def ls_command(db: str, target: object, as_json: bool) -> None:
         msdb ls msdb.sqlite
         msdb ls msdb.sqlite --target 'llvm -num-cores=1' --json
     """
-    from msdb.ops.catalog import format_table, list_workloads
+    from msdb.database.catalog import format_table, list_workloads
 
     database = open_db(db)
     try:
@@ -42,7 +48,7 @@ def ls_command(db: str, target: object, as_json: bool) -> None:
 @click.argument("db", metavar="DB")
 @click.argument("workload_hash", metavar="HASH")
 @target_option("Only the best records for targets that match T.")
-def show_command(db: str, workload_hash: str, target: object) -> None:
+def show_command(db: str, workload_hash: str, target: Target | None) -> None:
     """Show a workload of DB as TVMScript and its best trace as schedule code.
 
     HASH is msdb's structural hash from `msdb ls` (a unique prefix is enough) or TVM's
@@ -54,7 +60,7 @@ def show_command(db: str, workload_hash: str, target: object) -> None:
         msdb show msdb.sqlite cd74d25f
         msdb show msdb.sqlite 7523732197612418965 --target llvm
     """
-    from msdb.ops.catalog import format_details, show_workload
+    from msdb.database.catalog import format_details, show_workload
 
     database = open_db(db)
     try:

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-import pathlib
+from typing import TYPE_CHECKING
 
 import click
 
 from msdb.cli.common import ProgressBars, err, open_db, target_option
+
+if TYPE_CHECKING:
+    from msdb.records import Target
+
+__all__ = ["import_command", "merge_command", "export_command"]
 
 
 @click.command(name="import")
@@ -43,49 +48,18 @@ def import_command(db: str, paths: tuple[str, ...], skip_bad: bool, opaque: bool
         msdb import msdb.sqlite ~/tune/work_dir --user alice --model resnet50
         msdb import sqlite:///team.db a/database_workload.json a/database_tuning_record.json
     """
-    import time
+    from msdb.database.tvm_import import import_logs
 
-    from msdb.interop.tvm.importer import import_plan, import_tvm, read_import, resolve_import_paths
-    from msdb.ops.store import file_of, is_behind
-
-    start = time.perf_counter()
-    resolve_import_paths(paths)  # a missing or incomplete work_dir is refused before DB is opened
-    file = file_of(db)
-    created = file is not None and not file.exists()
     with ProgressBars() as progress:
-        plan = None
-        if verify or is_behind(db):
-            # read (and replay) everything before DB is opened: opening migrates an older
-            # schema, which a refused import must not do
-            plan = read_import(paths, opaque=opaque, progress=progress)
-            plan.check(skip_bad)
-        database = open_db(db, create=True)
-        try:
-            if plan is not None:
-                summary = import_plan(database, plan, skip_bad=skip_bad, user=user, host=host, model=model,
-                                      verify=verify, progress=progress)
-            else:  # one pass: rows written while the lines are read, rolled back on a bad line
-                summary = import_tvm(database, paths, skip_bad=skip_bad, opaque=opaque, user=user, host=host,
-                                     model=model, progress=progress)
-        except BaseException:
-            database.close()
-            if created and file is not None:
-                _remove_database_file(file)  # a refused import leaves no new, empty database behind
-            raise
-        database.close()
+        summary = import_logs(db, paths, skip_bad=skip_bad, opaque=opaque, user=user, host=host, model=model,
+                              verify=verify, progress=progress)
     for bad in summary.bad_lines:
         err(f"{bad} (skipped)")
     for note in summary.opaque:
         err(note)
     for failure in summary.replay_failures:
         err(failure)
-    summary.seconds = time.perf_counter() - start
     click.echo(summary.line())
-
-
-def _remove_database_file(path: pathlib.Path) -> None:
-    for leftover in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
-        leftover.unlink(missing_ok=True)
 
 
 @click.command(name="merge")
@@ -106,7 +80,7 @@ def merge_command(dest: str, sources: tuple[str, ...], user: str | None, host: s
         msdb merge team.sqlite alice.sqlite bob.sqlite
         msdb merge postgresql://db.lab/msdb ./msdb.sqlite
     """
-    from msdb.ops.merge import merge_databases
+    from msdb.database.merge import merge_databases
 
     opened = [open_db(src) for src in sources]
     target = None
@@ -128,7 +102,7 @@ def merge_command(dest: str, sources: tuple[str, ...], user: str | None, host: s
 @click.option("--top-k", "top_k", type=int, default=1, show_default=True, metavar="N",
               help="Best N valid records per workload and target.")
 @target_option("Only records whose target matches T (e.g. 'llvm -mcpu=skylake-avx512', 'cuda -arch=sm_80').")
-def export_command(db: str, outdir: str, top_k: int, target: object) -> None:
+def export_command(db: str, outdir: str, top_k: int, target: Target | None) -> None:
     """Export DB as a TVM 0.27 work_dir in OUTDIR.
 
     Writes database_workload.json and database_tuning_record.json with the best N valid
@@ -141,7 +115,7 @@ def export_command(db: str, outdir: str, top_k: int, target: object) -> None:
     Example:
         msdb export msdb.sqlite ./tvm_work_dir --top-k 1 --target 'llvm -num-cores=1'
     """
-    from msdb.interop.tvm.exporter import export_workdir
+    from msdb.database.tvm_export import export_workdir
 
     database = open_db(db)
     try:

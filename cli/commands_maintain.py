@@ -6,6 +6,8 @@ import click
 
 from msdb.cli.common import ProgressBars, open_db
 
+__all__ = ["verify_command", "prune_command", "migrate_command"]
+
 
 @click.command(name="verify")
 @click.argument("db", metavar="DB")
@@ -25,7 +27,7 @@ def verify_command(db: str, replay: bool) -> None:
         msdb verify msdb.sqlite
         msdb verify msdb.sqlite --no-replay
     """
-    from msdb.ops.verify import verify_database
+    from msdb.database.verify import verify_database
 
     database = open_db(db)
     try:
@@ -54,7 +56,7 @@ def prune_command(db: str, top_k: int) -> None:
     Example:
         msdb prune msdb.sqlite --top-k 5
     """
-    from msdb.ops.maintain import prune
+    from msdb.database.maintain import prune
 
     database = open_db(db)
     try:
@@ -76,6 +78,6 @@ def migrate_command(db: str) -> None:
         msdb migrate msdb.sqlite
         msdb migrate postgresql://db.lab/msdb
     """
-    from msdb.ops.maintain import migrate
+    from msdb.database.maintain import migrate
 
     click.echo(migrate(db).line())

@@ -7,11 +7,17 @@ SQLAlchemy behind it) loads inside the commands.
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
 from msdb.errors import MsdbError
+
+if TYPE_CHECKING:
+    from msdb.database.sqlite import SQLiteDatabase
+    from msdb.records import Target
+
+__all__ = ["PROGRESS_THRESHOLD", "OptionError", "open_db", "parse_target", "target_option", "err", "ProgressBars"]
 
 #: Operations on more records than this draw a progress bar on stderr.
 PROGRESS_THRESHOLD = 5000
@@ -21,15 +27,15 @@ class OptionError(MsdbError):
     """A command-line option with a value msdb cannot use (the message names the option)."""
 
 
-def open_db(location: str, *, create: bool = False) -> Any:
+def open_db(location: str, *, create: bool = False) -> SQLiteDatabase:
     """An `SQLiteDatabase` for a path or SQLAlchemy URL (`create`: a missing file becomes a new
     database; otherwise it is an error)."""
-    from msdb.ops.store import open_database
+    from msdb.database.location import open_database
 
     return open_database(location, create=create)
 
 
-def parse_target(_ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+def parse_target(_ctx: click.Context, param: click.Parameter, value: str | None) -> Target | None:
     """click callback: `--target` as a `Target` (a CLI string or a JSON config)."""
     if value is None:
         return None
@@ -52,8 +58,8 @@ def err(message: str) -> None:
 
 
 class ProgressBars:
-    """A `progress(phase, done, total)` callback for the library that draws one click progress
-    bar per phase on stderr, only for phases of more than `PROGRESS_THRESHOLD` items. Use as a
+    """A `progress(phase, done, total)` callback for the library (a `msdb.interop.ProgressFn`)
+    that draws one click progress bar per phase on stderr, only for phases of more than `PROGRESS_THRESHOLD` items. Use as a
     context manager so the last bar is closed."""
 
     def __init__(self, threshold: int = PROGRESS_THRESHOLD) -> None:

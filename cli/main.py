@@ -20,6 +20,8 @@ from msdb.cli.commands_interop import export_command, import_command, merge_comm
 from msdb.cli.commands_maintain import migrate_command, prune_command, verify_command
 from msdb.errors import MsdbError
 
+__all__ = ["cli", "MsdbGroup", "user_error_message"]
+
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
 
 

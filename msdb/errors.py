@@ -1,7 +1,9 @@
 """msdb's exception hierarchy: every error a user can cause derives from `MsdbError`, so the CLI
-can print it as one line (DESIGN.md section 10)."""
+can print it as one line (docs/architecture.md, "Command line")."""
 
 from __future__ import annotations
+
+__all__ = ["MsdbError", "ScriptError", "ScheduleError"]
 
 
 class MsdbError(Exception):

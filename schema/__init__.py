@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+__all__ = ["REVISIONS", "HEAD", "SCRIPT_LOCATION"]
+
 #: Every revision id, oldest first.
 REVISIONS: tuple[str, ...] = ("2841e53b42af", "394d00b99009", "5b0c7e1d9a42")
 

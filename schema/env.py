@@ -1,10 +1,15 @@
 """Alembic environment for msdb's schema.
 
-msdb runs Alembic from code (`msdb.database.migrate`): the caller puts its open connection in
-`config.attributes["connection"]` and the migrations run inside the caller's transaction, so
-opening a database upgrades it atomically. Without a connection (e.g. `alembic` on the command
-line with `-x url=...` or `sqlalchemy.url` set), an engine is made from the URL. SQLite needs
-batch mode to alter tables (`render_as_batch`).
+msdb runs Alembic from code (`msdb.database.migrate.alembic_config`): the caller puts its open
+connection in `config.attributes["connection"]` and the migrations run inside the caller's
+transaction, so opening a database upgrades it atomically. Without a connection (e.g. `alembic`
+on the command line with `-x url=...` or `sqlalchemy.url` set), an engine is made from the URL.
+SQLite needs batch mode to alter tables (`render_as_batch`).
+
+The tables the migrations must agree with (for autogenerate and `alembic check`) come from the
+caller too, in `config.attributes["target_metadata"]`: the schema package imports nothing of
+`msdb.database` (docs/architecture.md, "Which way imports point"); without them, upgrades and
+downgrades still run.
 """
 
 from __future__ import annotations
@@ -13,10 +18,8 @@ from alembic import context
 from sqlalchemy import create_engine, pool
 from sqlalchemy.engine import Connection
 
-from msdb.database.models import metadata
-
 config = context.config
-target_metadata = metadata
+target_metadata = config.attributes.get("target_metadata")
 
 
 def _url() -> str:

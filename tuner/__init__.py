@@ -1,4 +1,4 @@
-"""msdb's own tuner (DESIGN.md section 8): search space, search, cost models, codegen,
+"""msdb's own tuner (docs/architecture.md, "Tuner"): search space, search, cost models, codegen,
 measurement, task scheduling and compile. Imports point one way: tuner -> msdb.
 
 Code generation and measurement (this package's CPU backend):
@@ -18,12 +18,11 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-_LAZY = {
-    # the module itself: it is callable and forwards to its `build` function, so the package
-    # attribute means the same thing before and after `import msdb.tuner.build`
-    "build": ("msdb.tuner.build", None),
-    "Kernel": ("msdb.tuner.build", "Kernel"),
-    "load_kernel": ("msdb.tuner.build", "load_kernel"),
+#: name -> (module, attribute), imported on first use.
+_LAZY: dict[str, tuple[str, str]] = {
+    "build": ("msdb.tuner.kernel", "build"),
+    "Kernel": ("msdb.tuner.kernel", "Kernel"),
+    "load_kernel": ("msdb.tuner.kernel", "load_kernel"),
     "TimingResult": ("msdb.tuner.timing", "TimingResult"),
     "LocalBuilder": ("msdb.tuner.builder", "LocalBuilder"),
     "BuilderInput": ("msdb.tuner.builder", "BuilderInput"),
@@ -42,7 +41,6 @@ def __getattr__(name: str) -> Any:
         module_name, attr = _LAZY[name]
     except KeyError:
         raise AttributeError(f"module 'msdb.tuner' has no attribute {name!r}") from None
-    module = importlib.import_module(module_name)
-    value = module if attr is None else getattr(module, attr)
+    value = getattr(importlib.import_module(module_name), attr)
     globals()[name] = value
     return value

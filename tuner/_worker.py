@@ -1,7 +1,7 @@
 """Isolated worker processes for building and measuring candidates.
 
 A candidate kernel may segfault or never return; that must cost one worker, never the tuner
-(DESIGN.md section 10). Each `Worker` is a fresh interpreter started with `python -m
+(docs/architecture.md, "Tuner"). Each `Worker` is a fresh interpreter started with `python -m
 msdb.tuner._worker` (not fork: libgomp and LLVM are not fork-safe, and not multiprocessing's
 spawn, which re-runs the caller's `__main__`), talking over two pipes with pickled messages:
 

@@ -6,31 +6,27 @@ LocalBuilder: one `BuilderResult(artifact_path, error_msg)` per input, in order)
 
 Each artifact is an object file (`<dir>/<name>-<id>.o`) with a JSON sidecar (`.o.json`: entry
 symbols, argument shapes and dtypes, target), which is all `LocalRunner` needs. Modules travel
-to the workers pickled (IR nodes pickle by value; their read-only annotation maps are rebuilt
-on load), so a worker never re-parses TVMScript.
+to the workers in msdb's one binary IR form (`msdb.ir.codec`, the form databases store), so a
+worker never re-parses TVMScript and unpickles nothing but IR.
 """
 
 from __future__ import annotations
 
-import copyreg
-import io
 import json
 import logging
 import os
-import pickle
 import tempfile
 import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Any, Sequence
 
+from msdb.ir.codec import dump_ir, load_ir
 from msdb.ir.function import IRModule, PrimFunc
-from msdb.ir.stmt import frozen_map
 from msdb.tuner._worker import Worker, WorkerCrashed, WorkerFailed, WorkerTimeout
 
-__all__ = ["BuilderInput", "BuilderResult", "LocalBuilder", "build_artifact", "dump_module", "load_module"]
+__all__ = ["BuilderInput", "BuilderResult", "LocalBuilder", "build_artifact"]
 
 logger = logging.getLogger(__name__)
 
@@ -54,22 +50,6 @@ class BuilderResult:
     @property
     def ok(self) -> bool:
         return self.artifact_path is not None
-
-
-class _IRPickler(pickle.Pickler):
-    dispatch_table = copyreg.dispatch_table.copy()
-    dispatch_table[MappingProxyType] = lambda m: (frozen_map, (dict(m),))
-
-
-def dump_module(mod: IRModule | PrimFunc) -> bytes:
-    """Pickle an IR module (read-only maps included)."""
-    buf = io.BytesIO()
-    _IRPickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(mod)
-    return buf.getvalue()
-
-
-def load_module(data: bytes) -> IRModule | PrimFunc:
-    return pickle.loads(data)
 
 
 def _target_json(target: Any) -> Any:
@@ -103,7 +83,7 @@ def _atomic_write(path: str, data: bytes) -> None:
 
 
 def _build_in_worker(payload: bytes, target: Any, artifact_dir: str) -> str:
-    return build_artifact(load_module(payload), target, artifact_dir)
+    return build_artifact(load_ir(payload), target, artifact_dir)
 
 
 def _preload() -> None:
@@ -137,7 +117,7 @@ class LocalBuilder:
 
     def _build_one(self, item: BuilderInput) -> BuilderResult:
         try:
-            payload = dump_module(item.mod)
+            payload = dump_ir(item.mod)
             target = _target_json(item.target)
         except Exception as err:  # an input we cannot even send is this candidate's failure
             return BuilderResult(None, f"LocalBuilder: cannot serialize the module: {type(err).__name__}: {err}")

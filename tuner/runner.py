@@ -1,5 +1,5 @@
 """`LocalRunner`: measure built candidates in an isolated worker process with TVM's timing
-semantics (reference/tvm-metaschedule.md section 5).
+semantics (docs/architecture.md, "Tuner").
 
     runner = LocalRunner(timeout_sec=30, number=3, repeat=1, min_repeat_ms=100)
     results = runner.run([RunnerInput(r.artifact_path) for r in builder_results])
@@ -21,14 +21,12 @@ import time
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from msdb.records.ranking import FAILED_RUN_SECS
 from msdb.tuner._worker import Worker, WorkerCrashed, WorkerFailed, WorkerTimeout
 
 __all__ = ["RunnerInput", "RunnerResult", "LocalRunner", "FAILED_RUN_SECS", "random_arguments"]
 
 logger = logging.getLogger(__name__)
-
-#: What a failed measurement records (TVM's convention in tuning logs).
-FAILED_RUN_SECS = 1e10
 
 
 @dataclass(frozen=True)

@@ -1,15 +1,24 @@
-"""Tuning databases (DESIGN.md section 5): TVM MetaSchedule's `Database` interface over several
-stores, with target-aware queries.
+"""Tuning databases (docs/architecture.md, "Databases"): TVM MetaSchedule's `Database`
+interface over several stores, with target-aware queries, and every operation that reads or
+writes msdb's SQL tables.
 
+Views:
 - `MemoryDatabase`: in memory.
-- `JSONDatabase`: TVM's two-file work_dir layout (reads any TVM generation, writes what TVM
-  0.27 loads, appends under a file lock).
+- `JSONDatabase`: TVM's two-file work_dir layout (reads any TVM generation through the one TVM
+  line grammar, writes what TVM 0.27 loads, appends under a file lock).
 - `SQLiteDatabase`: SQLAlchemy (SQLite file by default, any URL), schema from the Alembic
   migrations in `msdb.schema`; loaded lazily because it imports SQLAlchemy.
 - `UnionDatabase`, `OrderedUnionDatabase`: several databases read as one.
 - `ScheduleFnDatabase`: answers from a schedule function.
 
 `Database.create(kind)` builds any of them; `with db:` makes `Database.current()` return it.
+
+Whole-database operations (modules of this package, loaded lazily; the `msdb` commands call
+them): `open_database` (`location`), `import_tvm` / `import_logs` (`tvm_import`),
+`export_workdir` (`tvm_export`), `merge_databases` (`merge`), `prune` and `migrate`
+(`maintain`; the latter not as a package attribute, which names the `migrate` module), `verify_database` (`verify`), `list_workloads` / `show_workload` (`catalog`).
+They share the row helpers of `msdb.database.rows` and `msdb.database.targets`: one way to
+write and find each kind of row.
 """
 
 from __future__ import annotations
@@ -27,14 +36,29 @@ from msdb.database.memory import MemoryDatabase
 from msdb.database.schedule_fn import ScheduleFnDatabase
 from msdb.database.union import OrderedUnionDatabase, UnionDatabase
 
+#: Names loaded on first use (they import SQLAlchemy): name -> module.
+_LAZY = {
+    "SQLiteDatabase": "msdb.database.sqlite",
+    "open_database": "msdb.database.location",
+    "import_tvm": "msdb.database.tvm_import",
+    "import_logs": "msdb.database.tvm_import",
+    "export_workdir": "msdb.database.tvm_export",
+    "merge_databases": "msdb.database.merge",
+    "prune": "msdb.database.maintain",
+    "verify_database": "msdb.database.verify",
+    "list_workloads": "msdb.database.catalog",
+    "show_workload": "msdb.database.catalog",
+}
+
 __all__ = [
-    "Database", "create", "MemoryDatabase", "JSONDatabase", "SQLiteDatabase", "UnionDatabase",
-    "OrderedUnionDatabase", "ScheduleFnDatabase", "DatabaseError", "DatabaseOpenError", "SchemaVersionError",
-    "WorkloadNotCommitted", "UnsupportedOperation", "UnknownDatabaseKind", "InvalidQuery", "BadRecordLine",
+    "Database", "create", "MemoryDatabase", "JSONDatabase", "UnionDatabase", "OrderedUnionDatabase",
+    "ScheduleFnDatabase", "DatabaseError", "DatabaseOpenError", "SchemaVersionError", "WorkloadNotCommitted",
+    "UnsupportedOperation", "UnknownDatabaseKind", "InvalidQuery", "BadRecordLine", *_LAZY,
 ]
 
 
 def __getattr__(name: str) -> Any:
-    if name == "SQLiteDatabase":
-        return importlib.import_module("msdb.database.sqlite").SQLiteDatabase
-    raise AttributeError(f"module 'msdb.database' has no attribute {name!r}")
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'msdb.database' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

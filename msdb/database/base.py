@@ -1,14 +1,15 @@
 """The abstract `Database`: TVM MetaSchedule's database interface, target-aware.
 
-Semantics follow TVM (reference/tvm-metaschedule.md section 2): `commit_workload` looks a
-module up under the view's `module_equality` and returns the stored workload (the token to use
-later); `commit_tuning_record` appends, and its workload must have been committed first;
-`get_top_k` gives at most k *valid* records of an equal workload by ascending mean run time,
-ties in commit order; queries replay the best trace on the *stored* workload.
+Semantics follow TVM (docs/tvm-formats.md section 2): `commit_workload` looks a module up under
+the view's `module_equality` and returns the stored workload (the token to use later);
+`commit_tuning_record` appends, and its workload must have been committed first; `get_top_k`
+gives at most k *valid* records of an equal workload by ascending mean run time, ties in commit
+order; queries replay the best trace on the *stored* workload.
 
-Beyond TVM (DESIGN.md section 4): `get_top_k`, the queries and `dump_pruned` take a target and
-filter by `Target.matches` (never a record of another kind or arch); `target=None` means any
-target, as in TVM. `dump_pruned` keeps the best records per workload *and* target.
+Beyond TVM (docs/targets.md, "In the databases"): `get_top_k`, the queries and `dump_pruned`
+take a target and filter by `Target.matches` (never a record of another kind or arch);
+`target=None` means any target, as in TVM. `dump_pruned` keeps the best records per workload
+*and* target.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal
 
 from msdb.database.errors import InvalidQuery, UnknownDatabaseKind
 from msdb.records import Target, TuningRecord, Workload
-from msdb.records.workload import canonical_mode
+from msdb.hashing import canonical_mode
 
 if TYPE_CHECKING:
     from msdb.ir.function import IRModule, PrimFunc

@@ -1,17 +1,20 @@
 """`JSONDatabase`: TVM's two-file work_dir layout, read and appended safely.
 
-Layout (reference/tvm-metaschedule.md section 1): `database_workload.json` holds one
-`[shash, base64]` line per workload; `database_tuning_record.json` one `[workload_index,
-[trace, run_secs, target, args_info]]` line per record, `workload_index` being the 0-based line
-number in the workload file. Lines are written in TVM's own JSON spelling
-(`msdb.schedule.tvm_json`), so TVM 0.27 loads what msdb writes.
+Layout (docs/tvm-formats.md section 1): `database_workload.json` holds one `[shash, base64]`
+line per workload; `database_tuning_record.json` one `[workload_index, [trace, run_secs,
+target, args_info]]` line per record, `workload_index` being the 0-based line number in the
+workload file. Lines are read and written by the one TVM line grammar
+(`msdb.interop.tvm.grammar`), the same as `msdb import`'s: both accept and reject the same lines
+for the same reasons, and TVM 0.27 loads what msdb writes.
 
 Differences from TVM, on purpose:
 - Loading never replays traces; each is checked for shape and kept as its original text until
   used (big logs load fast, apache/tvm#11680, and a record whose trace cannot be applied does not
-  abort the load, #16288).
-- A bad line (truncated, not JSON, an unknown workload index, an undecodable payload, an empty
-  line) is logged as `file:line: reason`, collected in `load_errors`, and the rest loads.
+  abort the load, #16288). Traces in an older TVM's spelling are rewritten to TVM 0.27's.
+- A bad line (truncated, not JSON, an unknown workload index, an undecodable payload) is logged
+  as `file:line: reason`, collected in `load_errors`, and the rest loads. A blank line is no
+  line (it takes no workload index, as in `msdb import`) and is noted in `load_errors` too,
+  because TVM 0.27 crashes on it.
 - Appends take an exclusive `fcntl.flock` on the file. Before appending a workload, lines other
   processes appended since this database read the file are read first, so every record line
   points at the right workload line (TVM keeps its own count and can point records at another
@@ -25,32 +28,25 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import logging
 import os
-import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, Iterable, Iterator
+from typing import TYPE_CHECKING, BinaryIO, Iterable, Iterator
 
 from msdb.database.errors import BadRecordLine, DatabaseOpenError
 from msdb.database.memory import MemoryDatabase
-from msdb.errors import MsdbError
-from msdb.records import Target, TuningRecord, Workload
-from msdb.records.record import check_trace_json
+from msdb.interop.tvm.workdir import NOT_UTF8, RECORD_FILE, WORKLOAD_FILE
+from msdb.records import TuningRecord, Workload
 
 if TYPE_CHECKING:
     from msdb.ir.function import IRModule, PrimFunc
 
-__all__ = ["JSONDatabase", "WORKLOAD_FILE", "RECORD_FILE", "record_line", "RecordLineParser"]
+__all__ = ["JSONDatabase", "WORKLOAD_FILE", "RECORD_FILE"]
 
 logger = logging.getLogger(__name__)
 
-WORKLOAD_FILE = "database_workload.json"
-RECORD_FILE = "database_tuning_record.json"
-
-_LINE_HEAD = re.compile(r"\s*\[\s*(-?\d+)\s*,\s*\[\s*")
-_SEP = re.compile(r"\s*,\s*")
-_TAIL = re.compile(r"\s*\]\s*\]\s*$")
+#: Why a blank line is noted while loading.
+_BLANK = "empty line (TVM 0.27 crashes on it)"
 
 
 @contextlib.contextmanager
@@ -75,97 +71,27 @@ def _ends_without_newline(handle: BinaryIO) -> bool:
     return last != b"\n"
 
 
-def record_line(workload_index: int, record: TuningRecord) -> str:
-    """One line of `database_tuning_record.json`, in TVM's spelling, without the newline."""
-    from msdb.schedule.tvm_json import dumps
-
-    run_secs = dumps(list(record.run_secs)) if record.run_secs is not None else "null"
-    target = record.target.canonical_json() if record.target is not None else "null"
-    args = record.args_info_json()
-    return f"[{workload_index},[{record.trace_text},{run_secs},{target},{dumps(args) if args is not None else 'null'}]]"
-
-
-class RecordLineParser:
-    """Parses record lines (`parse(line) -> (workload_index, parts)`), keeping each trace as its
-    original text. Targets and arg infos repeat across lines, so their parsed values are shared
-    by text; identical trace texts share one string."""
-
-    def __init__(self) -> None:
-        from msdb.schedule.tvm_json import JsonFloat
-
-        self._decoder = json.JSONDecoder(parse_float=JsonFloat)  # run times keep their spelling
-        self._trace_decoder = json.JSONDecoder()  # all C; the trace is kept as its original text anyway
-        self._targets: dict[str, Target | None] = {}
-        self._args: dict[str, Any] = {}
-        self._traces: dict[str, str] = {}
-
-    def _value(self, line: str, pos: int) -> tuple[Any, str, int]:
-        match = _SEP.match(line, pos)
-        if match is None:
-            raise ValueError(f"expected ',' at column {pos + 1}")
-        start = match.end()
-        value, end = self._decoder.raw_decode(line, start)
-        return value, line[start:end], end
-
-    def parse(self, line: str) -> tuple[int, TuningRecordParts]:
-        if "\\x" in line:  # TVM's byte escapes are not standard JSON: take the slow, general path
-            return self._parse_general(line)
-        head = _LINE_HEAD.match(line)
-        if head is None:
-            return self._parse_general(line)
-        start = head.end()  # where the trace begins
-        trace, end = self._trace_decoder.raw_decode(line, start)
-        trace_text = line[start:end]
-        seen = self._traces.get(trace_text)
-        if seen is None:  # identical texts share one string, checked once
-            check_trace_json(trace)
-            seen = self._traces[trace_text] = trace_text
-        trace_text = seen
-        run_secs, _, end = self._value(line, end)
-        target_value, target_text, end = self._value(line, end)
-        args_value, args_text, end = self._value(line, end)
-        if _TAIL.match(line, end) is None:
-            raise ValueError("a record line is [workload_index, [trace, run_secs, target, args_info]]")
-        return int(head.group(1)), self._parts(trace_text, run_secs, target_value, target_text, args_value, args_text)
-
-    def _parse_general(self, line: str) -> tuple[int, TuningRecordParts]:
-        from msdb.schedule.tvm_json import dumps, loads
-
-        obj = loads(line)
-        if not (isinstance(obj, list) and len(obj) == 2 and isinstance(obj[0], int) and isinstance(obj[1], list)):
-            raise ValueError("a record line is [workload_index, [trace, run_secs, target, args_info]]")
-        fields = (list(obj[1]) + [None] * 4)[:4]
-        trace, run_secs, target, args = fields
-        check_trace_json(trace)
-        return obj[0], self._parts(dumps(trace), run_secs, target, dumps(target), args, dumps(args))
-
-    def _parts(self, trace_text: str, run_secs: Any, target_value: Any, target_text: str,
-               args_value: Any, args_text: str) -> TuningRecordParts:
-        if run_secs is not None and not (isinstance(run_secs, list) and all(
-                isinstance(r, (int, float)) and not isinstance(r, bool) for r in run_secs)):
-            raise ValueError(f"run_secs must be a list of numbers or null, got {args_text[:60]}")
-        if target_text not in self._targets:
-            if target_value is None or target_value == {}:
-                self._targets[target_text] = None
-            else:
-                self._targets[target_text] = Target(target_value)
-        target = self._targets[target_text]
-        if args_value is not None and not isinstance(args_value, list):
-            raise ValueError("args_info must be a list or null")
-        args = self._args.setdefault(args_text, args_value)
-        return TuningRecordParts(trace_text, run_secs, target, args)
+def _lines(data: bytes, first_number: int) -> list[tuple[int, str | None]]:
+    """Every line of `data` (but the empty one after a last newline) with its number: its
+    text, "" when blank, None when it is not UTF-8."""
+    raw_lines = data.split(b"\n")
+    if raw_lines and raw_lines[-1] == b"":
+        raw_lines.pop()
+    try:
+        texts: list[str | None] = list(data.decode("utf-8").split("\n")[:len(raw_lines)])
+    except UnicodeDecodeError:
+        texts = []
+        for raw in raw_lines:
+            try:
+                texts.append(raw.decode("utf-8"))
+            except UnicodeDecodeError:
+                texts.append(None)
+    return [(number, "" if text is not None and text.isspace() else text)
+            for number, text in enumerate(texts, start=first_number)]
 
 
-class TuningRecordParts:
-    """The fields of a parsed record line, before its workload is attached."""
-
-    __slots__ = ("trace_text", "run_secs", "target", "args")
-
-    def __init__(self, trace_text: str, run_secs: Any, target: Target | None, args: Any) -> None:
-        self.trace_text = trace_text
-        self.run_secs = run_secs
-        self.target = target
-        self.args = args
+def _count_lines(data: bytes) -> int:
+    return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
 
 
 class JSONDatabase(MemoryDatabase):
@@ -189,9 +115,14 @@ class JSONDatabase(MemoryDatabase):
         self.path_workload = Path(path_workload)
         self.path_tuning_record = Path(path_tuning_record)
         self.load_errors: list[BadRecordLine] = []
-        # workload file line -> store index (None: a bad line), and store index -> first line
+        from msdb.interop.tvm.grammar import LineParser  # the grammar loads the trace checks: on first use
+
+        self._parser = LineParser()
+        # workload line (blank lines are none) -> store index (None: a bad line), and store
+        # index -> its first line
         self._line_to_index: list[int | None] = []
         self._index_to_line: dict[int, int] = {}
+        self._workload_file_lines = 0  # lines read, blank ones included (for line numbers)
         self._workload_offset = 0
         self._partial_tail = False
         for path in (self.path_workload, self.path_tuning_record):
@@ -214,57 +145,41 @@ class JSONDatabase(MemoryDatabase):
     def _read_workloads(self, data: bytes, start: int) -> None:
         """Read the workload lines of `data` (the file from byte `start` on); a last line
         without a newline is read too and remembered, so the next append closes it first."""
-        from msdb.schedule.tvm_json import loads
-
-        lines = data.split(b"\n")
-        if lines and lines[-1] == b"":
-            lines.pop()
-        for raw in lines:
-            lineno = len(self._line_to_index) + 1
+        path = self.path_workload
+        for number, text in _lines(data, self._workload_file_lines + 1):
+            if text == "":
+                self._bad(path, number, _BLANK)
+                continue
             index = None
-            text = raw.decode("utf-8", errors="surrogateescape").strip()
-            if not text:
-                self._bad(self.path_workload, lineno, "empty line (TVM 0.27 crashes on it)")
+            parsed = NOT_UTF8 if text is None else self._parser.workload(text, number)
+            if isinstance(parsed, str):
+                self._bad(path, number, parsed)
+            elif parsed.mod is None:
+                self._bad(path, number, parsed.undecodable())
             else:
-                try:
-                    workload = Workload.from_json(loads(text))
-                except (ValueError, MsdbError) as exc:
-                    self._bad(self.path_workload, lineno, f"bad workload line: {exc}")
-                else:
-                    index = self._find(workload)
-                    if index is None:
-                        index = self._store_workload(workload)
-                        self._index_to_line[index] = lineno - 1
+                workload = Workload(parsed.mod, hashes=parsed.hashes, tvm_payload=parsed.payload,
+                                    tvm_shash=parsed.tvm_shash)
+                index = self._find(workload)
+                if index is None:
+                    index = self._store_workload(workload)
+                    self._index_to_line[index] = len(self._line_to_index)
             self._line_to_index.append(index)
+        self._workload_file_lines += _count_lines(data)
         self._workload_offset = start + len(data)
         self._partial_tail = bool(data) and not data.endswith(b"\n")
 
     def _read_records(self) -> None:
-        data = self.path_tuning_record.read_bytes()
-        parser = RecordLineParser()
-        lines = data.split(b"\n")
-        if lines and lines[-1] == b"":
-            lines.pop()
-        for lineno, raw in enumerate(lines, 1):
-            text = raw.decode("utf-8", errors="surrogateescape")
-            if not text.strip():
-                self._bad(self.path_tuning_record, lineno, "empty line (TVM 0.27 crashes on it)")
+        path = self.path_tuning_record
+        workloads = [None if index is None else self._workloads[index] for index in self._line_to_index]
+        for number, text in _lines(path.read_bytes(), 1):
+            if not text:
+                self._bad(path, number, NOT_UTF8 if text is None else _BLANK)
                 continue
-            try:
-                workload_line, parts = parser.parse(text)
-            except (ValueError, MsdbError) as exc:
-                self._bad(self.path_tuning_record, lineno, f"bad record line: {exc}")
+            record = self._parser.tuning_record(text, workloads, self.path_workload.name)
+            if isinstance(record, str):
+                self._bad(path, number, record)
                 continue
-            if not 0 <= workload_line < len(self._line_to_index):
-                self._bad(self.path_tuning_record, lineno,
-                          f"workload index {workload_line} is out of range (the workload file has {len(self._line_to_index)} lines)")
-                continue
-            index = self._line_to_index[workload_line]
-            if index is None:
-                self._bad(self.path_tuning_record, lineno, f"its workload (line {workload_line + 1}) could not be read")
-                continue
-            record = TuningRecord(parts.trace_text, self._workloads[index], parts.run_secs, parts.target, parts.args)
-            self._append_record(index, record)
+            self._append_record(record.workload._db_ids[self._key], record)
 
     # ---- appends ----
     def commit_workload(self, mod: IRModule | PrimFunc | Workload) -> Workload:
@@ -272,7 +187,9 @@ class JSONDatabase(MemoryDatabase):
         index = self._find(workload)
         if index is not None:
             return self._workloads[index]
-        line = json.dumps(workload.as_json(self.module_equality), separators=(",", ":"))
+        from msdb.interop.tvm.grammar import workload_line
+
+        line = workload_line(workload, self.module_equality)
         with _locked(self.path_workload, "a+b") as handle:
             handle.seek(self._workload_offset)
             fresh = handle.read()
@@ -294,6 +211,7 @@ class JSONDatabase(MemoryDatabase):
             handle.write(line.encode("utf-8") + b"\n")
             handle.flush()
             self._workload_offset = handle.tell()
+            self._workload_file_lines += 1
         index = self._store_workload(workload)
         self._index_to_line[index] = len(self._line_to_index)
         self._line_to_index.append(index)
@@ -306,6 +224,8 @@ class JSONDatabase(MemoryDatabase):
         resolved = [self._resolve(r) for r in records]
         if not resolved:
             return 0
+        from msdb.interop.tvm.grammar import record_line
+
         text = "".join(record_line(self._index_to_line[index], record) + "\n" for index, record in resolved)
         with _locked(self.path_tuning_record, "a+b") as handle:
             prefix = b"\n" if _ends_without_newline(handle) else b""

@@ -3,7 +3,10 @@
 The schema is created and changed only by the migrations in `msdb.schema`. `schema_state`
 inspects a connection without writing anything and says what opening it would do; `upgrade`
 runs Alembic on the caller's connection (inside the caller's transaction), and
-`alembic_config` builds the configuration in code, so no alembic.ini exists anywhere.
+`alembic_config` builds the configuration in code, so no alembic.ini exists anywhere. The
+configuration carries the tables of `msdb.database.models` to the Alembic environment
+(`config.attributes["target_metadata"]`, for autogenerate and `alembic check`), so `msdb.schema`
+imports nothing of `msdb.database`.
 Alembic is imported only when a migration actually runs, which keeps opening an up-to-date
 database fast.
 """
@@ -62,11 +65,15 @@ def schema_state(connection: Connection) -> tuple[SchemaState, str | None, list[
 
 
 def alembic_config(connection: Connection | None = None, url: str | None = None) -> Config:
-    """An Alembic `Config` for msdb's migrations; `connection` is used by env.py when given."""
+    """An Alembic `Config` for msdb's migrations, with the current tables as its target
+    metadata; `connection` is used by env.py when given."""
     from alembic.config import Config
+
+    from msdb.database.models import metadata
 
     config = Config()
     config.set_main_option("script_location", SCRIPT_LOCATION)
+    config.attributes["target_metadata"] = metadata
     if url is not None:
         config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
     if connection is not None:

@@ -1,4 +1,4 @@
-"""The SQL schema of an msdb database, as SQLAlchemy Core tables (DESIGN.md section 5).
+"""The SQL schema of an msdb database, as SQLAlchemy Core tables (docs/architecture.md, "Databases").
 
 This module describes the *current* schema for queries and for Alembic's autogenerate; the
 schema itself is only ever created or changed by the migrations in `msdb.schema` (a test checks

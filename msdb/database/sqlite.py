@@ -43,14 +43,9 @@ refreshed when it grows), and top-k runs one ordered, limited index range scan p
 from __future__ import annotations
 
 import contextlib
-import datetime as _dt
 import functools
-import getpass
-import json
 import logging
 import os
-import pickle
-import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
@@ -60,10 +55,14 @@ from sqlalchemy.engine import Connection, Engine, make_url
 
 from msdb.database import models as M
 from msdb.database.base import Database, check_k
-from msdb.database.errors import DatabaseError, DatabaseOpenError, SchemaVersionError, WorkloadNotCommitted
+from msdb.database.errors import DatabaseOpenError, SchemaVersionError, WorkloadNotCommitted
 from msdb.database.migrate import HEAD, SchemaState, schema_state, upgrade
+from msdb.database.rows import (
+    HASH_COLUMNS, SOURCE_KINDS, default_host, default_user, ensure_task, find_workload_id, insert_row, insert_source,
+    stored_ir, workload_row,
+)
+from msdb.database.targets import MAX_TARGET_ID, TargetTable
 from msdb.records import Target, TuningRecord, Workload
-from msdb.records.workload import HASH_MODES
 
 if TYPE_CHECKING:
     from msdb.ir.function import IRModule, PrimFunc
@@ -77,14 +76,17 @@ BUSY_TIMEOUT_S = 30.0
 PAGE_SIZE = 16384
 CACHE_KIB = 32768
 BULK_CACHE_KIB = 262144  # the most a bulk commit raises the page cache to (_bulk_cache_kib)
-SOURCE_KINDS = ("import", "tune", "merge", "pull")
-NULL_TARGET = "null"
-_HASH_COLUMN = {"structural": M.workload.c.shash, "ignore-tensor": M.workload.c.ignore_tensor_hash,
-                "anchor-block": M.workload.c.anchor_hash}
 _INSERT_CHUNK = 5000
 
 _RECORD_COLUMNS = ("workload_id", "target_id", "source_id", "trace", "trace_hash", "run_secs", "mean_run_secs",
                    "is_valid", "args_info")
+
+
+def _dbapi(conn: Connection) -> Any:
+    """The driver's own connection under `conn` (an open connection always has one)."""
+    dbapi = conn.connection.dbapi_connection
+    assert dbapi is not None
+    return dbapi
 
 
 @functools.lru_cache(maxsize=16)
@@ -92,7 +94,7 @@ def _insert_sql(dialect: Any, table: Any, columns: tuple[str, ...]) -> tuple[str
     """The INSERT for `columns` in the driver's own parameter style, and the parameter order
     when that style is positional (None: named)."""
     compiled = insert(table).compile(dialect=dialect, column_keys=list(columns))
-    return compiled.string, (tuple(compiled.positiontup) if compiled.positional else None)
+    return compiled.string, (tuple(compiled.positiontup or ()) if compiled.positional else None)
 
 
 def bulk_insert(conn: Connection, table: Any, columns: tuple[str, ...], rows: list[tuple[Any, ...]]) -> None:
@@ -107,7 +109,7 @@ def bulk_insert(conn: Connection, table: Any, columns: tuple[str, ...], rows: li
     else:
         index = [columns.index(name) for name in order]
         params = [tuple(row[i] for i in index) for row in rows]
-    cursor = conn.connection.dbapi_connection.cursor()
+    cursor = _dbapi(conn).cursor()
     try:
         for start in range(0, len(params), _INSERT_CHUNK):
             cursor.executemany(sql, params[start:start + _INSERT_CHUNK])
@@ -149,7 +151,7 @@ class _SQLiteBulkInsert:
         width = self.width
         step = _ROWS_PER_INSERT * width
         full = len(params) // step * step
-        cursor = conn.connection.dbapi_connection.cursor()
+        cursor = _dbapi(conn).cursor()
         try:
             for offset in range(0, full, step):
                 cursor.execute(self.multi, params[offset:offset + step])
@@ -184,13 +186,12 @@ def insert_record_rows(conn: Connection, rows: Sequence[tuple[Any, ...]]) -> Non
 # Statements of the query path, built once (SQLAlchemy then reuses their compiled form).
 _WORKLOAD_IDS = {
     mode: select(M.workload.c.id).where(column == bindparam("h")).order_by(M.workload.c.id)
-    for mode, column in _HASH_COLUMN.items()
+    for mode, column in HASH_COLUMNS.items()
 }
-_MAX_TARGET_ID = select(func.max(M.target.c.id))
 _WORKLOAD_IDS_AND_TARGETS = {
-    mode: select(M.workload.c.id, _MAX_TARGET_ID.scalar_subquery()).where(column == bindparam("h"))
+    mode: select(M.workload.c.id, MAX_TARGET_ID.scalar_subquery()).where(column == bindparam("h"))
     .order_by(M.workload.c.id)
-    for mode, column in _HASH_COLUMN.items()
+    for mode, column in HASH_COLUMNS.items()
 }
 
 
@@ -253,7 +254,7 @@ def _install_sqlite_settings(engine: Engine, busy_timeout_s: float) -> None:
 def _set_cache_size(conn: Connection, kib: int) -> None:
     """SQLite's page cache of `conn` (outside or inside a transaction; not transactional). A
     connection that cannot take it is left alone: this only tunes speed."""
-    dbapi = conn.connection.dbapi_connection
+    dbapi = _dbapi(conn)
     try:
         dbapi.execute(f"PRAGMA cache_size = -{int(kib)}")
     except conn.dialect.loaded_dbapi.Error as exc:
@@ -268,10 +269,6 @@ def _bulk_cache_kib(records: int) -> int:
     them) to make room for new table pages, and read them back from the file for the next
     records; that made inserting twice as slow at 1M records as at 100k."""
     return max(CACHE_KIB, min(BULK_CACHE_KIB, records * 4))
-
-
-def _now() -> _dt.datetime:
-    return _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None)
 
 
 class SQLiteDatabase(Database):
@@ -295,11 +292,8 @@ class SQLiteDatabase(Database):
         _install_sqlite_settings(self._engine, busy_timeout_s)
         self._busy_timeout_s = busy_timeout_s
         self._key = object()
-        self._hash_column = _HASH_COLUMN[self.module_equality]
         self._workloads: dict[int, Workload] = {}
-        self._targets: dict[int, Target | None] = {}
-        self._target_ids: dict[str, int] = {}
-        self._target_max_id = 0
+        self._targets = TargetTable()
         self._args_cache: dict[str, Any] = {}
         self._undo: list[Callable[[], None]] = []
         try:
@@ -391,7 +385,7 @@ class SQLiteDatabase(Database):
             with self._engine.connect() as conn:
                 conn.execution_options(msdb_write=True)
                 resized = cache_kib is not None and cache_kib > CACHE_KIB and conn.dialect.name == "sqlite"
-                if resized:
+                if resized and cache_kib is not None:
                     _set_cache_size(conn, cache_kib)
                 try:
                     with conn.begin():
@@ -448,19 +442,8 @@ class SQLiteDatabase(Database):
         return workload
 
     def _load_ir(self, workload_id: int) -> IRModule:
-        from msdb.database.ir_codec import IR_FORMAT, load_ir
-
-        w = M.workload.c
         with self._read() as conn:
-            row = conn.execute(select(w.ir_format, w.ir_blob, w.script).where(w.id == workload_id)).one()
-        if row.ir_format == IR_FORMAT and row.ir_blob is not None:
-            try:
-                return load_ir(row.ir_blob)
-            except (pickle.UnpicklingError, AttributeError, TypeError, ValueError, EOFError, ImportError) as exc:
-                logger.warning("%s: workload %d: IR blob unreadable (%s); parsing its script", self._where, workload_id, exc)
-        from msdb.ir import from_script
-
-        return from_script(row.script)
+            return stored_ir(conn, workload_id, label=f"{self._where}: workload")
 
     def _workload_ids(self, conn: Connection, workload: Workload) -> list[int]:
         """Rows equal to `workload` under the view's module equality (by hash)."""
@@ -471,8 +454,8 @@ class SQLiteDatabase(Database):
         """`_workload_ids`, refreshing the target cache in the same round trip (a query needs both)."""
         rows = conn.execute(_WORKLOAD_IDS_AND_TARGETS[self.module_equality],
                             {"h": workload.hash(self.module_equality)}).all()
-        if rows and (rows[0][1] or 0) > self._target_max_id:
-            self._refresh_targets(conn)
+        if rows and (rows[0][1] or 0) > self._targets.max_id:
+            self._targets.refresh(conn, rows[0][1])
         return [row[0] for row in rows]
 
     def has_workload(self, mod: IRModule | PrimFunc | Workload) -> bool:
@@ -490,13 +473,25 @@ class SQLiteDatabase(Database):
         with self._write() as conn:
             return self._commit_workload(conn, workload)
 
+    def _stored_workload_id(self, conn: Connection, workload: Workload) -> int | None:
+        """The row of a workload equal to `workload` under the view's module equality."""
+        known = workload._db_ids.get(self._key)
+        if known is not None:
+            return known
+        mode = self.module_equality
+        workload_id = find_workload_id(conn, workload.hash(mode), lambda wid: self._workload(conn, wid).equal(workload, mode),
+                                       mode=mode)
+        if workload_id is not None:
+            workload._db_ids[self._key] = workload_id
+        return workload_id
+
     def _commit_workload(self, conn: Connection, workload: Workload) -> Workload:
-        for workload_id in self._workload_ids(conn, workload):
-            stored = self._workload(conn, workload_id)
-            if stored.equal(workload, self.module_equality):
-                workload._db_ids[self._key] = workload_id
-                return stored
-        workload_id = conn.execute(insert(M.workload).values(**self._workload_row(workload))).inserted_primary_key[0]
+        workload_id = self._stored_workload_id(conn, workload)
+        if workload_id is not None:
+            return self._workload(conn, workload_id)
+        row = workload_row(workload.mod, hashes=workload.hashes, name=workload.name, tvm_payload=workload.tvm_payload,
+                           tvm_shash=workload.tvm_shash)
+        workload_id = insert_row(conn, M.workload, row)
         workload._db_ids[self._key] = workload_id
         self._workloads[workload_id] = workload
 
@@ -507,21 +502,6 @@ class SQLiteDatabase(Database):
         self._undo.append(forget)
         return workload
 
-    @staticmethod
-    def _workload_row(workload: Workload) -> dict[str, Any]:
-        from msdb.database.ir_codec import IR_FORMAT, dump_ir
-        from msdb.ir import to_script
-
-        mod = workload.mod
-        hashes = {mode: workload.hash(mode) for mode in HASH_MODES}
-        blob = dump_ir(mod)
-        return {
-            "shash": hashes["structural"], "ignore_tensor_hash": hashes["ignore-tensor"],
-            "anchor_hash": hashes["anchor-block"], "name": workload.name, "flops": _flops(mod),
-            "script": to_script(mod), "ir_format": IR_FORMAT if blob is not None else None, "ir_blob": blob,
-            "tvm_payload": workload.tvm_payload, "tvm_shash": workload.tvm_shash, "created_at": _now(),
-        }
-
     def workloads(self) -> list[Workload]:
         """Every stored workload (tokens; IR decoded on use), in commit order."""
         w = M.workload.c
@@ -531,45 +511,25 @@ class SQLiteDatabase(Database):
             return [self._workload(conn, row.id, row) for row in rows]
 
     # ---- targets ----
-    def _refresh_targets(self, conn: Connection) -> None:
-        """Load target rows added since the last look (targets are never deleted)."""
-        newest = conn.execute(_MAX_TARGET_ID).scalar()
-        if newest is None or newest <= self._target_max_id:
-            return
-        t = M.target.c
-        for row in conn.execute(select(t.id, t.config).where(t.id > self._target_max_id)):
-            self._targets[row.id] = None if row.config == NULL_TARGET else Target(json.loads(row.config))
-            self._target_ids[row.config] = row.id
-        self._target_max_id = newest
+    def matching_target_ids(self, conn: Connection, target: Target | None) -> list[int]:
+        """Ids of the target rows whose target `target` accepts (msdb's policy; every row for
+        None), for the whole-database operations (listings, export)."""
+        self._targets.refresh(conn)
+        return self._targets.matching(target)
 
-    def _matching_target_ids(self, target: Target | None) -> list[int]:
-        if target is None:
-            return sorted(self._targets)
-        return sorted(tid for tid, t in self._targets.items() if target.matches(t))
+    def target_of(self, conn: Connection, target_id: int) -> Target | None:
+        """The target of row `target_id`."""
+        if target_id not in self._targets.targets:
+            self._targets.refresh(conn)
+        return self._targets.targets[target_id]
 
-    def _target_id(self, conn: Connection, target: Target | None) -> int:
-        """The id of `target`'s row, inserted if new (call inside a write transaction)."""
-        config = target.canonical_json() if target is not None else NULL_TARGET
-        target_id = self._target_ids.get(config)
-        if target_id is not None:
-            return target_id
-        t = M.target.c
-        target_id = conn.execute(select(t.id).where(t.config == config)).scalar()
-        if target_id is None:
-            key = target.match_key if target is not None else None
-            target_id = conn.execute(insert(M.target).values(
-                config=config, kind=key.kind if key else "", arch=key.arch if key else "",
-                isa=key.isa if key else "", device=key.device if key else "")).inserted_primary_key[0]
-            inserted = target_id
+    def target_row_id(self, conn: Connection, target: Target | None) -> int:
+        """The id of `target`'s row, inserted if new (inside a write transaction)."""
+        return self._targets.row_id(conn, target, self._undo)
 
-            def forget() -> None:
-                self._target_ids.pop(config, None)
-                self._targets.pop(inserted, None)
-
-            self._undo.append(forget)
-        self._target_ids[config] = target_id
-        self._targets[target_id] = target
-        return target_id
+    def target_row_id_for_config(self, conn: Connection, config: str) -> int:
+        """`target_row_id` for a canonical config as stored (a merge copies them)."""
+        return self._targets.row_id_for_config(conn, config, self._undo)
 
     # ---- records ----
     def commit_tuning_record(self, record: TuningRecord, *, source_id: int | None = None) -> None:
@@ -617,7 +577,7 @@ class SQLiteDatabase(Database):
             target = record.target
             target_id = target_ids.get(id(target))
             if target_id is None:
-                target_id = target_ids[id(target)] = self._target_id(conn, target)
+                target_id = target_ids[id(target)] = self.target_row_id(conn, target)
             args_key = record.args_info_key()
             if args_key is None:
                 args_json = null
@@ -631,17 +591,12 @@ class SQLiteDatabase(Database):
         return params
 
     def _record_workload_id(self, conn: Connection, workload: Workload) -> int:
-        known = workload._db_ids.get(self._key)
-        if known is not None:
-            return known
-        for workload_id in self._workload_ids(conn, workload):
-            stored = self._workload(conn, workload_id)
-            if stored.equal(workload, self.module_equality):
-                workload._db_ids[self._key] = workload_id
-                return workload_id
-        raise WorkloadNotCommitted(
-            f"the record's workload (structural hash {workload.shash}) was not committed to {self._where}; "
-            "call commit_workload(mod) first and build the record with the workload it returns")
+        workload_id = self._stored_workload_id(conn, workload)
+        if workload_id is None:
+            raise WorkloadNotCommitted(
+                f"the record's workload (structural hash {workload.shash}) was not committed to {self._where}; "
+                "call commit_workload(mod) first and build the record with the workload it returns")
+        return workload_id
 
     def _record_from_row(self, conn: Connection, row: Any) -> TuningRecord:
         from msdb.schedule.tvm_json import loads
@@ -653,7 +608,7 @@ class SQLiteDatabase(Database):
             if args is None:
                 args = self._args_cache[row.args_info] = loads(row.args_info)
         return TuningRecord(row.trace, self._workload(conn, row.workload_id), run_secs,
-                            self._targets.get(row.target_id), args)
+                            self._targets.targets.get(row.target_id), args)
 
     @staticmethod
     @functools.lru_cache(maxsize=64)
@@ -697,7 +652,7 @@ class SQLiteDatabase(Database):
             workload_ids = self._lookup(conn, workload)
             if not workload_ids:
                 return []
-            target_ids = self._matching_target_ids(target)
+            target_ids = self._targets.matching(target)
             if not target_ids:
                 return []
             return [self._record_from_row(conn, row) for row in self._top_rows(conn, workload_ids, target_ids, k)]
@@ -705,7 +660,7 @@ class SQLiteDatabase(Database):
     def get_all_tuning_records(self) -> list[TuningRecord]:
         r = M.tuning_record.c
         with self._read() as conn:
-            self._refresh_targets(conn)
+            self._targets.refresh(conn)
             self._prefetch_workloads(conn)
             rows = conn.execute(select(r.id, r.workload_id, r.target_id, r.trace, r.run_secs, r.args_info)
                                 .order_by(r.id))
@@ -729,7 +684,7 @@ class SQLiteDatabase(Database):
         r = M.tuning_record.c
         groups: dict[tuple[str, int], list[int]] = {}
         with self._read() as conn:
-            self._refresh_targets(conn)
+            self._targets.refresh(conn)
             self._prefetch_workloads(conn)
             pairs = conn.execute(select(r.workload_id, r.target_id).where(r.is_valid == true()).distinct()
                                  .order_by(r.workload_id, r.target_id)).all()
@@ -750,50 +705,23 @@ class SQLiteDatabase(Database):
 
     # ---- provenance, models and tasks ----
     def add_source(self, kind: str, location: str | None = None, *, sha256: str | None = None,
-                   tvm_version: str | None = None) -> int:
-        """Record where the next records come from; pass the id to `commit_tuning_records`."""
-        import msdb
-
-        if kind not in SOURCE_KINDS:
-            raise DatabaseError(f"unknown source kind {kind!r}; expected one of {', '.join(SOURCE_KINDS)}")
-        try:
-            user: str | None = getpass.getuser()
-        except (KeyError, OSError):
-            user = None
+                   workload_sha256: str | None = None, tvm_version: str | None = None) -> int:
+        """Record where the next records come from (`kind` one of `SOURCE_KINDS`; `sha256` of
+        the record file, `workload_sha256` of the workload file they were read from), by this
+        user on this host; pass the id to `commit_tuning_records`."""
         with self._write() as conn:
-            return conn.execute(insert(M.source).values(
-                kind=kind, location=location, sha256=sha256, username=user, host=socket.gethostname(),
-                tvm_version=tvm_version, msdb_version=msdb.__version__, created_at=_now())).inserted_primary_key[0]
+            return insert_source(conn, kind=kind, location=location, sha256=sha256, workload_sha256=workload_sha256,
+                                 username=default_user(), host=default_host(), tvm_version=tvm_version)
 
     def add_task(self, model_name: str, task_name: str, workload: IRModule | PrimFunc | Workload,
                  weight: float = 1.0) -> int:
         """Note that model `model_name` uses `workload` as task `task_name` with `weight` (the
-        workload is committed if new); returns the task id. Re-adding updates the weight."""
-        mt, tt = M.model.c, M.task.c
+        workload is committed if new); returns the task id. A model uses a workload as one
+        task: re-adding it (under any name) updates that task's weight; a name another
+        workload's task has gets `#<workload row id>` appended (`msdb.database.rows.ensure_task`)."""
         with self._write() as conn:
             stored = self._commit_workload(conn, Workload.coerce(workload))
-            workload_id = stored._db_ids[self._key]
-            model_id = conn.execute(select(mt.id).where(mt.name == model_name)).scalar()
-            if model_id is None:
-                model_id = conn.execute(insert(M.model).values(name=model_name)).inserted_primary_key[0]
-            task_id = conn.execute(select(tt.id).where(tt.model_id == model_id, tt.name == task_name)).scalar()
-            if task_id is None:
-                return conn.execute(insert(M.task).values(model_id=model_id, workload_id=workload_id, name=task_name,
-                                                          weight=weight)).inserted_primary_key[0]
-            conn.execute(M.task.update().where(tt.id == task_id).values(workload_id=workload_id, weight=weight))
-            return task_id
+            return ensure_task(conn, model_name, stored._db_ids[self._key], task_name, weight)
 
     def __repr__(self) -> str:
         return f"SQLiteDatabase({self._where!r}, module_equality={self.module_equality!r})"
-
-
-def _flops(mod: IRModule) -> int | None:
-    """FLOP estimate for GFLOPS in the views; a workload the estimator cannot handle is still
-    stored, without it."""
-    try:
-        from msdb.ir import estimate_flops
-
-        return int(estimate_flops(mod))
-    except Exception as exc:  # noqa: BLE001 - an auxiliary figure must never block a commit
-        logger.warning("FLOP estimate failed (%s); stored without it", exc)
-        return None

@@ -1,26 +1,27 @@
 """`TuningRecord` and `ArgInfo`: one measured schedule of a workload, in TVM's terms.
 
-Validity and ranking are TVM's exactly (reference/tvm-metaschedule.md section 1): a record is
-valid when its trace has at least one instruction before `EnterPostproc` and some run time is
-not the failure marker 1e10; `None`, `[]` and `[1e10]` are invalid. Records rank by the mean
-of all run times, failures included.
+Validity and ranking are TVM's exactly (docs/tvm-formats.md section 2), with the rules in
+`msdb.records.ranking`: a record is valid when its trace has at least one instruction before
+`EnterPostproc` and some run time is not the failure mark 1e10; `None`, `[]` and `[1e10]` are
+invalid. Records rank by the mean of all run times, failures included.
 
 The trace is kept in whatever form it arrived (a `Trace`, TVM's JSON list, or JSON text from
 a database column) and converted on first use: loading a million records must not parse a
-million traces (TVM replays every trace at load time, apache/tvm#11680).
+million traces (TVM replays every trace at load time, apache/tvm#11680). Reading a record from
+a TVM log line is the job of the one TVM line grammar, `msdb.interop.tvm.grammar`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
-import re
 from dataclasses import dataclass
 from hashlib import blake2b as _blake2b
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from msdb.errors import MsdbError
+from msdb.records.ranking import FAILED_RUN_SECS, mean_run_secs, ran, run_secs_text, sketch_is_valid, \
+    trace_text_sketch_is_valid
 from msdb.records.target import Target
 from msdb.records.workload import Workload
 
@@ -28,10 +29,8 @@ if TYPE_CHECKING:
     from msdb.ir.function import IRModule, PrimFunc
     from msdb.schedule.trace import Trace
 
-__all__ = ["ArgInfo", "TuningRecord", "RecordFormatError", "FAILED_RUN_SECS", "trace_json_hash", "check_trace_json"]
-
-#: TVM's run time for a failed build or run.
-FAILED_RUN_SECS = 1e10
+__all__ = ["ArgInfo", "TuningRecord", "RecordFormatError", "FAILED_RUN_SECS", "TRACE_HASH_BYTES", "trace_hasher",
+           "trace_json_hash"]
 
 
 class RecordFormatError(MsdbError, ValueError):
@@ -83,52 +82,20 @@ def _coerce_run_secs(run_secs: Iterable[float] | None) -> tuple[float, ...] | No
     return values
 
 
+#: Bytes of a trace hash (16 hex digits).
+TRACE_HASH_BYTES = 8
+
+
+def trace_hasher(text: str = "") -> Any:
+    """A blake2b state fed `text`: the trace hash of `text` + whatever is fed next (the importer
+    hashes a shared sketch once and continues from its state)."""
+    return _blake2b(text.encode("utf-8"), digest_size=TRACE_HASH_BYTES)
+
+
 def trace_json_hash(trace_json: Any) -> str:
-    """A 16-hex hash of a trace's canonical JSON (instructions and decisions): the dedup key."""
+    """A 16-hex hash of a trace's JSON text (or of its compact sorted JSON): the dedup key."""
     text = trace_json if isinstance(trace_json, str) else json.dumps(trace_json, separators=(",", ":"), sort_keys=True)
-    return hashlib.blake2b(text.encode("utf-8"), digest_size=8).hexdigest()
-
-
-def check_trace_json(trace: Any) -> None:
-    """Raise `RecordFormatError` unless `trace` has the shape of TVM's trace JSON
-    (`[[[kind, inputs, attrs, outputs], ...], [[inst_index, decision], ...]]`); cheap, no
-    parsing of the instructions themselves."""
-    if not (isinstance(trace, list) and len(trace) == 2 and isinstance(trace[0], list) and isinstance(trace[1], list)):
-        raise RecordFormatError("a trace is [instructions, decisions]")
-    for inst in trace[0]:
-        if not (isinstance(inst, list) and len(inst) == 4 and isinstance(inst[0], str)):
-            raise RecordFormatError(f"an instruction is [kind, inputs, attrs, outputs], got {json.dumps(inst)[:80]}")
-    for decision in trace[1]:
-        if not (isinstance(decision, list) and len(decision) == 2 and isinstance(decision[0], int)):
-            raise RecordFormatError(f"a decision is [instruction_index, value], got {json.dumps(decision)[:80]}")
-
-
-_FIRST_KIND = re.compile(r'\s*\[\s*\[\s*(?:(\])|\[\s*"([A-Za-z_][A-Za-z0-9_]*)")')
-
-
-def _trace_text_is_valid_sketch(text: str) -> bool | None:
-    """The same test on trace JSON text, from its first few bytes; None when the text does not
-    start the usual way (then it is parsed). Text without whitespace (what TVM and msdb write)
-    is read with plain string operations, anything else with `_FIRST_KIND`."""
-    if text.startswith('[[["'):
-        end = text.find('"', 4)
-        kind = text[4:end]
-        if end > 4 and kind.isascii() and kind.isidentifier():
-            return kind != "EnterPostproc"
-    match = _FIRST_KIND.match(text)
-    if match is None:
-        return None
-    if match.group(1) is not None:
-        return False  # no instructions at all
-    return match.group(2) != "EnterPostproc"
-
-
-def _trace_json_is_valid_sketch(trace_json: Any) -> bool:
-    """>= 1 instruction before EnterPostproc, read off TVM's JSON without parsing the trace."""
-    if not isinstance(trace_json, list) or not trace_json or not isinstance(trace_json[0], list):
-        return False
-    insts = trace_json[0]
-    return bool(insts) and isinstance(insts[0], list) and bool(insts[0]) and insts[0][0] != "EnterPostproc"
+    return trace_hasher(text).hexdigest()
 
 
 class TuningRecord:
@@ -231,22 +198,24 @@ class TuningRecord:
         return self._valid
 
     def _compute_valid(self) -> bool:
-        if not self.run_secs or not any(r < FAILED_RUN_SECS for r in self.run_secs):
+        if not ran(self.run_secs):
             return False
         if self._trace_json is None and self._trace_text is not None:
-            quick = _trace_text_is_valid_sketch(self._trace_text)
+            quick = trace_text_sketch_is_valid(self._trace_text)
             if quick is not None:
                 return quick
         if self._trace is not None and self._trace_json is None and self._trace_text is None:
             insts = self._trace.insts
             return bool(insts) and insts[0].kind != "EnterPostproc"
-        return _trace_json_is_valid_sketch(self.trace_json)
+        trace_json = self.trace_json
+        return type(trace_json) is list and bool(trace_json) and sketch_is_valid(trace_json[0])
 
     @property
     def mean_run_secs(self) -> float:
         """Mean of all run times, 1e10 failures included; inf without run times."""
         if self._mean is None:
-            self._mean = math.fsum(self.run_secs) / len(self.run_secs) if self.run_secs else math.inf
+            mean = mean_run_secs(self.run_secs)
+            self._mean = math.inf if mean is None else mean
         return self._mean
 
     def trace_hash(self) -> str:
@@ -267,33 +236,20 @@ class TuningRecord:
         text = self._trace_text
         if text is None:
             text = self.trace_text
-        digest = _blake2b(text.encode(), digest_size=8).hexdigest()
+        digest = _blake2b(text.encode(), digest_size=TRACE_HASH_BYTES).hexdigest()
         run_secs = self.run_secs
+        run_text = run_secs_text(run_secs)
         if not run_secs:
             self._valid = False
-            return text, digest, (None if run_secs is None else "[]"), None, False
-        if len(run_secs) == 1:
-            value = run_secs[0]
-            spelled = "%.20g" % value if type(value) is float else ""
-            if not spelled or spelled[-1] > "9":  # a JsonFloat keeps its spelling; inf and nan have names
-                from msdb.schedule.tvm_json import format_float
-
-                spelled = format_float(value)
-            run_text = "[" + spelled + "]"
-            mean = value if type(value) is float else float(value)
-            ran = value < FAILED_RUN_SECS
-        else:
-            from msdb.schedule.tvm_json import format_float
-
-            run_text = "[" + ",".join(map(format_float, run_secs)) + "]"
-            mean = math.fsum(run_secs) / len(run_secs)
-            ran = any(r < FAILED_RUN_SECS for r in run_secs)
+            return text, digest, run_text, None, False
+        # a plain float: SQLite drivers take exactly float without an adapter lookup
+        mean = float(run_secs[0]) if len(run_secs) == 1 else mean_run_secs(run_secs)
         valid = self._valid
         if valid is None:
-            if not ran:
+            if not ran(run_secs):
                 valid = False
             elif self._trace_json is None and self._trace is None:
-                quick = _trace_text_is_valid_sketch(text)
+                quick = trace_text_sketch_is_valid(text)
                 valid = quick if quick is not None else self._compute_valid()
             else:
                 valid = self._compute_valid()
@@ -317,23 +273,6 @@ class TuningRecord:
             self.target.as_json() if self.target is not None else None,
             self.args_info_json(),
         ]
-
-    @staticmethod
-    def from_json(obj: Any, workload: Workload | IRModule | PrimFunc) -> TuningRecord:
-        """Parse TVM's `[trace, run_secs, target, args_info]` (the part of a record line after
-        the workload index). Old logs with fewer fields or a CLI target string are accepted."""
-        if not isinstance(obj, list) or not 1 <= len(obj) <= 4:
-            raise RecordFormatError("a tuning record is [trace, run_secs, target, args_info]")
-        trace, run_secs, target, args = (list(obj) + [None, None, None])[:4]
-        check_trace_json(trace)
-        if run_secs is not None and not (isinstance(run_secs, list) and all(
-                isinstance(r, (int, float)) and not isinstance(r, bool) for r in run_secs)):
-            raise RecordFormatError(f"run_secs must be a list of numbers or null, got {json.dumps(run_secs)[:80]}")
-        if args is not None and not isinstance(args, list):
-            raise RecordFormatError("args_info must be a list or null")
-        if isinstance(target, dict) and not target:
-            target = None
-        return TuningRecord(trace, workload, run_secs, target, args)
 
     def __repr__(self) -> str:
         target = f" {self.target.kind}" if self.target is not None else ""

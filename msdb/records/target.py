@@ -1,5 +1,5 @@
 """Compilation targets: TVM's target config dict in one canonical form, and the match policy
-that makes msdb's queries target-aware (DESIGN.md section 4).
+that makes msdb's queries target-aware (docs/targets.md, "The match policy").
 
 TVM keeps no target in its lookups, so a union of a CPU and a GPU database can answer a CPU
 query with a GPU schedule (apache/tvm#15549). msdb stores every record's target and filters

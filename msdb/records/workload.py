@@ -2,37 +2,35 @@
 
 A database keys workloads by `msdb.hashing.structural_hash` under its view's module equality;
 every workload knows all three hashes ("structural", "ignore-tensor", "anchor-block"), so one
-stored workload answers a view of any mode (DESIGN.md section 2). Hashes are computed lazily
-and at most once per workload, and a small cache keyed by module identity lets repeated queries
-with the same `IRModule` object skip re-hashing (compile flows query one module many times).
+stored workload answers a view of any mode (docs/architecture.md, "Records and targets").
+Hashes are computed lazily and at most once per workload, and a small cache keyed by module
+identity lets repeated queries with the same `IRModule` object skip re-hashing (compile flows
+query one module many times).
 
 The module itself can be lazy too: a database row becomes a `Workload` whose IR is decoded only
 when `mod` is first read, so a query that only needs hashes never parses TVMScript.
 
-Payloads: TVM's workload line is `[shash, base64]`, the base64 holding an 8-byte little-endian
-length and TVM's JSON object graph. `encode_workload_payload` keeps a TVM payload that came with
-the workload byte for byte, else encodes msdb IR with TVM 0.27's graph encoder
-(`msdb.interop.tvm.encode`), so every file msdb writes is one real TVM loads.
+A workload's TVM forms (the workload line `[shash, payload]` of a work_dir, the payload
+encoding) are TVM's formats and live in `msdb.interop.tvm.grammar`; a workload keeps what an
+imported line said in `tvm_payload` and `tvm_shash`.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import OrderedDict
 from typing import Any, Callable
 
 from msdb.errors import MsdbError
+from msdb.hashing import MODES, canonical_mode
 from msdb.ir.function import IRModule, PrimFunc
 
-__all__ = ["Workload", "WorkloadPayloadError", "UnknownModuleEquality", "encode_workload_payload", "decode_workload_payload", "HASH_MODES"]
+__all__ = ["Workload", "UnknownModuleEquality", "HASH_MODES", "canonical_mode"]
 
 logger = logging.getLogger(__name__)
 
-#: The hash modes every workload carries, in the order databases store them.
-HASH_MODES: tuple[str, ...] = ("structural", "ignore-tensor", "anchor-block")
-
-_MODE_ALIASES = {"ignore-ndarray": "ignore-tensor"}
+#: The hash modes every workload carries, in the order databases store them (`msdb.hashing.MODES`).
+HASH_MODES: tuple[str, ...] = MODES
 
 #: Recently hashed modules: id(mod) -> (mod, {mode: hash}). Holding the module keeps its id from
 #: being reused while the entry lives.
@@ -40,21 +38,8 @@ _HASH_CACHE: OrderedDict[int, tuple[IRModule, dict[str, str]]] = OrderedDict()
 _HASH_CACHE_SIZE = 512
 
 
-class WorkloadPayloadError(MsdbError):
-    """A workload payload (base64 in a TVM log) that msdb cannot decode."""
-
-
 class UnknownModuleEquality(MsdbError, ValueError):
     """A module equality (hash mode) msdb does not know."""
-
-
-def canonical_mode(mode: str) -> str:
-    """"ignore-ndarray" -> "ignore-tensor"; `UnknownModuleEquality` naming the valid modes."""
-    mode = _MODE_ALIASES.get(mode, mode)
-    if mode not in HASH_MODES:
-        valid = ", ".join(repr(m) for m in HASH_MODES + tuple(_MODE_ALIASES))
-        raise UnknownModuleEquality(f"unknown module equality {mode!r}; valid: {valid}")
-    return mode
 
 
 def _as_module(mod: IRModule | PrimFunc) -> IRModule:
@@ -157,49 +142,7 @@ class Workload:
 
         return structural_equal(self.mod, other.mod, canonical_mode(mode))
 
-    # ---- TVM's JSON form ----
-    def as_json(self, mode: str = "structural") -> list[str]:
-        """TVM's workload line `[shash as a decimal uint64 string, base64 payload]`. The hash is
-        advisory for TVM (it rehashes on load): an imported workload keeps TVM's own value."""
-        shash = self.tvm_shash if self.tvm_shash is not None else str(int(self.hash(mode), 16))
-        return [shash, encode_workload_payload(self)]
-
-    @staticmethod
-    def from_json(obj: Any) -> Workload:
-        """Parse TVM's workload line `[shash, base64]` (the shash is kept as `tvm_shash`)."""
-        if not (isinstance(obj, list) and len(obj) == 2 and isinstance(obj[0], (str, int)) and isinstance(obj[1], str)):
-            raise WorkloadPayloadError(f"a workload line is [shash, base64 payload], got {_preview(obj)}")
-        mod, is_tvm = decode_workload_payload(obj[1])
-        return Workload(mod, tvm_payload=obj[1] if is_tvm else None, tvm_shash=str(obj[0]))
-
     def __repr__(self) -> str:
         known = self._hashes.get("structural", "?")
         name = f" {self.name!r}" if self.name else ""
         return f"<Workload{name} shash={known}>"
-
-
-def _preview(obj: Any, limit: int = 80) -> str:
-    text = json.dumps(obj) if not isinstance(obj, str) else obj
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def encode_workload_payload(workload: Workload | IRModule | PrimFunc) -> str:
-    """The base64 payload of a workload line: the original TVM payload when the workload came
-    from a TVM log (byte for byte), else TVM 0.27's graph encoding of the IR."""
-    from msdb.interop.tvm.encode import encode_workload
-
-    workload = Workload.coerce(workload)
-    if workload.tvm_payload is not None:
-        return workload.tvm_payload
-    return encode_workload(workload.mod)
-
-
-def decode_workload_payload(b64: str) -> tuple[IRModule, bool]:
-    """Decode a workload payload: `(module, came_from_tvm)` (every payload msdb writes or reads
-    is a TVM object graph, so the flag is always True; it is kept for callers that record it)."""
-    from msdb.interop.tvm.payload import decode_workload
-
-    try:
-        return decode_workload(b64), True
-    except MsdbError as exc:
-        raise WorkloadPayloadError(f"cannot decode TVM workload payload: {exc}") from exc

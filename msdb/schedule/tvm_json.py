@@ -28,6 +28,7 @@ class JsonFloat(float):
     same bytes. Behaves as a plain float everywhere else."""
 
     __slots__ = ("text",)
+    text: str
 
     def __new__(cls, text: str) -> JsonFloat:
         value = super().__new__(cls, text)

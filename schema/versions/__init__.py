@@ -1,1 +1,3 @@
 """Alembic migration scripts of msdb's schema, oldest first (file names are date-prefixed)."""
+
+__all__: list[str] = []

@@ -157,7 +157,7 @@ def test_show_errors(teams_db: pathlib.Path) -> None:
 def test_show_ambiguous_prefix(db_copy: pathlib.Path) -> None:
     from msdb.hashing import structural_hash
     from msdb.ir import zoo
-    from msdb.ops.store import open_database
+    from msdb.database.location import open_database
 
     mod = zoo.workload("matmul_bias")
     assert structural_hash(mod)[0] == "c"  # as GMM's cd74d25fd1596994

@@ -16,7 +16,7 @@ from sqlalchemy.engine import Engine
 
 import msdb.schema
 from msdb.database import DatabaseOpenError, SchemaVersionError, SQLiteDatabase
-from msdb.database.ir_codec import UnsafeBlob, dump_ir, load_ir
+from msdb.ir.codec import UnsafeBlob, dump_ir, load_ir
 from msdb.database.migrate import alembic_config
 from msdb.hashing import structural_equal
 

@@ -1,23 +1,21 @@
-"""The importer's quick path (`WorkDirReader._quick`, which checks most of a trace as text) and
-its general path (`record_line` with the JSON scanner) must give the same row for every line the
-quick path accepts. Property test: record lines of a real TVM log, edited where the quick path
+"""The TVM line grammar's quick path (`LineParser._quick`, which checks most of a trace as text)
+and its general path (`LineParser.record` with the JSON scanner) must give the same fields for
+every line the quick path accepts. Property test: record lines of a real TVM log, edited where the quick path
 looks (instructions after EnterPostproc, decisions, run_secs) with JSON fragments chosen to sit
 on its edges (numbers TVM would respell, escapes, Split-like lists, legacy kinds, whitespace)."""
 
 from __future__ import annotations
 
 import json
-import pathlib
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from msdb.interop.tvm.import_data import ParsedWorkDir
-from msdb.interop.tvm.import_reader import WorkDirReader
-from tests.cli.helpers import RECORD_FILE, TEAMS
+from msdb.interop.tvm.grammar import LineParser
+from tests.cli.helpers import RECORD_FILE, TEAMS, WORKLOAD_FILE
 
 LINES = (TEAMS["team_a"] / RECORD_FILE).read_text().splitlines()[:4]
-PATH = pathlib.Path("log.json")
+WORKLOADS = [object()] * 4
 SCALARS = ["0", "-0", "1.5", "0.1", "1e5", "1E+5", "-2.50", "1e999", "true", "false", "null", '"a"', '""', '"é"',
            '"\\u00e9"', '"\\n"', '"a b"', '"GetBlock"', '"Split"', '"\\u0047etBlock"', '"\x7f"', '"\u2028"', "NaN",
            "-Infinity", "123456789012345678901234567890", "00", "1.", "-"]
@@ -30,19 +28,17 @@ fragment = st.recursive(scalar | scalar.map(lambda s: f'["Split",[],[{s}],[]]'),
 fragments = st.lists(fragment, max_size=3).map(",".join)
 
 
-def _reader(general: bool) -> tuple[WorkDirReader, ParsedWorkDir]:
-    reader = WorkDirReader(opaque=False, progress=None, total=0)
-    wd = ParsedWorkDir(PATH, PATH, "", "")
-    wd.workloads = [object()] * 4  # type: ignore[list-item]
-    for number, line in enumerate(LINES, start=1):  # the sketches, targets and tails are known
-        reader.record_line(wd, PATH, number, line, 4)
+def _parser(general: bool) -> LineParser:
+    parser = LineParser()
+    for line in LINES:  # the sketches, targets and tails are known
+        assert type(parser.record(line, WORKLOADS, WORKLOAD_FILE)) is tuple
     if general:
-        reader._quick = lambda *args: None  # type: ignore[method-assign]
-    return reader, wd
+        parser._quick = lambda *args: None  # type: ignore[method-assign]
+    return parser
 
 
-QUICK, QUICK_WD = _reader(general=False)
-GENERAL, GENERAL_WD = _reader(general=True)
+QUICK = _parser(general=False)
+GENERAL = _parser(general=True)
 
 
 @st.composite
@@ -71,14 +67,12 @@ def edited_lines(draw: st.DrawFn) -> str:
 @settings(max_examples=400, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(edited_lines())
 def test_a_line_the_quick_path_accepts_gets_the_general_paths_row(line: str) -> None:
-    quick = QUICK._quick(line, 4, QUICK_WD.workloads)
+    quick = QUICK._quick(line, 4, WORKLOADS)
     if quick is None:
         return  # the general path decides alone
-    bad, rows = len(GENERAL.bad), len(GENERAL_WD.records)
-    GENERAL.record_line(GENERAL_WD, PATH, 99, line, 4)
-    assert len(GENERAL.bad) == bad, GENERAL.bad[-1]
-    assert len(GENERAL_WD.records) == rows + 1
-    assert GENERAL_WD.records[-1][1:] == quick
+    general = GENERAL.record(line, WORKLOADS, WORKLOAD_FILE)
+    assert type(general) is tuple, general
+    assert general == quick
 
 
 def test_the_edits_reach_the_quick_path() -> None:
@@ -87,4 +81,4 @@ def test_the_edits_reach_the_quick_path() -> None:
     enter = compact.index('["EnterPostproc",[],[],[]]')
     insts_end = compact.index("]],[[", enter) + 1
     line = compact[:insts_end] + ',["Foo",["a",1.5],[[0,"x"]],["b"]]' + compact[insts_end:]
-    assert QUICK._quick(line, 4, QUICK_WD.workloads) is not None
+    assert QUICK._quick(line, 4, WORKLOADS) is not None

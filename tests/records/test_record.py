@@ -1,19 +1,16 @@
-"""TuningRecord: TVM's validity, ranking mean and JSON form; ArgInfo."""
+"""TuningRecord: TVM's validity, ranking mean and JSON form; ArgInfo. (Reading a record from a
+TVM log line is the grammar's: tests/interop/test_grammar.py.)"""
 
 from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import pytest
 
 from msdb.ir import zoo
-from msdb.records import ArgInfo, RecordFormatError, Target, TuningRecord, Workload
+from msdb.records import ArgInfo, RecordFormatError, TuningRecord, Workload
 from msdb.schedule import Schedule
-
-FIXTURE = Path(__file__).resolve().parents[1] / "data" / "fixtures" / "tvm-0.27" / "team_a" / "database_tuning_record.json"
-
 
 @pytest.fixture(scope="module")
 def workload() -> Workload:
@@ -63,38 +60,6 @@ def test_the_trace_is_kept_in_any_form_and_converted_on_use(workload, traces):
     assert from_text.trace.as_json() == from_json.trace_json == from_trace.trace_json == trace.as_json()
     assert from_text.trace_hash() == from_trace.trace_hash()
     assert from_text.is_valid and from_json.is_valid and from_trace.is_valid
-
-
-def test_tvm_record_json_round_trips():
-    line = FIXTURE.read_text().splitlines()[0]
-    index, body = json.loads(line)
-    rec = TuningRecord.from_json(body, Workload(zoo.workload("GMM")))
-    assert index == 0
-    assert rec.target == Target({"keys": ["cpu"], "kind": "llvm", "mtriple": "x86_64-conda-linux-gnu", "num-cores": 1, "tag": ""})
-    assert rec.args_info == (ArgInfo("float32", (1, 128, 128)),) * 3
-    assert rec.as_json() == body
-    assert rec.is_valid and rec.mean_run_secs == body[1][0]
-
-
-@pytest.mark.parametrize("bad, message", [
-    ({"trace": []}, "a tuning record is"),
-    ([[["GetSBlock"]], []], "a trace is"),
-    ([[[["GetSBlock", [], []]], []]], "an instruction is"),
-    ([[[], [[0]]]], "a decision is"),
-    ([[[], []], ["fast"]], "run_secs must be a list of numbers"),
-    ([[[], []], None, "llvm mcpu=x", None], "option 'mcpu=x' is not"),
-])
-def test_malformed_record_json_is_refused(workload, bad, message):
-    with pytest.raises(Exception, match=message) as info:
-        TuningRecord.from_json(bad, workload)
-    from msdb.errors import MsdbError
-
-    assert isinstance(info.value, MsdbError)
-
-
-def test_old_cli_target_strings_in_records_are_parsed(workload):
-    rec = TuningRecord.from_json([[[], []], [1e-3], "llvm -num-cores=4", None], workload)
-    assert rec.target == Target({"kind": "llvm", "num-cores": 4})
 
 
 def test_arg_info(workload):

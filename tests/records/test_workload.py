@@ -1,14 +1,11 @@
-"""Workload: hashes computed lazily and once, lazy modules, TVM's line form and payloads."""
+"""Workload: hashes computed lazily and once, lazy modules. (Its TVM line form and payload are
+the grammar's: tests/interop/test_grammar.py.)"""
 
 from __future__ import annotations
 
-
-import pytest
-
 import msdb.hashing
-from msdb.hashing import structural_equal, structural_hash
 from msdb.ir import zoo
-from msdb.records import Workload, WorkloadPayloadError, encode_workload_payload
+from msdb.records import Workload
 
 
 def test_hashes_are_computed_lazily_and_once(monkeypatch):
@@ -37,23 +34,3 @@ def test_equality_is_hash_then_full_comparison():
     relu = Workload(zoo.build("matmul_relu", 8, 8, 8))
     assert a.equal(b) and not a.equal(relu)
     assert a.equal(relu, "anchor-block")
-
-
-def test_tvm_line_form_round_trips_through_tvms_graph_encoding():
-    mod = zoo.build("matmul_bias", 8, 8, 8)
-    line = Workload(mod).as_json()
-    assert line[0] == str(int(structural_hash(mod), 16))
-    back = Workload.from_json(line)
-    assert back.tvm_shash == line[0] and back.tvm_payload == line[1]
-    assert structural_equal(back.mod, mod)
-    assert encode_workload_payload(back) == line[1]  # an imported payload is kept as it was
-
-
-@pytest.mark.parametrize("bad, message", [
-    (["1", "%%%"], "not valid base64"),
-    (["1", "AAAA"], "fewer than the 8-byte length prefix"),
-    (["1"], "a workload line is"),
-])
-def test_bad_workload_lines(bad, message):
-    with pytest.raises(WorkloadPayloadError, match=message):
-        Workload.from_json(bad)

@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 
 from msdb.ir import zoo
-from msdb.tuner import BuilderInput, LocalBuilder, LocalRunner, RunnerInput
-from msdb.tuner.build import load_kernel
+from msdb.tuner import BuilderInput, LocalBuilder, LocalRunner, RunnerInput, load_kernel
 from msdb.tuner.runner import FAILED_RUN_SECS
 from tests.tuner._util import crashing_module, hanging_module, random_arrays
 
@@ -98,3 +97,12 @@ def test_if_then_else_evaluates_only_the_taken_arm(builder) -> None:
     with LocalRunner(timeout_sec=30, number=1, repeat=1, min_repeat_ms=0, enable_cpu_cache_flush=True) as runner:
         (result,) = runner.run([RunnerInput(built.artifact_path)])
     assert result.error_msg is None and result.run_secs[0] < 1
+
+
+def test_msdb_tuner_build_is_the_build_function_whatever_was_imported() -> None:
+    import msdb.tuner
+    import msdb.tuner.kernel
+    from msdb.records import FAILED_RUN_SECS as RECORDS_FAILED_RUN_SECS
+
+    assert msdb.tuner.build is msdb.tuner.kernel.build  # the module is `kernel`: no module to shadow it
+    assert FAILED_RUN_SECS == RECORDS_FAILED_RUN_SECS == 1e10

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from msdb.interop.tvm.exporter import export_workdir
-from msdb.interop.tvm.importer import import_tvm
+from msdb.database.location import open_database
+from msdb.database.tvm_export import export_workdir
+from msdb.database.tvm_import import import_tvm
 from msdb.interop.tvm.payload import payload_bytes
 from msdb.ir import zoo
-from msdb.ops.store import open_database
 from msdb.records import TuningRecord
 from msdb.schedule import Schedule
 

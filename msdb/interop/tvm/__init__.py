@@ -1,5 +1,18 @@
-"""TVM MetaSchedule interop: workload payloads, traces, targets and work_dirs of every TVM
-generation (DESIGN.md section 6)."""
+"""TVM MetaSchedule interop (docs/architecture.md, "TVM interop"): TVM's on-disk formats of
+every generation (docs/tvm-formats.md section 1), and nothing about SQL.
+
+- `grammar`: the one grammar of workload and record lines, read (`LineParser`) and written
+  (`record_line`, `workload_line`); used by `JSONDatabase` and the importer alike.
+- `payload`, `encode`: workload payloads (TVM's object graph) decoded into msdb IR and encoded
+  from it.
+- `trace_check`: a trace's JSON shape, and its rewrite to TVM 0.27's spelling.
+- `workdir`: the two files of a work_dir, their lines, bad-line reports, atomic writing.
+- `import_reader`, `reading`: reading whole work_dirs fast (parallel parsing workers), and
+  replaying what was read; `import_data`: what reading yields.
+
+The package itself loads only the payload decoder and the work_dir names; import the modules
+above for the rest.
+"""
 
 from __future__ import annotations
 
@@ -9,5 +22,9 @@ from msdb.interop.tvm.payload import (
     UnsupportedNodeError,
     decode_workload,
 )
+from msdb.interop.tvm.workdir import RECORD_FILE, WORKLOAD_FILE, WorkDirError
 
-__all__ = ["decode_workload", "PayloadError", "LegacyPayloadError", "UnsupportedNodeError"]
+__all__ = [
+    "decode_workload", "PayloadError", "LegacyPayloadError", "UnsupportedNodeError", "RECORD_FILE", "WORKLOAD_FILE",
+    "WorkDirError",
+]

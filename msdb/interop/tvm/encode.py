@@ -1,6 +1,6 @@
 """Encode msdb IR as TVM 0.27's object graph, so workloads msdb created itself can be exported
-to a work_dir that real TVM loads (DESIGN.md section 6). Workloads imported from TVM keep their
-original payload bytes instead; this is only for msdb's own.
+to a work_dir that real TVM loads (docs/tvm-formats.md section 1). Workloads imported from TVM
+keep their original payload bytes instead; this is only for msdb's own.
 
 The graph mirrors what TVM 0.27's `SaveJSON` writes (field names, the `relax.FuncType` of the
 function, int64 shapes in that type, `tirx.noalias`), pretty-printed with indent 2 like TVM.
@@ -17,6 +17,8 @@ from msdb.ir import expr as E
 from msdb.ir import stmt as S
 from msdb.ir.function import IRModule, PrimFunc
 from msdb.interop.tvm.payload import encode_payload_bytes
+
+__all__ = ["TVM_VERSION", "encode_graph", "encode_workload"]
 
 TVM_VERSION = "0.27.0.post1"
 

@@ -1,25 +1,23 @@
 """What reading TVM work_dirs yields, and what an import did: the data passed between the
-reader (`msdb.interop.tvm.import_reader`), the writer (`msdb.interop.tvm.import_writer`) and
-the public calls (`msdb.interop.tvm.importer`)."""
+reader (`msdb.interop.tvm.import_reader`), the database's import writer
+(`msdb.database.tvm_import`) and the public calls (`msdb.interop.tvm.reading`,
+`msdb.database.tvm_import`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Protocol, Sequence
 
 from msdb.errors import MsdbError
+from msdb.interop.tvm.grammar import ParsedWorkload
 from msdb.interop.tvm.workdir import BadLine
 
 if TYPE_CHECKING:
-    from msdb.ir.function import IRModule
     from msdb.records import Target
 
-__all__ = ["FAILED_RUN_SECS", "ImportAborted", "ImportPlan", "ImportSummary", "ParsedWorkDir", "ParsedWorkload",
-           "RecordRow"]
-
-#: TVM's run_secs of a failed build or run.
-FAILED_RUN_SECS = 1e10
+__all__ = ["ImportAborted", "ImportPlan", "ImportSummary", "ParsedWorkDir", "ParsedWorkload", "RecordRow",
+           "RecordSink"]
 
 
 class ImportAborted(MsdbError):
@@ -33,26 +31,9 @@ class ImportAborted(MsdbError):
         super().__init__(f"{first}{tail}; nothing was imported (--skip-bad imports the other lines)")
 
 
-@dataclass
-class ParsedWorkload:
-    """One usable workload line: decoded (`mod`, `hashes`) or opaque (`opaque_format`)."""
-
-    line: int
-    tvm_shash: str
-    payload: str
-    tvm_version: str | None
-    mod: IRModule | None = None
-    hashes: dict[str, str] | None = None
-    opaque_format: str | None = None
-    opaque_reason: str | None = None
-
-    @property
-    def is_opaque(self) -> bool:
-        return self.opaque_format is not None
-
-
 #: A parsed record: (line, workload_index, target_key, trace_text, trace_hash, run_secs_text,
-#: mean_run_secs, is_valid, args_text). Tuples, not objects: an import holds 100k of them.
+#: mean_run_secs, is_valid, args_text): the line number and `msdb.interop.tvm.grammar.RecordFields`.
+#: Tuples, not objects: an import holds 100k of them.
 RecordRow = tuple[int, int, str, str, str, "str | None", "float | None", bool, "str | None"]
 
 
@@ -76,6 +57,18 @@ class ParsedWorkDir:
     @property
     def location(self) -> str:
         return str(self.record_path.resolve())
+
+
+class RecordSink(Protocol):
+    """Where a streaming read hands a work_dir: first its workloads, then its record rows in
+    batches (each batch handed once, in line order), then its end (when the record file's
+    sha256 is known)."""
+
+    def workloads(self, wd: ParsedWorkDir) -> None: ...
+
+    def records(self, wd: ParsedWorkDir, rows: Sequence[RecordRow]) -> None: ...
+
+    def done(self, wd: ParsedWorkDir) -> None: ...
 
 
 @dataclass

@@ -2,12 +2,12 @@
 
 A workload line of `database_workload.json` is `[shash, base64]`; the base64 decodes to an
 8-byte little-endian length and that many bytes of JSON: TVM's object graph
-(reference/tvm-metaschedule.md section 1). TVM >= 0.22 writes `{"root_index", "nodes",
+(docs/tvm-formats.md section 1). TVM >= 0.22 writes `{"root_index", "nodes",
 "metadata"}` where each node is `{"type": key, "data": ...}` and object fields hold node
 indices. 0.24+ names TensorIR nodes `tirx.*` / `s_tir.*` (buffers are `ir.Var`s typed by a
 `tirx.BufferType`); 0.22-0.23 used `tir.*` for the same nodes. Graphs of TVM <= 0.21 (`"root"`,
 `"b64ndarrays"`) are a different format: `LegacyPayloadError` tells the caller to keep the
-workload as an opaque payload.
+workload as an opaque payload (`payload_kind` names the two kinds of payload msdb keeps opaque).
 
 Every node is decoded once and memoized by index, so a variable or buffer referenced from many
 places becomes one msdb object (identity is what binds loops and blocks in msdb IR).
@@ -26,6 +26,16 @@ from msdb.ir import expr as E
 from msdb.ir import stmt as S
 from msdb.ir.function import IRModule, PrimFunc
 
+__all__ = [
+    "PayloadError", "LegacyPayloadError", "UnsupportedNodeError", "LEGACY_GRAPH", "UNSUPPORTED_GRAPH", "payload_kind",
+    "payload_bytes", "encode_payload_bytes", "graph_tvm_version", "load_graph", "decode_workload", "decode_graph",
+]
+
+#: A payload in TVM's <= 0.21 graph format (TVM 0.27 refuses it too).
+LEGACY_GRAPH = "tvm-legacy-graph"
+#: A TVM >= 0.22 graph with a node type msdb's IR has no counterpart for (TVM loads it).
+UNSUPPORTED_GRAPH = "tvm-graph"
+
 
 class PayloadError(MsdbError):
     """A workload payload that is not a TVM object graph msdb can decode."""
@@ -37,6 +47,16 @@ class LegacyPayloadError(PayloadError):
 
 class UnsupportedNodeError(PayloadError):
     """The graph holds a node type msdb's IR has no counterpart for."""
+
+
+def payload_kind(exc: PayloadError) -> str | None:
+    """`LEGACY_GRAPH` or `UNSUPPORTED_GRAPH` for a payload msdb can keep byte for byte without
+    decoding it (an opaque workload), None for one that is broken."""
+    if isinstance(exc, LegacyPayloadError):
+        return LEGACY_GRAPH
+    if isinstance(exc, UnsupportedNodeError):
+        return UNSUPPORTED_GRAPH
+    return None
 
 
 def payload_bytes(b64: str | bytes) -> bytes:
@@ -218,7 +238,8 @@ class _GraphDecoder:
 
     def _var(self, index: int, data: dict[str, Any]) -> E.Var | E.Buffer:
         name = self.decode(data["name"]) if "name" in data else self.decode(data.get("name_hint", 0)) or "v"
-        ty_node = self.nodes[data["ty"]] if isinstance(data.get("ty"), int) and data["ty"] else {"type": "None"}
+        ty_node: dict[str, Any] = (self.nodes[data["ty"]] if isinstance(data.get("ty"), int) and data["ty"]
+                                   else {"type": "None"})
         ty_key = _canonical_key(ty_node.get("type", ""))
         if ty_key == "tirx.BufferType":
             return self._buffer_from_type(name, ty_node["data"])

@@ -1,25 +1,44 @@
-"""A TVM MetaSchedule work_dir: its two file names, how a path names one, and how a bad line
-is reported (`path:line: reason`).
+"""A TVM MetaSchedule work_dir as files (docs/tvm-formats.md section 1): its two file names, how
+paths name work_dirs, how a file splits into lines, how a bad line is reported
+(`path:line: reason`), and writing a work_dir atomically.
 
-The reading itself is `msdb.interop.tvm.import_reader` (one reader for msdb import, fast on big
-logs). It is more forgiving than TVM's own reader where TVM is fragile (TVM 0.27 segfaults on a
-blank line and aborts the whole load on a truncated one) and stricter where TVM is silent (a
-record that points at a workload line that does not exist).
+What a line means is `msdb.interop.tvm.grammar`'s job; reading whole work_dirs fast is
+`msdb.interop.tvm.import_reader`'s. msdb is more forgiving than TVM's own reader where TVM is
+fragile: a blank line is skipped (TVM 0.27 segfaults on it) and is no line at all, so it takes
+no workload index; a line that is not UTF-8 is reported and still takes its index.
 """
 
 from __future__ import annotations
 
+import os
 import pathlib
+import shutil
+import tempfile
 from dataclasses import dataclass
+from typing import Sequence
 
 from msdb.errors import MsdbError
 
+__all__ = [
+    "WORKLOAD_FILE", "RECORD_FILE", "NOT_UTF8", "WorkDirError", "ExportError", "BadLine", "resolve_paths",
+    "resolve_import_paths", "nonblank_lines", "file_lines", "check_output_dir", "write_workdir",
+]
+
+#: The workload file of a work_dir: one `[shash, payload]` line per workload.
 WORKLOAD_FILE = "database_workload.json"
+#: The record file of a work_dir: one `[workload_index, [trace, run_secs, target, args_info]]`
+#: line per record.
 RECORD_FILE = "database_tuning_record.json"
+#: Why a line that is not UTF-8 text is bad.
+NOT_UTF8 = "line is not UTF-8 text"
 
 
 class WorkDirError(MsdbError):
     """A work_dir (or file pair) that cannot be read at all: missing files or directory."""
+
+
+class ExportError(MsdbError):
+    """A work_dir msdb refuses to write (a bad OUTDIR, k < 1); nothing was written."""
 
 
 @dataclass(frozen=True)
@@ -52,3 +71,122 @@ def resolve_paths(path: str | pathlib.Path, second: str | pathlib.Path | None = 
     if missing:
         raise WorkDirError(f"{first}: not a MetaSchedule work_dir (missing {', '.join(missing)})")
     return workload, record
+
+
+def resolve_import_paths(paths: Sequence[str | pathlib.Path]) -> list[tuple[pathlib.Path, pathlib.Path]]:
+    """(workload file, record file) for each work_dir in `paths`; consecutive files pair up as
+    (workload file, record file), in either order. Raises `WorkDirError` naming the path."""
+    pairs: list[tuple[pathlib.Path, pathlib.Path]] = []
+    pending: pathlib.Path | None = None
+    for raw in paths:
+        path = pathlib.Path(raw)
+        if path.is_file() or (pending is not None and not path.is_dir()):
+            if pending is None:
+                pending = path
+                continue
+            first, second = pending, path
+            if first.name == RECORD_FILE and second.name == WORKLOAD_FILE:
+                first, second = second, first
+            pairs.append(resolve_paths(first, second))
+            pending = None
+            continue
+        if pending is not None:
+            raise WorkDirError(f"{pending}: a file must be followed by its partner (the workload file, then the record "
+                               f"file), got {path}")
+        pairs.append(resolve_paths(path))
+    if pending is not None:
+        raise WorkDirError(f"{pending}: a file needs its partner: pass a work_dir, or the workload file followed by "
+                           "the record file")
+    if not pairs:
+        raise WorkDirError("nothing to import: give a work_dir or a workload file and a record file")
+    return pairs
+
+
+def nonblank_lines(lines: list[str]) -> list[tuple[int, str]]:
+    """The lines that are not blank, with their 1-based numbers."""
+    return [(number, line) for number, line in enumerate(lines, start=1) if line and not line.isspace()]
+
+
+def file_lines(data: bytes, first_number: int = 1) -> list[tuple[int, str | None]]:
+    """The non-blank lines of a file's bytes with their numbers (counted from `first_number`); a
+    line that is not UTF-8 comes back as None (report it as `NOT_UTF8`: it still is a line).
+    A last line without a newline is a line too."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    else:
+        lines = text.split("\n")
+        return [(number + first_number - 1, line) for number, line in nonblank_lines(lines)]
+    out: list[tuple[int, str | None]] = []
+    for number, raw in enumerate(data.split(b"\n"), start=first_number):
+        if not raw.strip():
+            continue
+        try:
+            out.append((number, raw.decode("utf-8")))
+        except UnicodeDecodeError:
+            out.append((number, None))
+    return out
+
+
+# ---------------------------------------------------------------- writing
+
+
+def check_output_dir(out: pathlib.Path) -> None:
+    """Refuse an OUTDIR that is not a work_dir to replace (`ExportError`, nothing written)."""
+    if out.exists() and not out.is_dir():
+        raise ExportError(f"{out} exists and is not a directory; give a new or work_dir path for the export")
+    if out.is_dir():
+        extra = sorted(p.name for p in out.iterdir() if p.name not in (WORKLOAD_FILE, RECORD_FILE))
+        if extra:
+            shown = ", ".join(extra[:5]) + (", ..." if len(extra) > 5 else "")
+            raise ExportError(f"{out} holds other files ({shown}); msdb export only replaces a TVM work_dir; "
+                              "choose another OUTDIR")
+    if not out.parent.is_dir():
+        raise ExportError(f"cannot export to {out}: folder {out.parent} does not exist")
+
+
+def write_workdir(out: pathlib.Path, workload_text: str, record_text: str) -> None:
+    """Write a work_dir's two files atomically: into a fresh directory beside `out`, flushed,
+    then renamed into place (an existing `out` is moved aside first and removed after), so a
+    killed writer leaves the old work_dir or the new one, never a half-written file TVM would
+    abort on. Call `check_output_dir(out)` first."""
+    parent = out.parent
+    staging = pathlib.Path(tempfile.mkdtemp(prefix=f".{out.name}.export-", dir=parent))
+    try:
+        for name, text in ((WORKLOAD_FILE, workload_text), (RECORD_FILE, record_text)):
+            with open(staging / name, "w", encoding="utf-8", newline="\n") as handle:
+                handle.write(text)
+                handle.flush()
+                os.fsync(handle.fileno())
+        os.chmod(staging, 0o755)
+        old: pathlib.Path | None = None
+        if out.exists():
+            old = pathlib.Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=parent))
+            old.rmdir()
+            os.rename(out, old)
+        try:
+            os.rename(staging, out)
+        except BaseException:
+            if old is not None:
+                os.rename(old, out)  # put the previous work_dir back
+            raise
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+    _fsync_dir(parent)
+
+
+def _fsync_dir(path: pathlib.Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms without directory fds
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover
+        pass
+    finally:
+        os.close(fd)

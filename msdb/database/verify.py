@@ -2,7 +2,8 @@
 
 - Integrity: SQLite's own `integrity_check`; every record's workload, target and source exist;
   every record's stored trace parses as TVM trace JSON, its `trace_hash`, `mean_run_secs` and
-  `is_valid` agree with its trace and run_secs (they are derived columns that queries rank by).
+  `is_valid` agree with its trace and run_secs (they are derived columns that queries rank by;
+  recomputed with the rules of `msdb.records.ranking`).
 - Rehash: every decodable workload's IR is read back and hashed in the three modes; the hashes
   must equal the stored ones (a changed hash function or a corrupted blob would silently split a
   workload in two). An imported workload's TVM payload must still decode to the same workload.
@@ -15,15 +16,20 @@ Each problem is one line naming the record or workload; nothing is changed.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from sqlalchemy import func, select
+
+from msdb.database import models as M
+from msdb.database.rows import is_opaque, load_workload_ir, opaque_shash
 from msdb.errors import MsdbError
-from msdb.ops import store
+from msdb.interop.progress import ProgressFn
+from msdb.records.ranking import is_valid, mean_run_secs
+from msdb.records.record import trace_json_hash
 
 if TYPE_CHECKING:
     from msdb.database.sqlite import SQLiteDatabase
@@ -55,20 +61,16 @@ class VerifyReport:
                 f"{n} problem{'s' if n != 1 else ''}; {self.seconds:.2f} s")
 
 
-def verify_database(db: SQLiteDatabase, *, replay: bool = True, progress: store.ProgressFn | None = None) -> VerifyReport:
+def verify_database(db: SQLiteDatabase, *, replay: bool = True, progress: ProgressFn | None = None) -> VerifyReport:
     """Run the checks of the module docstring; see `VerifyReport`."""
-    from sqlalchemy import func, select
-
-    from msdb.database import models as M
-
     start = time.perf_counter()
     report = VerifyReport()
     w, r = M.workload.c, M.tuning_record.c
     with db.engine.connect() as conn:
         if conn.dialect.name == "sqlite":
-            result = [row[0] for row in conn.exec_driver_sql("PRAGMA integrity_check")]
-            if result != ["ok"]:
-                report.problems.extend(f"SQLite integrity check: {line}" for line in result)
+            integrity = [row[0] for row in conn.exec_driver_sql("PRAGMA integrity_check")]
+            if integrity != ["ok"]:
+                report.problems.extend(f"SQLite integrity check: {line}" for line in integrity)
         _dangling(conn, report)
         workloads = conn.execute(select(w.id, w.shash, w.ignore_tensor_hash, w.anchor_hash, w.name, w.script,
                                         w.ir_format, w.ir_blob, w.tvm_payload, w.tvm_shash).order_by(w.id)).all()
@@ -102,10 +104,6 @@ def verify_database(db: SQLiteDatabase, *, replay: bool = True, progress: store.
 
 def _dangling(conn: Any, report: VerifyReport) -> None:
     """Records whose workload, target or source row is missing (foreign keys may be off)."""
-    from sqlalchemy import select
-
-    from msdb.database import models as M
-
     r = M.tuning_record.c
     for column, table, what in ((r.workload_id, M.workload, "workload"), (r.target_id, M.target, "target"),
                                 (r.source_id, M.source, "source")):
@@ -121,7 +119,7 @@ def _rehash(row: Any, report: VerifyReport) -> IRModule | None:
     from msdb.interop.tvm.payload import PayloadError, decode_workload, payload_bytes
 
     where = f"workload {row.shash}" + (f" ({row.name})" if row.name else "")
-    if store.is_opaque(row.ir_format):
+    if is_opaque(row.ir_format):
         if row.tvm_payload is None:
             report.problems.append(f"{where}: opaque workload without a payload")
             return None
@@ -129,11 +127,11 @@ def _rehash(row: Any, report: VerifyReport) -> IRModule | None:
             payload_bytes(row.tvm_payload)
         except PayloadError as exc:
             report.problems.append(f"{where}: opaque payload no longer unframes: {exc}")
-        if row.tvm_shash is None or not row.tvm_shash.isdigit() or store.opaque_shash(row.tvm_shash) != row.shash:
+        if row.tvm_shash is None or not row.tvm_shash.isdigit() or opaque_shash(row.tvm_shash) != row.shash:
             report.problems.append(f"{where}: opaque workload's key does not match its TVM shash {row.tvm_shash}")
         return None
     try:
-        mod = store.load_workload_ir(row.ir_format, row.ir_blob, row.script)
+        mod = load_workload_ir(row.ir_format, row.ir_blob, row.script, label=where)
     except MsdbError as exc:
         report.problems.append(f"{where}: its IR cannot be read: {exc}")
         return None
@@ -159,7 +157,7 @@ def _rehash(row: Any, report: VerifyReport) -> IRModule | None:
 
 
 def _check_record(row: Any, report: VerifyReport) -> None:
-    from msdb.interop.tvm.importer import legacy_kinds, scan_trace
+    from msdb.interop.tvm.trace_check import legacy_kinds, scan_trace
     from msdb.schedule import tvm_json
 
     where = f"record {row.id}"
@@ -172,7 +170,7 @@ def _check_record(row: Any, report: VerifyReport) -> None:
     if problem is not None:
         report.problems.append(f"{where}: {problem}")
         return
-    if hashlib.blake2b(row.trace.encode("utf-8"), digest_size=8).hexdigest() != row.trace_hash:
+    if trace_json_hash(row.trace) != row.trace_hash:
         report.problems.append(f"{where}: trace_hash {row.trace_hash} does not match its trace")
     run_secs = None
     if row.run_secs is not None:
@@ -181,18 +179,18 @@ def _check_record(row: Any, report: VerifyReport) -> None:
         except ValueError:
             report.problems.append(f"{where}: run_secs {row.run_secs[:40]!r} is not JSON")
             return
-    mean = store.mean_of(run_secs)
+    mean = mean_run_secs(run_secs)
     if (mean is None) != (row.mean_run_secs is None) or (
             mean is not None and not math.isclose(mean, row.mean_run_secs, rel_tol=1e-12)):
         report.problems.append(f"{where}: mean_run_secs {row.mean_run_secs} but run_secs {row.run_secs} average {mean}")
-    valid = bool(run_secs) and any(x < 1e10 for x in run_secs) and bool(trace[0]) and trace[0][0][0] != "EnterPostproc"
+    valid = is_valid(run_secs, trace[0])
     if bool(row.is_valid) != valid:
         report.problems.append(f"{where}: is_valid is {bool(row.is_valid)} but TVM's rule says {valid}")
 
 
 def _replay(replays: dict[tuple[int, str], list[int]], traces: dict[tuple[int, str], str],
             modules: dict[int, IRModule | None], labels: dict[int, str], report: VerifyReport,
-            progress: store.ProgressFn | None) -> None:
+            progress: ProgressFn | None) -> None:
     from msdb.schedule import Schedule, Trace
 
     total = len(replays)

@@ -9,11 +9,14 @@ import sys
 
 import pytest
 
-from msdb.interop.tvm import import_reader, importer
-from msdb.interop.tvm.import_writer import ImportWriter
-from msdb.interop.tvm.importer import ImportAborted, import_tvm, normalize_trace_json, read_import
+from msdb.database import tvm_import
+from msdb.database.location import open_database
+from msdb.database.rows import OPAQUE_LEGACY, OPAQUE_UNSUPPORTED
+from msdb.database.tvm_import import ImportAborted, ImportWriter, import_tvm
+from msdb.interop.tvm import grammar, import_reader
+from msdb.interop.tvm.reading import read_import
+from msdb.interop.tvm.trace_check import normalize_trace_json
 from msdb.interop.tvm.workdir import WorkDirError
-from msdb.ops.store import OPAQUE_LEGACY, OPAQUE_UNSUPPORTED, open_database
 from msdb.schedule import Trace
 from msdb.schedule.tvm_json import dumps
 from tests.cli.helpers import (
@@ -349,7 +352,7 @@ def _compact(value: object) -> str:
 ])
 def test_the_quick_path_gives_the_rows_of_the_general_path(monkeypatch: pytest.MonkeyPatch, paths: list) -> None:
     quick = read_import(paths, workers=1)
-    monkeypatch.setattr(import_reader.WorkDirReader, "_quick", lambda self, text, n, workloads: None)
+    monkeypatch.setattr(grammar.LineParser, "_quick", lambda self, text, n, workloads: None)
     general = read_import(paths, workers=1)
     assert [wd.records for wd in quick.workdirs] == [wd.records for wd in general.workdirs]
     assert [wd.normalized for wd in quick.workdirs] == [wd.normalized for wd in general.workdirs]
@@ -358,14 +361,14 @@ def test_the_quick_path_gives_the_rows_of_the_general_path(monkeypatch: pytest.M
 
 def test_most_lines_of_a_tvm_log_take_the_quick_path(monkeypatch: pytest.MonkeyPatch) -> None:
     taken: list[bool] = []
-    quick = import_reader.WorkDirReader._quick
+    quick = grammar.LineParser._quick
 
     def counting(self, text, n, workloads):  # type: ignore[no-untyped-def]
         row = quick(self, text, n, workloads)
         taken.append(row is not None)
         return row
 
-    monkeypatch.setattr(import_reader.WorkDirReader, "_quick", counting)
+    monkeypatch.setattr(grammar.LineParser, "_quick", counting)
     plan = read_import([TEAMS["team_b"]], workers=1)
     assert len(plan.workdirs[0].records) == 128
     assert sum(taken) >= 120  # the first line of each target and sketch goes the general way
@@ -411,8 +414,8 @@ def test_a_trace_without_postproc_and_a_legacy_line_among_new_ones(tmp_path: pat
 
 
 def test_a_record_committed_through_the_api_and_the_same_record_imported_are_one(db_path: pathlib.Path) -> None:
+    from msdb.interop.tvm.grammar import record_from_line
     from msdb.interop.tvm.payload import decode_workload
-    from msdb.records import TuningRecord
     from msdb.schedule import tvm_json
 
     team = TEAMS["team_a"]
@@ -422,7 +425,7 @@ def test_a_record_committed_through_the_api_and_the_same_record_imported_are_one
     db = open_database(db_path, create=True)
     try:
         workload = db.commit_workload(decode_workload(payload))
-        db.commit_tuning_record(TuningRecord.from_json(body, workload))
+        db.commit_tuning_record(record_from_line(line, [None] * index + [workload]))
     finally:
         db.close()
     (stored_hash,) = query(db_path, "SELECT trace_hash FROM tuning_record")[0]
@@ -445,7 +448,7 @@ def test_a_streaming_import_equals_the_two_phase_import(tmp_path: pathlib.Path, 
     streamed = _import(tmp_path / "streamed.sqlite", *paths, workers=workers, user="u", host="h")
     db = open_database(tmp_path / "phased.sqlite", create=True)
     try:
-        phased = importer.import_plan(db, read_import(paths, workers=1), user="u", host="h")
+        phased = tvm_import.import_plan(db, read_import(paths, workers=1), user="u", host="h")
     finally:
         db.close()
     line = lambda s: s.line().rsplit(";", 1)[0]  # noqa: E731 - all but the seconds

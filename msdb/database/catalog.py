@@ -12,19 +12,22 @@ schedule code (`def apply_trace(sch)`, as TVM prints a trace).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from sqlalchemy import ColumnElement, case, distinct, func, or_, select, true
+
+from msdb.database import models as M
 from msdb.database.errors import DatabaseError
-from msdb.ops.store import NULL_TARGET, is_opaque
+from msdb.database.location import where
+from msdb.database.rows import is_opaque
+from msdb.records import Target
 
 if TYPE_CHECKING:
     from msdb.database.sqlite import SQLiteDatabase
-    from msdb.records import Target
 
 __all__ = ["CatalogRow", "WorkloadNotFound", "AmbiguousHash", "WorkloadDetails", "BestRecord", "list_workloads",
-           "show_workload", "target_label", "format_table"]
+           "show_workload", "resolve_hash", "target_label", "format_table", "format_details"]
 
 
 class WorkloadNotFound(DatabaseError):
@@ -75,26 +78,11 @@ class CatalogRow:
                 "best_us": self.best_us, "gflops": self.gflops, "sources": self.sources, "opaque": self.opaque}
 
 
-def _matching(query: Target | None, config: str) -> bool:
-    if query is None:
-        return True
-    if config == NULL_TARGET:
-        return False
-    from msdb.records import Target
-
-    return query.matches(Target(json.loads(config)))
-
-
 def list_workloads(db: SQLiteDatabase, *, target: Target | str | dict[str, Any] | None = None) -> list[CatalogRow]:
     """One `CatalogRow` per workload and target, in commit order of workloads and targets; with
     `target`, only targets matching it (msdb's policy) and only workloads that have such records."""
-    from sqlalchemy import case, distinct, func, select, true
-
-    from msdb.database import models as M
-    from msdb.records import Target as TargetCls
-
-    query = TargetCls.coerce(target)
-    r, w, t = M.tuning_record.c, M.workload.c, M.target.c
+    query = Target.coerce(target)
+    r, w = M.tuning_record.c, M.workload.c
     stats = (select(r.workload_id, r.target_id, func.count().label("n"),
                     func.sum(case((r.is_valid == true(), 1), else_=0)).label("valid"),
                     func.min(case((r.is_valid == true(), r.mean_run_secs), else_=None)).label("best"),
@@ -102,20 +90,21 @@ def list_workloads(db: SQLiteDatabase, *, target: Target | str | dict[str, Any] 
              .group_by(r.workload_id, r.target_id).order_by(r.workload_id, r.target_id))
     with db.engine.connect() as conn:
         workloads = {row.id: row for row in conn.execute(select(w.id, w.shash, w.name, w.flops, w.ir_format).order_by(w.id))}
-        targets = {row.id: row.config for row in conn.execute(select(t.id, t.config))}
+        wanted = set(db.matching_target_ids(conn, query))
+        targets = {tid: db.target_of(conn, tid) for tid in wanted}
         groups: dict[int, list[Any]] = {}
         for row in conn.execute(stats):
             groups.setdefault(row.workload_id, []).append(row)
     out: list[CatalogRow] = []
     for workload_id, wl in workloads.items():
-        rows = [g for g in groups.get(workload_id, []) if _matching(query, targets[g.target_id])]
+        rows = [g for g in groups.get(workload_id, []) if g.target_id in wanted]
         if not rows:
             if query is None:
                 out.append(CatalogRow(wl.shash, wl.name, wl.flops, None, 0, 0, None, 0, is_opaque(wl.ir_format)))
             continue
         for g in rows:
             config = targets[g.target_id]
-            out.append(CatalogRow(wl.shash, wl.name, wl.flops, None if config == NULL_TARGET else json.loads(config),
+            out.append(CatalogRow(wl.shash, wl.name, wl.flops, None if config is None else config.config,
                                   int(g.n), int(g.valid or 0), None if g.best is None else float(g.best),
                                   int(g.sources), is_opaque(wl.ir_format)))
     return out
@@ -184,15 +173,11 @@ class WorkloadDetails:
 def resolve_hash(db: SQLiteDatabase, text: str) -> int:
     """The workload row id for a hash: a unique prefix of msdb's 16-hex structural hash, or
     TVM's decimal shash."""
-    from sqlalchemy import or_, select
-
-    from msdb.database import models as M
-
     w = M.workload.c
     key = text.strip().lower()
     if not key:
         raise WorkloadNotFound("empty workload hash; give a prefix of a hash from `msdb ls`")
-    conditions = []
+    conditions: list[ColumnElement[bool]] = []
     if all(c in "0123456789abcdef" for c in key) and len(key) <= 16:
         conditions.append(w.shash.like(key.replace("%", "") + "%"))
     if key.isdigit():
@@ -202,7 +187,7 @@ def resolve_hash(db: SQLiteDatabase, text: str) -> int:
     with db.engine.connect() as conn:
         rows = conn.execute(select(w.id, w.shash).where(or_(*conditions)).order_by(w.id)).all()
     if not rows:
-        raise WorkloadNotFound(f"no workload with hash {text!r} in {db.path or db.url}; `msdb ls` lists them")
+        raise WorkloadNotFound(f"no workload with hash {text!r} in {where(db)}; `msdb ls` lists them")
     if len({row.shash for row in rows}) > 1:
         shown = ", ".join(row.shash for row in rows[:5])
         raise AmbiguousHash(f"hash prefix {text!r} matches {len(rows)} workloads ({shown}); give more digits")
@@ -211,14 +196,9 @@ def resolve_hash(db: SQLiteDatabase, text: str) -> int:
 
 def show_workload(db: SQLiteDatabase, text: str, *, target: Target | str | dict[str, Any] | None = None) -> WorkloadDetails:
     """The workload `text` names (see `resolve_hash`) with its best record per target."""
-    from sqlalchemy import func, select, true
-
-    from msdb.database import models as M
-    from msdb.records import Target as TargetCls
-
-    query = TargetCls.coerce(target)
+    query = Target.coerce(target)
     workload_id = resolve_hash(db, text)
-    w, r, t, s = M.workload.c, M.tuning_record.c, M.target.c, M.source.c
+    w, r, s = M.workload.c, M.tuning_record.c, M.source.c
     with db.engine.connect() as conn:
         wl = conn.execute(select(w.shash, w.name, w.flops, w.script, w.ir_format, w.tvm_shash)
                           .where(w.id == workload_id)).one()
@@ -228,9 +208,9 @@ def show_workload(db: SQLiteDatabase, text: str, *, target: Target | str | dict[
         target_ids = [row[0] for row in conn.execute(select(r.target_id).where(r.workload_id == workload_id,
                                                                                r.is_valid == true())
                                                      .distinct().order_by(r.target_id))]
+        wanted = set(db.matching_target_ids(conn, query))
         for target_id in target_ids:
-            config = conn.execute(select(t.config).where(t.id == target_id)).scalar_one()
-            if not _matching(query, config):
+            if target_id not in wanted:
                 continue
             best = conn.execute(select(r.id, r.mean_run_secs, r.trace, r.source_id)
                                 .where(r.workload_id == workload_id, r.target_id == target_id, r.is_valid == true())
@@ -240,7 +220,8 @@ def show_workload(db: SQLiteDatabase, text: str, *, target: Target | str | dict[
                 src = conn.execute(select(s.kind, s.location, s.username, s.host).where(s.id == best.source_id)).one()
                 who = "@".join(x for x in (src.username, src.host) if x)
                 source = f"{src.kind} {src.location or ''}{f' by {who}' if who else ''}".strip()
-            details.best.append(BestRecord(int(best.id), None if config == NULL_TARGET else json.loads(config),
+            stored = db.target_of(conn, target_id)
+            details.best.append(BestRecord(int(best.id), None if stored is None else stored.config,
                                            float(best.mean_run_secs), wl.flops, best.trace, source))
     return details
 

@@ -1,5 +1,8 @@
 """`build(mod) -> Kernel`: compile a (scheduled) module for this CPU and call it on numpy arrays.
 
+`msdb.tuner.build` is this module's `build` function (the module is named `kernel` so that the
+package attribute names the function, whatever was imported before).
+
     kernel = build(sch.mod)
     kernel(a, b, c)                                  # TVM's convention: outputs written in place
     kernel.time_evaluator(number=3, repeat=1, min_repeat_ms=100)(a, b, c).results
@@ -12,8 +15,6 @@ from __future__ import annotations
 
 import ctypes
 import logging
-import sys
-import types
 from typing import Any, Callable, Sequence
 
 from msdb.ir.function import IRModule, PrimFunc
@@ -118,15 +119,3 @@ def load_kernel(object_code: bytes, meta: dict[str, Any]) -> Kernel:
     compiled = CompiledModule(meta["name"], meta["entry"], meta["packed"], meta["timed"], args,
                               object_code, dict(meta["target"]))
     return Kernel(compiled)
-
-
-class _CallableModule(types.ModuleType):
-    """`msdb.tuner.build` names both this module and its `build` function; once the module is
-    imported Python binds the package attribute to the module, so the module itself forwards
-    calls to the function and `msdb.tuner.build(mod)` works either way."""
-
-    def __call__(self, mod: IRModule | PrimFunc, target: Any = None, **kwargs: Any) -> Kernel:
-        return build(mod, target, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

@@ -12,18 +12,26 @@ transaction on DEST per SRC:
   records importing both logs would give;
 - provenance is preserved: each copied record keeps its original `source` row (copied once,
   matched on every column), and records that had none get one `merge` source naming SRC;
-- models and tasks are copied by name.
+- models and tasks are copied by name (`msdb.database.rows.ensure_task`; a task DEST already has
+  keeps its weight).
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
+from sqlalchemy import func, select
+
+from msdb.database import models as M
 from msdb.database.errors import DatabaseError
+from msdb.database.location import where
+from msdb.database.rows import (
+    default_host, default_user, ensure_task, find_workload_id, insert_row, insert_source, is_opaque, record_keys_of,
+)
 from msdb.database.sqlite import insert_record_rows
-from msdb.ops import store
+from msdb.interop.progress import ProgressFn
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
@@ -58,21 +66,13 @@ class MergeSummary:
                 f"{self.seconds:.2f} s")
 
 
-def _where(db: SQLiteDatabase) -> str:
-    return str(db.path) if db.path is not None else store.redact(db.url)
-
-
 def merge_databases(dest: SQLiteDatabase, src: SQLiteDatabase, *, user: str | None = None, host: str | None = None,
-                    progress: store.ProgressFn | None = None) -> MergeSummary:
+                    progress: ProgressFn | None = None) -> MergeSummary:
     """Copy what `src` has and `dest` lacks into `dest`, in one transaction (module docstring)."""
-    from sqlalchemy import func, select
-
-    from msdb.database import models as M
-
     start = time.perf_counter()
     if (dest.path is not None and dest.path == src.path) or (dest.path is None and dest.url == src.url):
-        raise DatabaseError(f"cannot merge {_where(src)} into itself")
-    summary = MergeSummary(_where(src))
+        raise DatabaseError(f"cannot merge {where(src)} into itself")
+    summary = MergeSummary(where(src))
     w, r = M.workload.c, M.tuning_record.c
     with src.engine.connect() as read:
         src_workloads = read.execute(select(w.id, *[w[name] for name in _WORKLOAD_FIELDS]).order_by(w.id)).all()
@@ -84,9 +84,8 @@ def merge_databases(dest: SQLiteDatabase, src: SQLiteDatabase, *, user: str | No
         total = int(read.execute(select(func.count()).select_from(M.tuning_record)).scalar() or 0)
         with dest.write_transaction(records=total) as conn:
             workload_map, known = _merge_workloads(conn, src_workloads, summary)
-            targets = store.TargetRows(conn)
-            target_map = {tid: targets.id_for_config(config) for tid, config in src_targets.items()}
-            sources = _SourceMap(conn, src_sources, summary, location=_where(src), user=user, host=host)
+            target_map = {tid: dest.target_row_id_for_config(conn, config) for tid, config in src_targets.items()}
+            sources = _SourceMap(conn, src_sources, summary, location=where(src), user=user, host=host)
             keys: set[tuple[Any, ...]] = set()
             loaded: set[int] = set()
             done = 0
@@ -98,7 +97,7 @@ def merge_databases(dest: SQLiteDatabase, src: SQLiteDatabase, *, user: str | No
                 for row in batch:
                     workload_id = workload_map[row.workload_id]
                     if workload_id in known and workload_id not in loaded:
-                        keys |= store.record_keys_of(conn, workload_id)
+                        keys |= record_keys_of(conn, workload_id)
                         loaded.add(workload_id)
                     target_id = target_map[row.target_id]
                     key = (workload_id, target_id, row.trace_hash, row.run_secs)
@@ -116,36 +115,32 @@ def merge_databases(dest: SQLiteDatabase, src: SQLiteDatabase, *, user: str | No
                 if progress is not None:
                     progress("merging", done, total)
             for task in src_tasks:
-                store.ensure_task(conn, task.model, workload_map[task.workload_id], task.name, task.weight)
+                ensure_task(conn, task.model, workload_map[task.workload_id], task.name, task.weight, keep_weight=True)
     summary.seconds = time.perf_counter() - start
     return summary
 
 
-def _merge_workloads(conn: Connection, rows: list[Any], summary: MergeSummary) -> tuple[dict[int, int], set[int]]:
+def _merge_workloads(conn: Connection, rows: Sequence[Any], summary: MergeSummary) -> tuple[dict[int, int], set[int]]:
     """src workload id -> dest workload id (copying new ones), and the dest ids that existed."""
-    from sqlalchemy import insert, select
-
-    from msdb.database import models as M
-
-    w = M.workload.c
     mapping: dict[int, int] = {}
     known: set[int] = set()
     for row in rows:
-        opaque = store.is_opaque(row.ir_format)
-        match = None
-        for candidate in conn.execute(select(w.id, w.ir_format).where(w.shash == row.shash).order_by(w.id)):
-            if store.is_opaque(candidate.ir_format) == opaque:
-                match = int(candidate.id)
-                break
+        # both databases hashed with msdb's stable hash and confirmed equality when they stored
+        # the rows: a structural hash match is the same workload here, without decoding the IR
+        match = find_workload_id(conn, row.shash, None if is_opaque(row.ir_format) else _same_hash)
         if match is None:
             values = {name: getattr(row, name) for name in _WORKLOAD_FIELDS}
-            match = int(conn.execute(insert(M.workload).values(**values)).inserted_primary_key[0])
+            match = insert_row(conn, M.workload, values)
             summary.workloads_new += 1
         else:
             known.add(match)
             summary.workloads_known += 1
         mapping[row.id] = match
     return mapping, known
+
+
+def _same_hash(_workload_id: int) -> bool:
+    return True
 
 
 class _SourceMap:
@@ -167,20 +162,16 @@ class _SourceMap:
         if known is not None:
             return known
         if source_id is None or source_id not in self.rows:
-            dest_id = store.insert_source(
-                self.conn, kind="merge", location=self.location, sha256=None,
-                username=self.user if self.user is not None else store.default_user(),
-                host=self.host if self.host is not None else store.default_host(), tvm_version=None)
+            dest_id = insert_source(
+                self.conn, kind="merge", location=self.location,
+                username=self.user if self.user is not None else default_user(),
+                host=self.host if self.host is not None else default_host())
         else:
             dest_id = self._find_or_copy(self.rows[source_id])
         self.ids[source_id] = dest_id
         return dest_id
 
     def _find_or_copy(self, row: Any) -> int:
-        from sqlalchemy import select
-
-        from msdb.database import models as M
-
         s = M.source.c
         conditions = [(s[f].is_(None) if getattr(row, f) is None else s[f] == getattr(row, f)) for f in _SOURCE_FIELDS]
         found = self.conn.execute(select(s.id).where(*conditions).order_by(s.id)).scalar()
@@ -188,4 +179,4 @@ class _SourceMap:
             return int(found)
         self.summary.sources_copied += 1
         values = {f: getattr(row, f) for f in _SOURCE_FIELDS}
-        return store.insert_source(self.conn, **values)
+        return insert_source(self.conn, **values)

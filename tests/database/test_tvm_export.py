@@ -9,11 +9,11 @@ import pathlib
 import pytest
 
 from msdb.hashing import structural_equal, structural_hash
-from msdb.interop.tvm.exporter import ExportError, export_workdir
-from msdb.interop.tvm.importer import import_tvm
+from msdb.database.location import open_database
+from msdb.database.tvm_export import ExportError, export_workdir
+from msdb.database.tvm_import import import_tvm
 from msdb.interop.tvm.payload import decode_workload
 from msdb.ir import zoo
-from msdb.ops.store import open_database
 from msdb.records import TuningRecord
 from msdb.schedule import Schedule
 from tests.cli.helpers import (

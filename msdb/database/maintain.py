@@ -17,8 +17,13 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from msdb.database.errors import DatabaseError
-from msdb.ops import store
+from sqlalchemy import create_engine, delete, func, select, true
+from sqlalchemy import exc as sa_exc
+
+from msdb.database import models as M
+from msdb.database.errors import DatabaseError, DatabaseOpenError
+from msdb.database.location import database_file, open_database, where
+from msdb.database.migrate import current_revision, schema_state
 
 if TYPE_CHECKING:
     from msdb.database.sqlite import SQLiteDatabase
@@ -38,10 +43,6 @@ class PruneSummary:
 
 def prune(db: SQLiteDatabase, *, top_k: int) -> PruneSummary:
     """Keep the best `top_k` valid records per workload and target; delete the rest."""
-    from sqlalchemy import delete, func, select, true
-
-    from msdb.database import models as M
-
     if top_k < 1:
         raise DatabaseError(f"--top-k must be at least 1 (got {top_k}); prune never deletes every record")
     start = time.perf_counter()
@@ -73,18 +74,11 @@ class MigrateResult:
 
 def migrate(location: str | os.PathLike[str]) -> MigrateResult:
     """Upgrade the database at `location` (path or URL, which must exist) to the newest schema."""
-    from sqlalchemy import create_engine
-    from sqlalchemy import exc as sa_exc
-
-    from msdb.database.migrate import current_revision, schema_state
-
     text = os.fspath(location)
     before: str | None = None
     empty = False
-    path = store.file_of(text)
+    path = database_file(text)
     if path is not None and not path.exists():
-        from msdb.database.errors import DatabaseOpenError
-
         raise DatabaseOpenError(f"{path}: no such database file")
     url = f"sqlite:///{path.resolve()}" if path is not None and "://" not in text else text
     try:
@@ -97,11 +91,10 @@ def migrate(location: str | os.PathLike[str]) -> MigrateResult:
             engine.dispose()
     except (sa_exc.SQLAlchemyError, ImportError):
         pass  # opening below reports what is wrong with it, naming the location
-    db = store.open_database(text)
+    db = open_database(text)
     try:
         with db.engine.connect() as conn:
             after = current_revision(conn)
     finally:
         db.close()
-    shown = str(db.path) if db.path is not None else store.redact(db.url)
-    return MigrateResult(shown, before, after, created=empty)
+    return MigrateResult(where(db), before, after, created=empty)

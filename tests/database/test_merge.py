@@ -8,10 +8,10 @@ import pathlib
 import pytest
 
 from msdb.database.errors import DatabaseError
-from msdb.interop.tvm.importer import import_tvm
+from msdb.database.location import open_database
+from msdb.database.merge import merge_databases
+from msdb.database.tvm_import import import_tvm
 from msdb.ir import zoo
-from msdb.ops.merge import merge_databases
-from msdb.ops.store import open_database
 from msdb.records import TuningRecord
 from msdb.schedule import Schedule
 from tests.cli.helpers import TEAMS, query, record_keys, row_counts, snapshot

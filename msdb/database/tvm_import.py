@@ -1,0 +1,320 @@
+"""`msdb import`: TVM MetaSchedule work_dirs (any generation) into an msdb SQL database.
+
+`import_logs(location, paths)` is the command: it decides how to run the import and opens the
+database. `import_tvm(db, paths)` imports into an opened database. Its two halves:
+
+1. Reading (`msdb.interop.tvm`: `WorkDirReader` through the one TVM line grammar): workload
+   payloads decoded into msdb IR and hashed, record lines parsed and checked, traces
+   normalized to TVM 0.27's form, problems collected as `path:line: reason`.
+2. Writing (`ImportWriter`), in ONE transaction: workloads (deduplicated by structural hash
+   confirmed by structural equality; imported ones keep TVM's payload and shash; opaque ones
+   are keyed by TVM's shash), targets, one `source` row per work_dir that adds records (files'
+   sha256, user, host, TVM version, time), and the records, deduplicated by (workload, target,
+   trace, run_secs) against the database and within the import, so re-importing a file adds
+   nothing. `model=` notes the model's tasks (`msdb.database.rows.ensure_task`).
+
+By default the two run as one stream: rows are written inside the open transaction while
+forked worker processes parse the next stretches of the log, and bad lines that are not to be
+skipped raise `ImportAborted` at the end, which rolls the transaction back, so a bad line
+anywhere still writes nothing (docs/architecture.md, "One record's way"). With `verify=True`
+(and through `read_import` + `import_plan`) the whole import is read first, then replayed, then
+written.
+
+Payloads msdb cannot decode (TVM's <= 0.21 graph format, or a node type msdb's IR lacks) stop
+the import with an error naming the format or node type, unless `opaque=True`: then the workload
+is stored as an opaque payload keyed by TVM's shash (`msdb.database.rows`), with its records, and
+never replayed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+from sqlalchemy import select, update
+
+from msdb.database import models as M
+from msdb.database.location import database_file, is_behind, open_database, remove_database_file
+from msdb.database.rows import (
+    default_host, default_user, ensure_task, find_workload_id, insert_row, insert_source, keep_tvm_payload, opaque_shash,
+    opaque_workload_row, record_keys_of, stored_ir, workload_row,
+)
+from msdb.errors import MsdbError
+from msdb.interop.progress import ProgressFn
+from msdb.interop.tvm.import_data import ImportAborted, ImportPlan, ImportSummary, ParsedWorkDir, RecordRow
+from msdb.interop.tvm.import_reader import WorkDirReader
+from msdb.interop.tvm.reading import expected_records, in_file_order, read_import, replay_plan
+from msdb.interop.tvm.workdir import resolve_import_paths
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
+
+    from msdb.database.sqlite import SQLiteDatabase
+    from msdb.interop.tvm.grammar import ParsedWorkload
+    from msdb.records import Target
+
+__all__ = ["ImportAborted", "ImportSummary", "ImportWriter", "commit_import", "import_plan", "import_tvm",
+           "import_logs"]
+
+logger = logging.getLogger(__name__)
+
+#: Records per INSERT call of a two-phase import (a progress step).
+_WRITE_CHUNK = 20000
+
+
+class ImportWriter:
+    """Writes parsed work_dirs into `conn`, an open write transaction of `db`, counting into
+    `summary`: first a work_dir's workloads (`workloads`), then its record rows in batches
+    (`records`), then its end (`done`). A `msdb.interop.tvm.import_data.RecordSink`.
+
+    `targets` maps a record row's target key to its parsed target; it may still grow while
+    records arrive (a streaming import parses targets as it meets them)."""
+
+    def __init__(self, db: SQLiteDatabase, conn: Connection, targets: dict[str, Target | None],
+                 summary: ImportSummary, *, user: str | None, host: str | None, model: str | None,
+                 progress: ProgressFn | None = None, total: int = 0) -> None:
+        self.db = db
+        self.conn = conn
+        self.targets = targets
+        self.summary = summary
+        self.user = user if user is not None else default_user()
+        self.host = host if host is not None else default_host()
+        self.model = model
+        self.progress, self.total, self.written = progress, total, 0
+        self.target_ids: dict[str, int] = {}
+        self.by_key: dict[tuple[str, bool], int] = {}  # (shash, opaque) -> row id, this import
+        self.keys: set[tuple[int, int, str, str | None]] = set()
+        self.keys_loaded: set[int] = set()
+        self.row_ids: dict[int, list[int | None]] = {}  # id(work_dir) -> workload row ids by line
+        self.sources: dict[int, int] = {}  # id(work_dir) -> its source row
+
+    def workloads(self, wd: ParsedWorkDir) -> None:
+        """Insert (or find) the work_dir's workloads; before any of its records."""
+        row_ids: list[int | None] = []
+        for workload in wd.workloads:
+            if workload is None:
+                row_ids.append(None)
+                continue
+            workload_id, is_new, name = self._workload_id(workload)
+            row_ids.append(workload_id)
+            if is_new:
+                self.summary.workloads_new += 1
+                self.keys_loaded.add(workload_id)  # a new workload has no stored records
+                if workload.is_opaque:
+                    self.summary.opaque.append(f"{wd.workload_path}:{workload.line}: imported as an opaque payload "
+                                               f"(TVM shash {workload.tvm_shash}): {workload.opaque_reason}")
+            else:
+                self.summary.workloads_known += 1
+            if self.model is not None:
+                ensure_task(self.conn, self.model, workload_id, name or f"workload{workload_id}", keep_weight=True)
+        self.row_ids[id(wd)] = row_ids
+
+    def _workload_id(self, workload: ParsedWorkload) -> tuple[int, bool, str | None]:
+        """(row id, inserted now, name) of a parsed workload, inserting it when new."""
+        conn = self.conn
+        if workload.is_opaque:
+            shash = opaque_shash(workload.tvm_shash)
+        else:
+            assert workload.hashes is not None
+            shash = workload.hashes["structural"]
+        key = (shash, workload.is_opaque)
+        known = self.by_key.get(key)
+        if known is None:
+            known = find_workload_id(conn, shash, None if workload.is_opaque else lambda wid: self._same(wid, workload))
+        if known is not None:
+            self.by_key[key] = known
+            keep_tvm_payload(conn, known, workload.payload, workload.tvm_shash)
+            return known, False, conn.execute(select(M.workload.c.name).where(M.workload.c.id == known)).scalar()
+        if workload.is_opaque:
+            assert workload.opaque_kind is not None
+            row = opaque_workload_row(tvm_shash=workload.tvm_shash, payload=workload.payload,
+                                      payload_kind=workload.opaque_kind, reason=workload.opaque_reason or "")
+        else:
+            from msdb.database.naming import workload_name
+
+            assert workload.mod is not None and workload.hashes is not None
+            row = workload_row(workload.mod, hashes=workload.hashes, name=workload_name(workload.mod, shash),
+                               tvm_payload=workload.payload, tvm_shash=workload.tvm_shash)
+        workload_id = insert_row(conn, M.workload, row)
+        self.by_key[key] = workload_id
+        return workload_id, True, row["name"]
+
+    def _same(self, workload_id: int, workload: ParsedWorkload) -> bool:
+        """Whether stored workload `workload_id` is structurally equal to the decoded one; a row
+        whose IR cannot be read back is taken as equal (its hash matched)."""
+        from msdb.hashing import structural_equal
+
+        try:
+            stored = stored_ir(self.conn, workload_id)
+        except MsdbError as exc:
+            logger.warning("workload %d cannot be read back (%s); taking the hash match as equality", workload_id, exc)
+            return True
+        assert workload.mod is not None
+        return structural_equal(stored, workload.mod)
+
+    def records(self, wd: ParsedWorkDir, rows: Sequence[RecordRow]) -> None:
+        """Insert the rows that are neither in the database nor earlier in this import."""
+        from msdb.database.sqlite import insert_record_rows
+
+        row_ids = self.row_ids[id(wd)]
+        keys, summary = self.keys, self.summary
+        new: list[tuple[Any, ...]] = []
+        source_id = self.sources.get(id(wd))
+        for _number, index, target_key, trace_text, trace_hash, run_text, mean, valid, args_text in rows:
+            workload_id = row_ids[index]
+            assert workload_id is not None
+            if workload_id not in self.keys_loaded:
+                keys |= record_keys_of(self.conn, workload_id)
+                self.keys_loaded.add(workload_id)
+            target_id = self.target_ids.get(target_key)
+            if target_id is None:
+                target_id = self.target_ids[target_key] = self.db.target_row_id(self.conn, self.targets[target_key])
+            key = (workload_id, target_id, trace_hash, run_text)
+            if key in keys:
+                summary.records_duplicate += 1
+                continue
+            keys.add(key)
+            if source_id is None:
+                source_id = self.sources[id(wd)] = insert_source(
+                    self.conn, kind="import", location=wd.location, sha256=wd.record_sha256 or None,
+                    workload_sha256=wd.workload_sha256, username=self.user, host=self.host,
+                    tvm_version=wd.tvm_version)
+                summary.sources.append(source_id)
+            new.append((workload_id, target_id, source_id, trace_text, trace_hash, run_text, mean, valid, args_text))
+            if not valid:
+                summary.records_invalid += 1
+        insert_record_rows(self.conn, new)
+        summary.records_new += len(new)
+        self.written += len(rows)
+        if self.progress is not None:
+            self.progress("writing", min(self.written, self.total), self.total)
+
+    def done(self, wd: ParsedWorkDir) -> None:
+        """The work_dir is complete: its source row gets the record file's sha256 (known only
+        once the whole file was hashed, after the records a streaming import wrote)."""
+        del self.row_ids[id(wd)]  # ids are keys only while their work_dir lives
+        source_id = self.sources.pop(id(wd), None)
+        if source_id is not None and wd.record_sha256:
+            self.conn.execute(update(M.source).where(M.source.c.id == source_id).values(sha256=wd.record_sha256))
+
+
+def commit_import(db: SQLiteDatabase, plan: ImportPlan, *, user: str | None = None, host: str | None = None,
+                  model: str | None = None, summary: ImportSummary | None = None,
+                  progress: ProgressFn | None = None) -> ImportSummary:
+    """Phase 2 of a two-phase import: write the plan's good lines in one transaction."""
+    summary = summary if summary is not None else ImportSummary()
+    total = plan.n_records
+    with db.write_transaction(records=total) as conn:
+        writer = ImportWriter(db, conn, plan.targets, summary, user=user, host=host, model=model, progress=progress,
+                              total=total)
+        for wd in plan.workdirs:
+            writer.workloads(wd)
+            for start in range(0, len(wd.records), _WRITE_CHUNK):
+                writer.records(wd, wd.records[start:start + _WRITE_CHUNK])
+            writer.done(wd)
+    return summary
+
+
+def import_plan(db: SQLiteDatabase, plan: ImportPlan, *, skip_bad: bool = False, user: str | None = None,
+                host: str | None = None, model: str | None = None, verify: bool = False,
+                progress: ProgressFn | None = None) -> ImportSummary:
+    """Phase 2 with its checks: refuse bad lines unless `skip_bad`, replay when `verify`, then
+    `commit_import`. Raises `ImportAborted` before touching `db`."""
+    start = time.perf_counter()
+    plan.check(skip_bad)
+    summary = ImportSummary(bad_lines=list(plan.bad_lines))
+    if verify:
+        summary.replayed, summary.replay_failures = replay_plan(plan, progress)
+    commit_import(db, plan, user=user, host=host, model=model, summary=summary, progress=progress)
+    summary.seconds = time.perf_counter() - start
+    logger.info("import: %s", summary.line())
+    return summary
+
+
+def import_tvm(db: SQLiteDatabase, paths: Sequence[str | Path], *, skip_bad: bool = False, opaque: bool = False,
+               user: str | None = None, host: str | None = None, model: str | None = None, verify: bool = False,
+               progress: ProgressFn | None = None, workers: int | None = None) -> ImportSummary:
+    """Import TVM work_dirs (or file pairs) into `db` in one transaction; see the module
+    docstring. Raises `ImportAborted` (nothing written: the transaction is rolled back) when a
+    line is bad and `skip_bad` is False, `WorkDirError` for a path that is not a work_dir.
+
+    Without `verify`, rows are written while the lines are still being parsed (in worker
+    processes for a big log: `workers`, as in `read_import`), so that SQLite's share of the
+    work overlaps the parsing; with `verify`, every trace is replayed before anything is
+    written (`read_import`, then `import_plan`)."""
+    start = time.perf_counter()
+    if verify:
+        plan = read_import(paths, opaque=opaque, progress=progress, workers=workers)
+        summary = import_plan(db, plan, skip_bad=skip_bad, user=user, host=host, model=model, verify=True,
+                              progress=progress)
+    else:
+        summary = _import_streaming(db, paths, skip_bad=skip_bad, opaque=opaque, user=user, host=host, model=model,
+                                    progress=progress, workers=workers)
+    summary.seconds = time.perf_counter() - start
+    logger.info("import: %s", summary.line())
+    return summary
+
+
+def _import_streaming(db: SQLiteDatabase, paths: Sequence[str | Path], *, skip_bad: bool, opaque: bool,
+                      user: str | None, host: str | None, model: str | None, progress: ProgressFn | None,
+                      workers: int | None) -> ImportSummary:
+    """Read and write in one pass, inside one write transaction; bad lines that are not to be
+    skipped raise `ImportAborted` at the end, which rolls everything back."""
+    resolved = resolve_import_paths(paths)
+    total = expected_records(resolved)
+    reader = WorkDirReader(opaque=opaque, progress=progress, total=total, workers=workers)
+    reader.phase = "importing"  # one pass: reading and writing
+    summary = ImportSummary()
+    with db.write_transaction(records=total) as conn:
+        writer = ImportWriter(db, conn, reader.targets, summary, user=user, host=host, model=model)
+        for workload, record in resolved:
+            reader.read(workload, record, sink=writer)
+        if progress is not None:
+            progress(reader.phase, reader.total, reader.total)
+        bad = in_file_order(reader.bad, resolved)
+        if bad and not skip_bad:
+            raise ImportAborted(bad)
+        summary.bad_lines = bad
+    return summary
+
+
+def import_logs(location: str, paths: Sequence[str | Path], *, skip_bad: bool = False, opaque: bool = False,
+                user: str | None = None, host: str | None = None, model: str | None = None, verify: bool = False,
+                progress: ProgressFn | None = None) -> ImportSummary:
+    """`msdb import LOCATION PATH...`: import TVM work_dirs into the database at `location` (a
+    path or URL; a missing file is created).
+
+    The policy of the command, in one place:
+    - a missing or incomplete work_dir is refused before the database is opened;
+    - with `verify`, or when the database has an older schema (which opening migrates), every
+      line is read (and replayed) before the database is opened, so a refused import does not
+      even migrate it; otherwise rows are written while the lines are read (`import_tvm`);
+    - a refused import into a file it created removes that file (and SQLite's `-wal`/`-shm`
+      beside it): nothing is left behind.
+    `seconds` of the summary covers all of it."""
+    start = time.perf_counter()
+    resolve_import_paths(paths)
+    file = database_file(location)
+    created = file is not None and not file.exists()
+    plan = None
+    if verify or is_behind(location):
+        plan = read_import(paths, opaque=opaque, progress=progress)
+        plan.check(skip_bad)
+    db = open_database(location, create=True)
+    try:
+        if plan is not None:
+            summary = import_plan(db, plan, skip_bad=skip_bad, user=user, host=host, model=model, verify=verify,
+                                  progress=progress)
+        else:
+            summary = import_tvm(db, paths, skip_bad=skip_bad, opaque=opaque, user=user, host=host, model=model,
+                                 progress=progress)
+    except BaseException:
+        db.close()
+        if created and file is not None:
+            remove_database_file(file)
+        raise
+    db.close()
+    summary.seconds = time.perf_counter() - start
+    return summary
