@@ -22,7 +22,7 @@ from collections import OrderedDict
 from typing import Any, Callable
 
 from msdb.errors import MsdbError
-from msdb.hashing import MODES, canonical_mode
+from msdb.hashing import MODES, UnknownModuleEquality, canonical_mode
 from msdb.ir.function import IRModule, PrimFunc
 
 __all__ = ["Workload", "UnknownModuleEquality", "HASH_MODES", "canonical_mode"]
@@ -36,10 +36,6 @@ HASH_MODES: tuple[str, ...] = MODES
 #: being reused while the entry lives.
 _HASH_CACHE: OrderedDict[int, tuple[IRModule, dict[str, str]]] = OrderedDict()
 _HASH_CACHE_SIZE = 512
-
-
-class UnknownModuleEquality(MsdbError, ValueError):
-    """A module equality (hash mode) msdb does not know."""
 
 
 def _as_module(mod: IRModule | PrimFunc) -> IRModule:

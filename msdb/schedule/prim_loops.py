@@ -17,6 +17,7 @@ from msdb.errors import ScheduleError
 from msdb.ir import expr as E
 from msdb.ir import stmt as S
 from msdb.ir.arith import Analyzer, simplify
+from msdb.ir.arith.fold import fold_binary
 from msdb.ir.dtype import bits as dtype_bits
 from msdb.ir.functor import IRMutator, free_vars
 from msdb.schedule import analysis as A
@@ -43,25 +44,13 @@ def _is_zero(expr: E.PrimExpr) -> bool:
 
 def _fold_mul(a: E.PrimExpr, b: E.PrimExpr) -> E.PrimExpr:
     """a * b with the constant folding TVM's `*` operator does (what ends up in predicates)."""
-    ca, cb = E.const_int(a), E.const_int(b)
-    if ca is not None and cb is not None:
-        return _int_const(ca * cb, a.dtype)
-    if ca == 1 or cb == 0:
-        return b
-    if cb == 1 or ca == 0:
-        return a
-    return E.Mul(a, b, a.dtype)
+    folded = fold_binary(E.Mul, a, b)
+    return E.Mul(a, b, a.dtype) if folded is None else folded
 
 
 def _fold_add(a: E.PrimExpr, b: E.PrimExpr) -> E.PrimExpr:
-    ca, cb = E.const_int(a), E.const_int(b)
-    if ca is not None and cb is not None:
-        return _int_const(ca + cb, a.dtype)
-    if ca == 0:
-        return b
-    if cb == 0:
-        return a
-    return E.Add(a, b, a.dtype)
+    folded = fold_binary(E.Add, a, b)
+    return E.Add(a, b, a.dtype) if folded is None else folded
 
 
 def _fold_and(a: E.PrimExpr, b: E.PrimExpr) -> E.PrimExpr:
@@ -161,7 +150,7 @@ def _rewrite_loop_body(body: S.Stmt, outer: list[S.For], vmap: dict[E.Var, E.Pri
                        new_ranges: list[tuple[E.Var, E.PrimExpr, E.PrimExpr]], preserve_unit_iters: bool) -> S.Stmt:
     """Substitute `vmap` in `body` and re-simplify the bindings of its blocks, knowing the
     ranges of the loops outside (`outer`) and of the loops being created (`new_ranges`)."""
-    rewriter = _BindingRewriter(vmap, Analyzer(), drop_unit_iters=not preserve_unit_iters)
+    rewriter = _BindingRewriter(vmap, Analyzer(order="binding"), drop_unit_iters=not preserve_unit_iters)
     for loop in outer:
         rewriter.enter_loop(loop.loop_var, loop.min, loop.extent)
     for var, lo, ext in new_ranges:
@@ -221,7 +210,7 @@ def split(state: ScheduleState, func_name: str, loop_var: E.Var, factors: Sequen
     product: E.PrimExpr = _int_const(1, old.extent.dtype)
     for v in known:
         product = _fold_mul(product, v)
-    analyzer = Analyzer()
+    analyzer = Analyzer(order="binding")
     if infer_index != -1:
         ext_c, prod_c = E.const_int(old.extent), E.const_int(product)
         if ext_c is not None and prod_c is not None:
@@ -247,7 +236,7 @@ def split(state: ScheduleState, func_name: str, loop_var: E.Var, factors: Sequen
     if dtype != old.loop_var.dtype:  # wider factors: uses of the old var keep its dtype
         subst = E.Cast(old.loop_var.dtype, subst)
     outer = A.loops_above(state, func_name, old)
-    check = Analyzer()
+    check = Analyzer(order="binding")
     for var, factor in zip(new_vars, final):
         check.bind(var, E.Range(_int_const(0, dtype), factor))
     predicate = E.LT(subst, old.extent, "bool")

@@ -15,6 +15,8 @@ from msdb.errors import ScheduleError
 from msdb.ir import expr as E
 from msdb.ir import stmt as S
 from msdb.ir.arith import simplify
+from msdb.ir.arith.keys import expr_equal
+from msdb.ir.arith.limits import value_limit
 from msdb.ir.functor import free_vars, substitute
 from msdb.schedule import analysis as A
 from msdb.schedule import tree_edit as T
@@ -186,20 +188,14 @@ def _is_identity(kind: type, value: E.PrimExpr) -> bool:
 
 
 def _is_int_extreme(value: E.PrimExpr, low: bool) -> bool:
+    """Whether `value` is its integer dtype's lowest (`low`) or largest value."""
     if not isinstance(value, E.IntImm) or value.dtype == "bool":
         return False
-    from msdb.ir.dtype import bits, is_uint
-
-    n = bits(value.dtype)
-    if is_uint(value.dtype):
-        return value.value == (0 if low else (1 << n) - 1)
-    return value.value == (-(1 << (n - 1)) if low else (1 << (n - 1)) - 1)
+    return value.value == value_limit(value.dtype, upper=not low)
 
 
 def _same_indices(a: tuple[E.PrimExpr, ...], b: tuple[E.PrimExpr, ...]) -> bool:
-    from msdb.hashing import structural_equal_expr
-
-    return len(a) == len(b) and all(x is y or structural_equal_expr(x, y) for x, y in zip(a, b))
+    return len(a) == len(b) and all(expr_equal(x, y) for x, y in zip(a, b))
 
 
 def _reducer(block: S.Block, where: str) -> tuple[type, E.PrimExpr, E.PrimExpr, bool]:

@@ -34,13 +34,12 @@ def normalize_trace_json(trace: list[Any]) -> list[Any]:
     `msdb.schedule.instructions.normalize_instruction` (the same as `Trace.normalized()`, without
     building a `Trace`)."""
     from msdb.schedule.instruction import Instruction
-    from msdb.schedule.instructions import normalize_instruction
+    from msdb.schedule.instructions import needs_normalizing, normalize_instruction
 
-    legacy = legacy_kinds()
     insts = []
     for inst in trace[0]:
         kind, inputs, attrs, outputs = inst
-        if kind in legacy or (kind == "Split" and len(attrs) == 1):
+        if needs_normalizing(kind, len(attrs)):
             new = normalize_instruction(Instruction(kind, tuple(inputs), tuple(attrs), tuple(outputs)))
             insts.append([new.kind, inputs, list(new.attrs), outputs])
         else:

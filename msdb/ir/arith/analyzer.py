@@ -69,11 +69,10 @@ def const_int_bound(expr: E.PrimExpr, ranges: Mapping[E.Var, RangeLike] | None =
     return Analyzer(ranges).const_int_bound(expr)
 
 
-#: The order an `Analyzer` prints sums in unless told otherwise: "binding", because today its
-#: one user that prints results, the schedule's loop rewriting, simplifies block bindings
-#: (TVM's IterMapSimplify order). It becomes "canonical" (TVM's `Analyzer.simplify`) once the
-#: schedule asks for `order="binding"` itself.
-ANALYZER_ORDER: Order = "binding"
+#: The order an `Analyzer` prints sums in unless told otherwise: "canonical", TVM's
+#: `Analyzer.simplify`. The schedule's loop rewriting asks for `order="binding"` (TVM's
+#: IterMapSimplify order for block bindings) itself.
+ANALYZER_ORDER: Order = "canonical"
 
 
 class Analyzer:
