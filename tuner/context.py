@@ -1,0 +1,85 @@
+"""The tuning of one task (docs/architecture.md, "Tuner"): TVM's `TuneContext`, which ties a
+workload and a target to the design-space generator and search strategy that tune it, and owns
+the task's seeded random generator.
+
+Randomness is explicit: every random choice of a task comes from `rng()`, forked from
+`rand_state`, so one seed gives one run (TVM draws a seed from the clock when `rand_state` is -1;
+msdb does the same, and tests always pass a seed)."""
+
+from __future__ import annotations
+
+import copy
+import random
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from msdb.ir.function import IRModule, PrimFunc
+
+if TYPE_CHECKING:
+    from msdb.records.target import Target
+    from msdb.schedule.schedule import Schedule
+
+__all__ = ["TuneContext", "normalize_mod"]
+
+
+def normalize_mod(mod: IRModule | PrimFunc) -> IRModule:
+    """The module a task tunes: a PrimFunc becomes `{"main": func}` (TVM's `_normalize_mod`)."""
+    if isinstance(mod, PrimFunc):
+        return IRModule.from_func(mod)
+    if not isinstance(mod, IRModule):
+        raise TypeError(f"a task tunes an IRModule or PrimFunc, got {type(mod).__name__}")
+    return mod
+
+
+@dataclass
+class TuneContext:
+    """One task: its module (normalized to `{"main": f}`), target, design-space generator and
+    search strategy, the name it is stored under, its seed and the cores its kernels may use."""
+
+    mod: IRModule | None = None
+    target: Target | None = None
+    space_generator: Any = None  # msdb.tuner.space.generators.SpaceGenerator
+    search_strategy: Any = None  # msdb.tuner.search.SearchStrategy
+    task_name: str | None = None
+    rand_state: int = -1
+    num_threads: int = 1
+    _rng: random.Random = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.mod is not None:
+            self.mod = normalize_mod(self.mod)
+        if self.rand_state == -1:
+            self.rand_state = time.time_ns() & 0x7FFFFFFF
+        self._rng = random.Random(self.rand_state)
+        if self.space_generator is not None:
+            self.space_generator._initialize_with_tune_context(self)
+        if self.search_strategy is not None:
+            self.search_strategy._initialize_with_tune_context(self)
+
+    def rng(self) -> random.Random:
+        """A generator forked from the context's own: each use gets its own stream, and the
+        sequence of forks is fixed by the seed."""
+        return random.Random(self._rng.getrandbits(64))
+
+    def fork_seed(self) -> int:
+        """A seed for a Schedule (`Schedule(mod, seed=context.fork_seed())`)."""
+        return self._rng.getrandbits(31)
+
+    def generate_design_space(self) -> list[Schedule]:
+        """The design spaces of the task's module (one Schedule per sketch)."""
+        if self.mod is None or self.space_generator is None:
+            raise ValueError("generate_design_space needs a TuneContext with mod and space_generator")
+        result: list[Schedule] = self.space_generator.generate_design_space(self.mod)
+        return result
+
+    def clone(self) -> TuneContext:
+        """A copy with cloned generator and strategy (and the same seed), as TVM's
+        `TuneContext.clone`."""
+        twin = copy.copy(self)
+        twin._rng = random.Random(self.rand_state)
+        if self.space_generator is not None:
+            twin.space_generator = self.space_generator.clone()
+        if self.search_strategy is not None:
+            twin.search_strategy = self.search_strategy.clone()
+        return twin
