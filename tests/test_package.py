@@ -1,5 +1,5 @@
-"""The package's shape: namespaced install, a cheap `import msdb`, the layering of DESIGN.md,
-and the console script."""
+"""The package's shape: namespaced install, a cheap `import msdb`, the layering of
+docs/architecture.md, the public API and the console script."""
 
 from __future__ import annotations
 
@@ -69,3 +69,28 @@ def test_console_script_version_and_help() -> None:
     result = runner.invoke(cli, ["--help"])
     assert result.exit_code == 0
     assert "tuning database" in result.output
+
+
+def test_public_api_names_resolve_to_their_defining_modules() -> None:
+    from msdb import JSONDatabase, Schedule, SQLiteDatabase, Target, Trace, TuningRecord, Workload
+    from msdb.database.sqlite import SQLiteDatabase as defined
+
+    assert SQLiteDatabase is defined
+    for value in (JSONDatabase, Schedule, Target, Trace, TuningRecord, Workload):
+        assert value.__module__.startswith("msdb.")
+    assert set(msdb.__all__) <= set(dir(msdb))
+    for name in msdb.__all__:
+        assert getattr(msdb, name) is not None, name
+
+
+def test_public_api_unknown_name_is_an_attribute_error() -> None:
+    import pytest
+
+    with pytest.raises(AttributeError, match="has no attribute 'NoSuchThing'"):
+        msdb.NoSuchThing  # noqa: B018
+
+
+def test_public_api_loads_lazily() -> None:
+    code = ("import sys, msdb; assert 'msdb.database.sqlite' not in sys.modules; "
+            "from msdb import SQLiteDatabase; assert 'msdb.database.sqlite' in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)
