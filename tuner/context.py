@@ -20,16 +20,7 @@ if TYPE_CHECKING:
     from msdb.records.target import Target
     from msdb.schedule.schedule import Schedule
 
-__all__ = ["TuneContext", "normalize_mod"]
-
-
-def normalize_mod(mod: IRModule | PrimFunc) -> IRModule:
-    """The module a task tunes: a PrimFunc becomes `{"main": func}` (TVM's `_normalize_mod`)."""
-    if isinstance(mod, PrimFunc):
-        return IRModule.from_func(mod)
-    if not isinstance(mod, IRModule):
-        raise TypeError(f"a task tunes an IRModule or PrimFunc, got {type(mod).__name__}")
-    return mod
+__all__ = ["TuneContext"]
 
 
 @dataclass
@@ -48,7 +39,7 @@ class TuneContext:
 
     def __post_init__(self) -> None:
         if self.mod is not None:
-            self.mod = normalize_mod(self.mod)
+            self.mod = IRModule.coerce(self.mod, "a task's module")
         if self.rand_state == -1:
             self.rand_state = time.time_ns() & 0x7FFFFFFF
         self._rng = random.Random(self.rand_state)

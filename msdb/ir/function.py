@@ -63,6 +63,16 @@ class IRModule:
     def from_func(func: PrimFunc, name: str = "main") -> IRModule:
         return IRModule({name: func})
 
+    @staticmethod
+    def coerce(mod: IRModule | PrimFunc, what: str = "a module") -> IRModule:
+        """`mod` as a module: a PrimFunc becomes `{"main": func}` (TVM's `_normalize_mod`);
+        anything else is a TypeError saying what `what` must be."""
+        if isinstance(mod, IRModule):
+            return mod
+        if isinstance(mod, PrimFunc):
+            return IRModule.from_func(mod)
+        raise TypeError(f"{what} is an IRModule or PrimFunc, got {type(mod).__name__}")
+
     def __getitem__(self, name: str) -> PrimFunc:
         try:
             return self.functions[name]

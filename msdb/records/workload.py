@@ -38,14 +38,6 @@ _HASH_CACHE: OrderedDict[int, tuple[IRModule, dict[str, str]]] = OrderedDict()
 _HASH_CACHE_SIZE = 512
 
 
-def _as_module(mod: IRModule | PrimFunc) -> IRModule:
-    if isinstance(mod, PrimFunc):
-        return IRModule.from_func(mod)
-    if not isinstance(mod, IRModule):
-        raise TypeError(f"a workload is an IRModule or PrimFunc, got {type(mod).__name__}")
-    return mod
-
-
 def _cached_hashes(mod: IRModule) -> dict[str, str]:
     entry = _HASH_CACHE.get(id(mod))
     if entry is not None and entry[0] is mod:
@@ -73,7 +65,7 @@ class Workload:
                  tvm_payload: str | None = None, tvm_shash: str | None = None) -> None:
         if mod is None and loader is None:
             raise TypeError("Workload needs a module or a loader")
-        self._mod: IRModule | None = _as_module(mod) if mod is not None else None
+        self._mod: IRModule | None = IRModule.coerce(mod, "a workload") if mod is not None else None
         self._loader = loader
         if hashes is not None:
             self._hashes = {canonical_mode(m): h for m, h in hashes.items()}
@@ -97,7 +89,7 @@ class Workload:
         """The module (decoded on first use for stored workloads)."""
         if self._mod is None:
             assert self._loader is not None
-            self._mod = _as_module(self._loader())
+            self._mod = IRModule.coerce(self._loader(), "a workload")
             self._loader = None
         return self._mod
 

@@ -30,18 +30,25 @@ from msdb.schedule.state import ScheduleState
 __all__ = ["cache_read", "cache_write"]
 
 
+def _staged_buffer(state: ScheduleState, func_name: str, block_name: str, index: int,
+                   access: str) -> tuple[S.Block, E.Buffer, S.Block, A.BlockScope]:
+    """The block, its `index`-th read or write (`access`) buffer, the block's scope block and
+    that scope's analysis: what cache_read and cache_write start from."""
+    block = state.block(func_name, block_name)
+    regions = block.reads if access == "read" else block.writes
+    if not 0 <= index < len(regions):
+        raise ScheduleError(f"cache_{access}: block {block_name!r}: {access}_buffer_index {index} is out of range; "
+                            f"the block {access}s {len(regions)} buffer(s)")
+    scope_block = state.scope_block(func_name, block)
+    return block, regions[index].buffer, scope_block, A.BlockScope(scope_block)
+
+
 def cache_read(state: ScheduleState, func_name: str, block_name: str, index: int, scope_name: str,
                consumer_names: list[str]) -> str:
     """Stage the block's `index`-th read buffer through a copy in `scope_name` (see
     `Schedule.cache_read`); returns the copy block's name."""
-    block = state.block(func_name, block_name)
+    block, buffer, scope_block, scope = _staged_buffer(state, func_name, block_name, index, "read")
     where = f"cache_read: block {block_name!r}"
-    if not 0 <= index < len(block.reads):
-        raise ScheduleError(f"{where}: read_buffer_index {index} is out of range; the block reads "
-                            f"{len(block.reads)} buffer(s)")
-    buffer = block.reads[index].buffer
-    scope_block = state.scope_block(func_name, block)
-    scope = A.BlockScope(scope_block)
     consumers = [state.block(func_name, n) for n in consumer_names]
     cache = dataclasses.replace(buffer, name=f"{buffer.name}_{scope_name}", scope=scope_name)
 
@@ -72,14 +79,8 @@ def cache_write(state: ScheduleState, func_name: str, block_name: str, index: in
                 consumer_names: list[str]) -> str:
     """Make the block write a copy in `scope_name` and copy it back (see
     `Schedule.cache_write`); returns the copy block's name."""
-    block = state.block(func_name, block_name)
+    block, buffer, scope_block, scope = _staged_buffer(state, func_name, block_name, index, "write")
     where = f"cache_write: block {block_name!r}"
-    if not 0 <= index < len(block.writes):
-        raise ScheduleError(f"{where}: write_buffer_index {index} is out of range; the block writes "
-                            f"{len(block.writes)} buffer(s)")
-    buffer = block.writes[index].buffer
-    scope_block = state.scope_block(func_name, block)
-    scope = A.BlockScope(scope_block)
     writers = scope.writers(buffer)
     if writers != [block]:
         raise ScheduleError(f"{where}: buffer {buffer.name!r} is also written by "

@@ -79,10 +79,6 @@ class CompiledModule:
         return str(self._optimized)
 
 
-def _as_module(mod: IRModule | PrimFunc) -> IRModule:
-    return IRModule.from_func(mod) if isinstance(mod, PrimFunc) else mod
-
-
 def emit_llvm_ir(mod: IRModule | PrimFunc, target: Any = None, options: Any = None) -> tuple[str, Any, Any]:
     """(unoptimized LLVM IR text, entry points, lowered function) of a module's entry function."""
     from msdb.tuner.codegen.emit import EmitOptions, emit_module
@@ -90,7 +86,7 @@ def emit_llvm_ir(mod: IRModule | PrimFunc, target: Any = None, options: Any = No
     from msdb.tuner.codegen.lower import lower_module
 
     spec = spec_for(target)
-    lowered = lower_module(_as_module(mod))
+    lowered = lower_module(IRModule.coerce(mod))
     module, entries = emit_module(lowered, options or EmitOptions(), spec.triple)
     return str(module), entries, lowered
 
@@ -105,7 +101,7 @@ def compile_module(mod: IRModule | PrimFunc, target: Any = None, options: Any = 
 
     started = time.perf_counter()
     spec = spec_for(target)
-    lowered = lower_module(_as_module(mod))
+    lowered = lower_module(IRModule.coerce(mod))
     t_lower = time.perf_counter()
     module, entries = emit_module(lowered, options or EmitOptions(), spec.triple)
     text = str(module)
