@@ -1,4 +1,4 @@
-"""Maps msdb's four top-level folders onto one namespaced distribution (DESIGN.md, layout).
+"""Maps msdb's four top-level folders onto one namespaced distribution (docs/architecture.md, "Parts").
 
 pyproject.toml holds the metadata; this file only computes the package list so that a new
 subpackage in any folder is picked up without editing a hand-kept list.

@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 
 from msdb.ir.function import IRModule, PrimFunc
 from msdb.tuner.codegen import ArgSpec, CodegenError, CompiledModule, compile_module
-from msdb.tuner.timing import TimingResult, evaluate, flush_cpu_cache
+from msdb.tuner.measure.timing import TimingResult, evaluate, flush_cpu_cache
 
 __all__ = ["Kernel", "build", "load_kernel"]
 
@@ -93,7 +93,7 @@ class Kernel:
     def time_evaluator(self, number: int = 3, repeat: int = 1, min_repeat_ms: float = 100.0,
                        enable_cpu_cache_flush: bool = False) -> Callable[..., TimingResult]:
         """TVM's time_evaluator: returns `f(*arrays) -> TimingResult` whose `results` are the
-        seconds per call of each repeat (see `tuner.timing`)."""
+        seconds per call of each repeat (see `msdb.tuner.measure.timing`)."""
 
         def run(*arrays: Any) -> TimingResult:
             pointers = _check_arrays(self.compiled.args, arrays, self.name)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal
 
 from msdb.database.errors import InvalidQuery, UnknownDatabaseKind
 from msdb.records import Target, TuningRecord, Workload
-from msdb.hashing import canonical_mode
+from msdb.hashing.modes import canonical_mode
 
 if TYPE_CHECKING:
     from msdb.ir.function import IRModule, PrimFunc

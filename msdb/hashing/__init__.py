@@ -13,19 +13,36 @@ Modes (TVM's, docs/tvm-formats.md section 3, with msdb's normalization):
 
 from __future__ import annotations
 
-from msdb.hashing.api import (
-    MODES, UnknownModuleEquality, canonical_mode, structural_equal, structural_hash, token_stream,
-)
-from msdb.hashing.anchor import find_anchor_block
-from msdb.ir.arith.keys import expr_equal as structural_equal_expr
+import importlib
+from typing import TYPE_CHECKING, Any
 
-__all__ = [
-    "MODES",
-    "UnknownModuleEquality",
-    "canonical_mode",
-    "find_anchor_block",
-    "structural_equal",
-    "structural_equal_expr",
-    "structural_hash",
-    "token_stream",
-]
+#: Public name -> (module, attribute), imported on first use: naming a mode
+#: (`msdb.hashing.modes`) must not load the walk.
+_LAZY: dict[str, tuple[str, str]] = {
+    "MODES": ("msdb.hashing.modes", "MODES"),
+    "UnknownModuleEquality": ("msdb.hashing.modes", "UnknownModuleEquality"),
+    "canonical_mode": ("msdb.hashing.modes", "canonical_mode"),
+    "structural_hash": ("msdb.hashing.api", "structural_hash"),
+    "structural_equal": ("msdb.hashing.api", "structural_equal"),
+    "token_stream": ("msdb.hashing.api", "token_stream"),
+    "find_anchor_block": ("msdb.hashing.anchor", "find_anchor_block"),
+    "structural_equal_expr": ("msdb.ir.arith.keys", "expr_equal"),
+}
+
+__all__ = sorted(_LAZY)
+
+if TYPE_CHECKING:
+    from msdb.hashing.anchor import find_anchor_block
+    from msdb.hashing.api import structural_equal, structural_hash, token_stream
+    from msdb.hashing.modes import MODES, UnknownModuleEquality, canonical_mode
+    from msdb.ir.arith.keys import expr_equal as structural_equal_expr
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module_name, attr = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'msdb.hashing' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module_name), attr)
+    globals()[name] = value
+    return value

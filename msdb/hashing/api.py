@@ -4,40 +4,16 @@ from __future__ import annotations
 
 import hashlib
 
-from msdb.errors import MsdbError
 from msdb.ir.function import IRModule, PrimFunc
 from msdb.hashing.anchor import anchor_tokens
+from msdb.hashing.modes import MODES, UnknownModuleEquality, canonical_mode
 from msdb.hashing.walk import module_tokens
 
 __all__ = ["MODES", "UnknownModuleEquality", "canonical_mode", "token_stream", "structural_hash", "structural_equal"]
 
-#: The modes a database stores a hash for, in a fixed order.
-MODES: tuple[str, ...] = ("structural", "ignore-tensor", "anchor-block")
-
-_ALIASES = {"ignore-ndarray": "ignore-tensor"}
-
 # Joins tokens into the bytes that are hashed. Tokens never need escaping: strings inside them
 # are length-prefixed, so the joined text decodes back to the token list.
 _SEPARATOR = "\x1f"
-
-
-class UnknownModuleEquality(MsdbError, ValueError):
-    """A module equality (structural hash mode) msdb does not know."""
-
-
-def canonical_mode(mode: str) -> str:
-    """The canonical name of `mode` ("ignore-ndarray" -> "ignore-tensor"); `UnknownModuleEquality`
-    naming the bad mode and the valid ones otherwise. The one place modes are checked: every
-    caller that takes a mode from a user passes it through here."""
-    if mode in MODES:
-        return mode
-    try:
-        return _ALIASES[mode]
-    except (KeyError, TypeError):
-        valid = ", ".join(repr(m) for m in MODES + tuple(_ALIASES))
-        raise UnknownModuleEquality(
-            f"unknown module equality {mode!r} (a structural hash mode); valid modes are {valid}"
-        ) from None
 
 
 def token_stream(mod: IRModule | PrimFunc, mode: str = "structural") -> list[str]:

@@ -22,7 +22,7 @@ from collections import OrderedDict
 from typing import Any, Callable
 
 from msdb.errors import MsdbError
-from msdb.hashing import MODES, UnknownModuleEquality, canonical_mode
+from msdb.hashing.modes import MODES, UnknownModuleEquality, canonical_mode
 from msdb.ir.function import IRModule, PrimFunc
 
 __all__ = ["Workload", "UnknownModuleEquality", "HASH_MODES", "canonical_mode"]

@@ -12,7 +12,7 @@ import pytest
 
 from msdb.ir import zoo
 from msdb.tuner import BuilderInput, LocalBuilder, LocalRunner, RunnerInput, load_kernel
-from msdb.tuner.runner import FAILED_RUN_SECS
+from msdb.tuner.measure.runner import FAILED_RUN_SECS
 from tests.tuner._util import crashing_module, hanging_module, random_arrays
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from msdb.records.ranking import FAILED_RUN_SECS
-from msdb.tuner._worker import Worker, WorkerCrashed, WorkerFailed, WorkerTimeout
+from msdb.tuner.measure.worker import Worker, WorkerCrashed, WorkerFailed, WorkerTimeout
 
 __all__ = ["RunnerInput", "RunnerResult", "LocalRunner", "FAILED_RUN_SECS", "random_arguments"]
 
@@ -85,7 +85,7 @@ def _cached_arguments(args: list[Any], seed: int) -> list[Any]:
 def _run_in_worker(artifact_path: str, number: int, repeat: int, min_repeat_ms: float, flush: bool,
                    num_threads: int | None, seed: int) -> tuple[list[float], float]:
     from msdb.tuner.codegen.jit import TargetSpec, load_object, set_num_threads
-    from msdb.tuner.timing import evaluate, flush_cpu_cache
+    from msdb.tuner.measure.timing import evaluate, flush_cpu_cache
 
     with open(artifact_path + ".json", "rb") as f:
         meta = json.loads(f.read())
@@ -135,7 +135,7 @@ class LocalRunner:
     @property
     def worker(self) -> Worker:
         if self._worker is None:
-            self._worker = Worker(preload=["msdb.tuner.runner:_preload"], name="runner")
+            self._worker = Worker(preload=["msdb.tuner.measure.runner:_preload"], name="runner")
         return self._worker
 
     def run_one(self, item: RunnerInput) -> RunnerResult:
@@ -144,7 +144,7 @@ class LocalRunner:
         started = time.perf_counter()
         try:
             secs, timed = self.worker.call(
-                "msdb.tuner.runner:_run_in_worker",
+                "msdb.tuner.measure.runner:_run_in_worker",
                 (item.artifact_path, self.number, self.repeat, self.min_repeat_ms, self.enable_cpu_cache_flush,
                  self.num_threads, self.seed),
                 self.timeout_sec,

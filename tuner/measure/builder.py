@@ -24,7 +24,7 @@ from typing import Any, Sequence
 
 from msdb.ir.codec import dump_ir, load_ir
 from msdb.ir.function import IRModule, PrimFunc
-from msdb.tuner._worker import Worker, WorkerCrashed, WorkerFailed, WorkerTimeout
+from msdb.tuner.measure.worker import Worker, WorkerCrashed, WorkerFailed, WorkerTimeout
 
 __all__ = ["BuilderInput", "BuilderResult", "LocalBuilder", "build_artifact"]
 
@@ -107,7 +107,7 @@ class LocalBuilder:
         with self._lock:
             if self._free:
                 return self._free.pop()
-            worker = Worker(preload=["msdb.tuner.builder:_preload"], name="builder")
+            worker = Worker(preload=["msdb.tuner.measure.builder:_preload"], name="builder")
             self._workers.append(worker)
             return worker
 
@@ -123,7 +123,7 @@ class LocalBuilder:
             return BuilderResult(None, f"LocalBuilder: cannot serialize the module: {type(err).__name__}: {err}")
         worker = self._acquire()
         try:
-            path = worker.call("msdb.tuner.builder:_build_in_worker", (payload, target, self.artifact_dir),
+            path = worker.call("msdb.tuner.measure.builder:_build_in_worker", (payload, target, self.artifact_dir),
                                self.timeout_sec)
             return BuilderResult(path, None)
         except WorkerTimeout as err:

@@ -2,7 +2,7 @@
 
 A candidate kernel may segfault or never return; that must cost one worker, never the tuner
 (docs/architecture.md, "Tuner"). Each `Worker` is a fresh interpreter started with `python -m
-msdb.tuner._worker` (not fork: libgomp and LLVM are not fork-safe, and not multiprocessing's
+msdb.tuner.measure.worker` (not fork: libgomp and LLVM are not fork-safe, and not multiprocessing's
 spawn, which re-runs the caller's `__main__`), talking over two pipes with pickled messages:
 
     parent -> child: (function "module:name", args)   child -> parent: ("ok", value) | ("err", text)
@@ -83,7 +83,7 @@ class Worker:
         env.update(self.env)
         # the child must import exactly the msdb this process runs, wherever it came from
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-        cmd = [sys.executable, "-m", "msdb.tuner._worker", str(to_child_r), str(to_parent_w), *self.preload]
+        cmd = [sys.executable, "-m", "msdb.tuner.measure.worker", str(to_child_r), str(to_parent_w), *self.preload]
         try:
             self._proc = subprocess.Popen(cmd, pass_fds=(to_child_r, to_parent_w), env=env,
                                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
