@@ -63,6 +63,18 @@ class Database(abc.ABC):
         """At most `k` valid records of an equal workload whose target matches `target` (any
         when None), by ascending mean run time, ties in commit order. `k < 0` is an error."""
 
+    def get_measured(self, workload: IRModule | PrimFunc | Workload,
+                     target: Target | str | dict[str, Any] | None = None) -> list[TuningRecord]:
+        """Every record of an equal workload whose target matches `target` (any when None),
+        failed runs included, in commit order: what the tuner must not measure again. Views
+        with an index override this scan."""
+        workload = Workload.coerce(workload)
+        query = Target.coerce(target)
+        key = workload.hash(self.module_equality)
+        return [r for r in self.get_all_tuning_records()
+                if r.workload.hash(self.module_equality) == key and r.workload.equal(workload, self.module_equality)
+                and (query is None or query.matches(r.target))]
+
     @abc.abstractmethod
     def get_all_tuning_records(self) -> list[TuningRecord]:
         """Every record, invalid ones included, in commit order."""

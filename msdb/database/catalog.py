@@ -27,7 +27,8 @@ if TYPE_CHECKING:
     from msdb.database.sqlite import SQLiteDatabase
 
 __all__ = ["CatalogRow", "WorkloadNotFound", "AmbiguousHash", "WorkloadDetails", "BestRecord", "list_workloads",
-           "show_workload", "resolve_hash", "target_label", "format_table", "format_details"]
+           "show_workload", "resolve_hash", "target_label", "format_table", "format_details",
+           "TuningCurve", "tuning_curves"]
 
 
 class WorkloadNotFound(DatabaseError):
@@ -246,3 +247,51 @@ def format_details(details: WorkloadDetails) -> str:
         line += f", {best.source})" if best.source else ")"
         parts.append(line + "\n" + best.schedule_code())
     return "\n\n".join(parts) + "\n"
+
+
+@dataclass
+class TuningCurve:
+    """One run's best latency after each of its measurements (`msdb plot`): `label` names the
+    source (kind, location, who, when), `best_us[i]` the best mean after i + 1 records (None
+    while no record of the run was valid)."""
+
+    source_id: int | None
+    label: str
+    best_us: list[float | None]
+
+
+def tuning_curves(db: SQLiteDatabase, text: str, *,
+                  target: Target | str | dict[str, Any] | None = None) -> tuple[str, list[TuningCurve]]:
+    """(structural hash, one curve per source) of the workload `text` names, in commit order,
+    records of targets that `target` matches (all when None)."""
+    query = Target.coerce(target)
+    workload_id = resolve_hash(db, text)
+    w, r, s = M.workload.c, M.tuning_record.c, M.source.c
+    curves: dict[int | None, TuningCurve] = {}
+    with db.engine.connect() as conn:
+        shash = conn.execute(select(w.shash).where(w.id == workload_id)).scalar_one()
+        wanted = set(db.matching_target_ids(conn, query))
+        rows = conn.execute(select(r.source_id, r.target_id, r.mean_run_secs, r.is_valid)
+                            .where(r.workload_id == workload_id).order_by(r.id))
+        for row in rows:
+            if row.target_id not in wanted:
+                continue
+            curve = curves.get(row.source_id)
+            if curve is None:
+                curve = curves[row.source_id] = TuningCurve(row.source_id, _source_label(conn, row.source_id), [])
+            best = curve.best_us[-1] if curve.best_us else None
+            if row.is_valid and row.mean_run_secs is not None:
+                us = float(row.mean_run_secs) * 1e6
+                best = us if best is None else min(best, us)
+            curve.best_us.append(best)
+    return shash, list(curves.values())
+
+
+def _source_label(conn: Any, source_id: int | None) -> str:
+    if source_id is None:
+        return "unknown source"
+    s = M.source.c
+    src = conn.execute(select(s.kind, s.location, s.username, s.host, s.created_at).where(s.id == source_id)).one()
+    who = "@".join(x for x in (src.username, src.host) if x)
+    when = src.created_at.strftime("%Y-%m-%d %H:%M") if src.created_at is not None else ""
+    return " ".join(x for x in (f"#{source_id}", src.kind, src.location or "", f"by {who}" if who else "", when) if x)

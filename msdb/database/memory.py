@@ -96,6 +96,15 @@ class MemoryDatabase(Database):
             return []
         return rank(((i, self._records[i]) for i in self._records_of[index]), k, Target.coerce(target))
 
+    def get_measured(self, workload: IRModule | PrimFunc | Workload,
+                     target: Target | str | dict[str, Any] | None = None) -> list[TuningRecord]:
+        index = self._find(Workload.coerce(workload))
+        if index is None:
+            return []
+        query = Target.coerce(target)
+        records = (self._records[i] for i in self._records_of[index])
+        return [r for r in records if query is None or query.matches(r.target)]
+
     def get_all_tuning_records(self) -> list[TuningRecord]:
         return list(self._records)
 

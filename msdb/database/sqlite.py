@@ -657,6 +657,20 @@ class SQLiteDatabase(Database):
                 return []
             return [self._record_from_row(conn, row) for row in self._top_rows(conn, workload_ids, target_ids, k)]
 
+    def get_measured(self, workload: IRModule | PrimFunc | Workload,
+                     target: Target | str | dict[str, Any] | None = None) -> list[TuningRecord]:
+        workload = Workload.coerce(workload)
+        target = Target.coerce(target)
+        r = M.tuning_record.c
+        with self._read() as conn:
+            workload_ids = self._lookup(conn, workload)
+            target_ids = self._targets.matching(target) if workload_ids else []
+            if not target_ids:
+                return []
+            rows = conn.execute(select(r.id, r.workload_id, r.target_id, r.trace, r.run_secs, r.args_info)
+                                .where(r.workload_id.in_(workload_ids), r.target_id.in_(target_ids)).order_by(r.id))
+            return [self._record_from_row(conn, row) for row in rows]
+
     def get_all_tuning_records(self) -> list[TuningRecord]:
         r = M.tuning_record.c
         with self._read() as conn:

@@ -50,6 +50,12 @@ class _Union(Database):
     def commit_tuning_records(self, records: Iterable[TuningRecord]) -> int:
         return self.databases[0].commit_tuning_records(records)
 
+    def get_measured(self, workload: IRModule | PrimFunc | Workload,
+                     target: Target | str | dict[str, Any] | None = None) -> list[TuningRecord]:
+        """What every child measured, child by child."""
+        workload = Workload.coerce(workload)
+        return [record for db in self.databases for record in db.get_measured(workload, target)]
+
     def get_all_tuning_records(self) -> list[TuningRecord]:
         """Every child's records, child by child."""
         out: list[TuningRecord] = []

@@ -4,15 +4,36 @@ and never takes the tuner down.
 
 - `builder`: `LocalBuilder`, `BuilderInput`, `BuilderResult` (lowering + LLVM in workers);
 - `runner`: `LocalRunner`, `RunnerInput`, `RunnerResult` (timed runs in a worker);
-- `worker`: the worker process protocol both use;
+- `worker`: the worker process protocol both use (`python -m msdb.tuner.measure.worker`, which
+  is why this package imports nothing until a name is asked for);
 - `timing`: TVM's `time_evaluator` semantics (number, repeat, min_repeat_ms, cache flush).
 """
 
 from __future__ import annotations
 
-from msdb.tuner.measure.builder import BuilderInput, BuilderResult, LocalBuilder
-from msdb.tuner.measure.runner import LocalRunner, RunnerInput, RunnerResult
-from msdb.tuner.measure.timing import TimingResult
+import importlib
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["BuilderInput", "BuilderResult", "LocalBuilder", "LocalRunner", "RunnerInput", "RunnerResult",
-           "TimingResult"]
+_LAZY = {
+    "BuilderInput": "msdb.tuner.measure.builder", "BuilderResult": "msdb.tuner.measure.builder",
+    "LocalBuilder": "msdb.tuner.measure.builder", "LocalRunner": "msdb.tuner.measure.runner",
+    "RunnerInput": "msdb.tuner.measure.runner", "RunnerResult": "msdb.tuner.measure.runner",
+    "TimingResult": "msdb.tuner.measure.timing",
+}
+
+__all__ = sorted(_LAZY)
+
+if TYPE_CHECKING:
+    from msdb.tuner.measure.builder import BuilderInput, BuilderResult, LocalBuilder
+    from msdb.tuner.measure.runner import LocalRunner, RunnerInput, RunnerResult
+    from msdb.tuner.measure.timing import TimingResult
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module_name = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'msdb.tuner.measure' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module_name), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,147 @@
+"""`msdb tune` and `msdb plot`: tuning a workload into a database, and its tuning curves."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from msdb.cli.common import OptionError, open_db, target_option
+
+if TYPE_CHECKING:
+    from msdb.ir.function import IRModule
+    from msdb.records import Target
+    from msdb.tuner.task_scheduler.base import TaskRecord
+
+__all__ = ["tune_command", "plot_command", "load_workload"]
+
+
+def load_workload(script: str | None, zoo_name: str | None) -> tuple[str, IRModule]:
+    """(task name, module) from a TVMScript file or `--zoo NAME[:INDEX]`: exactly one of them."""
+    if (script is None) == (zoo_name is None):
+        raise OptionError("give a TVMScript file (WORKLOAD.py) or --zoo NAME[:INDEX], not both and not neither")
+    if zoo_name is not None:
+        from msdb.ir import zoo
+
+        name, _, index = zoo_name.partition(":")
+        if index and not index.isdigit():
+            raise OptionError(f"--zoo {zoo_name!r}: INDEX must be a whole number (NAME[:INDEX])")
+        return name, zoo.workload(name, int(index or 0))
+    from msdb.ir.script.parser import from_script
+
+    path = Path(script)  # type: ignore[arg-type]
+    return path.stem, from_script(path.read_text(), str(path))
+
+
+class _TuneProgress:
+    """A progress bar on stderr: trials measured, best GFLOPS so far."""
+
+    def __init__(self, trials: int) -> None:
+        self.bar = click.progressbar(length=trials, label="tuning", file=sys.stderr, show_pos=True)
+        self.bar.__enter__()
+        self.done = 0
+
+    def __call__(self, task: TaskRecord, candidates: list[Any], results: list[Any]) -> None:
+        best = task.best_ms
+        if best is not None and task.flop:
+            self.bar.label = f"tuning {task.name}: best {task.flop / best / 1e6:.1f} GFLOPS"
+        self.bar.update(len(results))
+
+    def close(self) -> None:
+        self.bar.__exit__(None, None, None)
+
+
+@click.command(name="tune")
+@click.argument("db", metavar="DB")
+@click.argument("script", metavar="[WORKLOAD.py]", required=False, type=click.Path(dir_okay=False))
+@click.option("--zoo", "zoo_name", metavar="NAME[:INDEX]", help="A workload of msdb's zoo (TVM's te_workload), e.g. GMM or C2D:0.")
+@target_option("The target to tune for (default: this machine, llvm with one core per --threads).")
+@click.option("--trials", type=click.IntRange(min=1), default=64, show_default=True, help="Measurements in all.")
+@click.option("--per-iter", type=click.IntRange(min=1), default=64, show_default=True, help="Measurements per search round.")
+@click.option("--strategy", type=click.Choice(["evolutionary", "replay-trace", "replay-func"]), default="evolutionary",
+              show_default=True)
+@click.option("--cost-model", type=click.Choice(["xgb", "random"]), default="xgb", show_default=True)
+@click.option("--seed", type=int, default=None, help="Seed of every random choice (default: from the clock).")
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="Build processes (default: the cores, at most 4).")
+@click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True, help="Threads a kernel may use.")
+def tune_command(db: str, script: str | None, zoo_name: str | None, target: Target | None, trials: int, per_iter: int,
+                 strategy: str, cost_model: str, seed: int | None, workers: int | None, threads: int) -> None:
+    """Tune a workload and commit every measurement to DB (created when missing).
+
+    The workload is a TVMScript file or a zoo workload. Every candidate is committed as it is
+    measured (a failed one as [1e10]); running again continues: modules DB already measured
+    for the workload and target are not measured again. Prints TVM's statistics table.
+
+    \b
+    Example:
+        msdb tune msdb.sqlite --zoo GMM --trials 64 --seed 0
+        msdb plot msdb.sqlite <hash> -o curve.png
+    """
+    from msdb.tuner.measure.builder import LocalBuilder
+    from msdb.tuner.tune import tune_tir
+
+    name, mod = load_workload(script, zoo_name)
+    database = open_db(db, create=True)
+    progress = _TuneProgress(trials)
+    builder = LocalBuilder(max_workers=workers) if workers is not None else None
+    try:
+        result = tune_tir(mod, target, database, trials, per_iter, strategy=strategy, cost_model=cost_model, seed=seed,
+                          task_name=name, num_threads=threads, builder=builder, on_round=progress)
+    finally:
+        progress.close()
+        if builder is not None:
+            builder.close()
+        database.close()
+    click.echo(result.table())
+    for task in result.tasks:
+        if task.miscomputing:
+            click.echo(f"warning: {len(task.miscomputing)} fast record(s) of {task.name} compute wrong numbers and "
+                       "were passed over", err=True)
+
+
+@click.command(name="plot")
+@click.argument("db", metavar="DB")
+@click.argument("workload_hash", metavar="HASH")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), required=True, help="The image to write (PNG, SVG, PDF).")
+@target_option("Only records of targets that match T.")
+def plot_command(db: str, workload_hash: str, output: str, target: Target | None) -> None:
+    """Plot best latency against trials for a workload of DB, one line per run (source).
+
+    Needs matplotlib (pip install 'msdb[plot]').
+
+    \b
+    Example:
+        msdb plot msdb.sqlite cd74d25f -o curve.png
+    """
+    from msdb.database.catalog import tuning_curves
+
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise OptionError("msdb plot needs matplotlib: pip install 'msdb[plot]'") from None
+    database = open_db(db)
+    try:
+        shash, curves = tuning_curves(database, workload_hash, target=target)
+    finally:
+        database.close()
+    if not curves:
+        raise OptionError(f"workload {shash} has no records{' for that --target' if target is not None else ''}")
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for curve in curves:
+        xs = [i + 1 for i, y in enumerate(curve.best_us) if y is not None]
+        ys = [y for y in curve.best_us if y is not None]
+        ax.step(xs, ys, where="post", label=curve.label)
+    ax.set_xlabel("trials")
+    ax.set_ylabel("best latency (us)")
+    ax.set_title(f"workload {shash}")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(output)
+    plt.close(fig)
+    click.echo(f"wrote {output}: {len(curves)} run(s), {sum(len(c.best_us) for c in curves)} records")

@@ -1,0 +1,125 @@
+"""The search strategy interface (docs/architecture.md, "Tuner"): TVM's `SearchStrategy`, which
+proposes the candidates of each measurement round for one task and learns from their results.
+
+A strategy's session runs `pre_tuning` once, then alternates `generate_measure_candidates`
+(None: the task is done) and `notify_runner_results`, and ends with `post_tuning`. What every
+strategy shares lives here: the trial budget, and the set of post-processed modules already
+measured (this session's, and, beyond TVM, every record the database holds for the workload and
+target), so that no candidate is measured twice and a resumed run re-measures nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from typing import TYPE_CHECKING, Any
+
+from msdb.errors import MsdbError
+
+if TYPE_CHECKING:
+    from msdb.database.base import Database
+    from msdb.schedule.schedule import Schedule
+    from msdb.schedule.trace import Trace
+    from msdb.tuner.candidate import MeasureCandidate
+    from msdb.tuner.context import TuneContext
+    from msdb.tuner.measure.runner import RunnerResult
+
+__all__ = ["SearchStrategy", "UnknownSearchStrategy", "create"]
+
+logger = logging.getLogger(__name__)
+
+
+class UnknownSearchStrategy(MsdbError, ValueError):
+    """`SearchStrategy.create` was given a kind msdb does not have."""
+
+
+class SearchStrategy:
+    """Base class: subclass it and override `generate_measure_candidates` (and, when the
+    strategy learns, `notify_runner_results`) to plug a strategy of one's own into `tune_tir`."""
+
+    def __init__(self) -> None:
+        self.context: TuneContext | None = None
+        self.max_trials = 0
+        self.num_trials_per_iter = 0
+        self.trials_done = 0
+        self.design_spaces: list[Trace] = []
+        self.database: Database | None = None
+        self.cost_model: Any = None
+        self.measured: set[str] = set()
+        self.rng = random.Random(0)
+
+    # ---- session -------------------------------------------------------------------------
+    def _initialize_with_tune_context(self, context: TuneContext) -> None:
+        self.context = context
+
+    def pre_tuning(self, max_trials: int, num_trials_per_iter: int, design_spaces: list[Schedule],
+                   database: Database | None = None, cost_model: Any = None) -> None:
+        """Start a session of at most `max_trials` measurements, `num_trials_per_iter` a round,
+        over the design spaces' traces (post-processing removed, as TVM keeps them)."""
+        from msdb.tuner.search.replay import measured_module_keys
+
+        context = self._context()
+        if max_trials < 1 or num_trials_per_iter < 1:
+            raise ValueError(f"max_trials ({max_trials}) and num_trials_per_iter ({num_trials_per_iter}) must be >= 1")
+        self.max_trials = max_trials
+        self.num_trials_per_iter = num_trials_per_iter
+        self.trials_done = 0
+        self.design_spaces = [sch.trace.simplified(remove_postproc=True) for sch in design_spaces]
+        if not self.design_spaces:
+            raise ValueError(f"task {context.task_name!r}: the space generator made no design space")
+        self.database = database
+        self.cost_model = cost_model
+        self.rng = context.rng()
+        self.measured = measured_module_keys(context, database) if database is not None else set()
+
+    def generate_measure_candidates(self) -> list[MeasureCandidate] | None:
+        """The next round's candidates, or None when the task is done."""
+        raise NotImplementedError
+
+    def notify_runner_results(self, candidates: list[MeasureCandidate], results: list[RunnerResult]) -> None:
+        """Count the measured candidates against the budget."""
+        self.trials_done += len(results)
+
+    def post_tuning(self) -> None:
+        """End the session."""
+
+    def clone(self) -> SearchStrategy:
+        twin = type(self).__new__(type(self))
+        twin.__dict__.update(self.__dict__)
+        twin.measured = set()
+        twin.design_spaces = []
+        return twin
+
+    # ---- shared helpers ------------------------------------------------------------------
+    def _context(self) -> TuneContext:
+        if self.context is None or self.context.mod is None:
+            raise ValueError(f"{type(self).__name__} is not initialized with a TuneContext holding a module")
+        return self.context
+
+    def _round_size(self) -> int:
+        """How many candidates this round asks for (0: the budget is spent)."""
+        return max(0, min(self.num_trials_per_iter, self.max_trials - self.trials_done))
+
+    @staticmethod
+    def create(kind: str = "evolutionary", **kwargs: Any) -> SearchStrategy:
+        return create(kind, **kwargs)
+
+
+#: kind -> (module, class).
+_KINDS = {
+    "evolutionary": ("msdb.tuner.search.evolutionary", "EvolutionarySearch"),
+    "replay-trace": ("msdb.tuner.search.replay_trace", "ReplayTrace"),
+    "replay-func": ("msdb.tuner.search.replay_func", "ReplayFunc"),
+}
+
+
+def create(kind: str = "evolutionary", **kwargs: Any) -> SearchStrategy:
+    """A strategy by name: "evolutionary" (default), "replay-trace" or "replay-func"."""
+    import importlib
+
+    try:
+        module_name, class_name = _KINDS[kind]
+    except (KeyError, TypeError):
+        raise UnknownSearchStrategy(f"unknown search strategy {kind!r}; known: {', '.join(_KINDS)}") from None
+    strategy: SearchStrategy = getattr(importlib.import_module(module_name), class_name)(**kwargs)
+    return strategy

@@ -1,0 +1,238 @@
+"""`EvolutionarySearch` (TVM's default strategy; docs/architecture.md, "Tuner"): each round
+starts from the database's best measured schedules of the workload plus random samples of the
+design spaces, evolves that population for a few generations under the cost model's scores
+(parents drawn by score, mutated by the space generator's mutators), and measures the
+best-scored modules not measured before, a few random ones mixed in (epsilon-greedy).
+
+TVM's defaults and order of steps (evolutionary_search.cc): population 512, 20% of it from the
+database, at least 50 random samples, 4 generations, mutation probability 0.85, 10 retries per
+slot, 5% random picks; 5 rounds in a row with nothing new to measure end the task.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from msdb.schedule.trace import Trace
+from msdb.tuner.search.base import SearchStrategy
+from msdb.tuner.search.replay import ReplayFailures, apply_trace, module_key
+
+if TYPE_CHECKING:
+    from msdb.schedule.schedule import Schedule
+    from msdb.tuner.candidate import MeasureCandidate
+
+__all__ = ["EvolutionarySearch"]
+
+logger = logging.getLogger(__name__)
+
+
+class EvolutionarySearch(SearchStrategy):
+    """TVM's evolutionary search over the design spaces, scored by a cost model."""
+
+    def __init__(self, *, population_size: int = 512, init_measured_ratio: float = 0.2,
+                 init_min_unmeasured: int = 50, max_fail_count: int = 5, genetic_num_iters: int = 4,
+                 genetic_mutate_prob: float = 0.85, genetic_max_fail_count: int = 10, eps_greedy: float = 0.05,
+                 num_empty_iters_before_early_stop: int = 5) -> None:
+        super().__init__()
+        if not 0 <= init_measured_ratio <= 1 or not 0 <= genetic_mutate_prob <= 1 or not 0 <= eps_greedy <= 1:
+            raise ValueError("init_measured_ratio, genetic_mutate_prob and eps_greedy are probabilities in [0, 1]")
+        self.population_size = population_size
+        self.init_measured_ratio = init_measured_ratio
+        self.init_min_unmeasured = init_min_unmeasured
+        self.max_fail_count = max_fail_count
+        self.genetic_num_iters = genetic_num_iters
+        self.genetic_mutate_prob = genetic_mutate_prob
+        self.genetic_max_fail_count = genetic_max_fail_count
+        self.eps_greedy = eps_greedy
+        self.num_empty_iters_before_early_stop = num_empty_iters_before_early_stop
+        self.failures = ReplayFailures()
+        self._empty_iters = 0
+
+    # ---- one round -----------------------------------------------------------------------
+    def generate_measure_candidates(self) -> list[MeasureCandidate] | None:
+        from msdb.tuner.candidate import MeasureCandidate
+
+        wanted = self._round_size()
+        if wanted == 0 or self._empty_iters >= self.num_empty_iters_before_early_stop:
+            return None
+        measured = self._pick_best_from_database(int(self.population_size * self.init_measured_ratio))
+        unmeasured = self._sample_init_population(self.population_size - len(measured))
+        if len(unmeasured) < self.init_min_unmeasured:
+            logger.warning("task %r: only %d random samples of the design space succeeded (want %d); the task ends",
+                           self._context().task_name, len(unmeasured), self.init_min_unmeasured)
+            return None
+        bests = self._evolve_with_cost_model(measured + unmeasured, wanted)
+        picks = self._pick_with_eps_greedy(unmeasured, bests, wanted)
+        if not picks:
+            self._empty_iters += 1
+            return None if self._empty_iters >= self.num_empty_iters_before_early_stop else []
+        self._empty_iters = 0
+        return [MeasureCandidate.of(sch) for sch in picks]
+
+    # ---- steps ---------------------------------------------------------------------------
+    def _postprocs(self) -> list[Any]:
+        generator = self._context().space_generator
+        return list(generator.postprocs) if generator is not None else []
+
+    def _equality(self) -> str:
+        return self.database.module_equality if self.database is not None else "structural"
+
+    def _apply(self, trace: Trace) -> Schedule | None:
+        mod = self._context().mod
+        assert mod is not None
+        return apply_trace(mod, trace, self._postprocs(), self.rng.getrandbits(31), self.failures)
+
+    def _pick_best_from_database(self, count: int) -> list[Schedule]:
+        """The database's best `count` measured schedules of the workload on the target,
+        replayed with their decisions (warm start: they are parents, never re-measured)."""
+        context = self._context()
+        if self.database is None or count <= 0:
+            return []
+        picked = []
+        for record in self.database.get_top_k(context.mod, count, context.target):  # type: ignore[arg-type]
+            sch = self._apply(record.trace)
+            if sch is not None:
+                picked.append(sch)
+        return picked
+
+    def _sample_init_population(self, count: int) -> list[Schedule]:
+        """Random samples of the design spaces (every decision drawn anew), at least
+        `init_min_unmeasured` when the spaces allow: rounds of `count` tries until enough, or
+        `max_fail_count` rounds without a success."""
+        out: list[Schedule] = []
+        fruitless = 0
+        while len(out) < max(count, 0) or (len(out) < self.init_min_unmeasured and fruitless < self.max_fail_count):
+            before = len(out)
+            for _ in range(max(count - len(out), 1)):
+                space = self.design_spaces[self.rng.randrange(len(self.design_spaces))]
+                sch = self._apply(Trace(space.insts))
+                if sch is not None:
+                    out.append(sch)
+            if len(out) == before:
+                fruitless += 1
+                if fruitless >= self.max_fail_count:
+                    break
+            elif len(out) >= count:
+                break
+        return out
+
+    def _scores(self, population: list[Schedule], keys: list[str], cache: dict[str, float]) -> np.ndarray:
+        """The cost model's scores (higher is better), clamped at 0, for each member; a module
+        scored before in this round keeps its score (the model does not change within a round,
+        and unmutated parents recur). Uniform random without a model (TVM's behaviour before
+        the model has data)."""
+        from msdb.tuner.candidate import MeasureCandidate
+
+        fresh = [i for i, key in enumerate(keys) if key not in cache]
+        fresh_unique = list({keys[i]: i for i in fresh}.values())
+        if fresh_unique:
+            if self.cost_model is None:
+                values = np.array([self.rng.random() for _ in fresh_unique])
+            else:
+                values = np.asarray(self.cost_model.predict(
+                    self._context(), [MeasureCandidate.of(population[i]) for i in fresh_unique]), dtype=np.float64)
+                values = np.maximum(np.nan_to_num(values, nan=0.0), 0.0)
+            for i, value in zip(fresh_unique, values):
+                cache[keys[i]] = float(value)
+        return np.array([cache[key] for key in keys], dtype=np.float64)
+
+    def _evolve_with_cost_model(self, population: list[Schedule], count: int) -> list[Schedule]:
+        """The `count` best-scored modules seen over the generations that were not measured
+        (best first)."""
+        equality = self._equality()
+        seen = set(self.measured)
+        cache: dict[str, float] = {}
+        heap: list[tuple[float, int, Schedule]] = []  # min-heap of (score, -order, schedule)
+        order = 0
+        mutators = self._mutators()
+        for generation in range(self.genetic_num_iters + 1):
+            keys = [module_key(sch.mod, equality) for sch in population]
+            scores = self._scores(population, keys, cache)
+            for sch, key, score in zip(population, keys, scores):
+                if key in seen:
+                    continue
+                seen.add(key)
+                order += 1
+                entry = (float(score), -order, sch)
+                if len(heap) < count:
+                    heapq.heappush(heap, entry)
+                elif entry[:2] > heap[0][:2]:
+                    heapq.heapreplace(heap, entry)
+            if generation == self.genetic_num_iters or not population:
+                break
+            population = self._next_generation(population, scores, mutators)
+        return [entry[2] for entry in sorted(heap, key=lambda e: e[:2], reverse=True)]
+
+    def _mutators(self) -> list[tuple[Any, float]]:
+        generator = self._context().space_generator
+        probs: dict[Any, float] = dict(generator.mutator_probs) if generator is not None else {}
+        total = sum(probs.values())
+        return [(m, p / total) for m, p in probs.items()] if total > 0 else []
+
+    def _next_generation(self, population: list[Schedule], scores: np.ndarray,
+                         mutators: list[tuple[Any, float]]) -> list[Schedule]:
+        """A new population of `population_size`: each slot draws a parent by score and mutates
+        it (probability `genetic_mutate_prob`, mutator by weight), retrying up to
+        `genetic_max_fail_count` times; an unmutated parent is taken once at most; the last
+        resort is the parent itself."""
+        weights = scores / scores.sum() if scores.sum() > 0 else np.full(len(population), 1.0 / len(population))
+        cumulative = np.cumsum(weights)
+        taken: set[int] = set()
+        out = []
+        for _ in range(self.population_size):
+            parent_index = 0
+            child = None
+            for _ in range(self.genetic_max_fail_count + 1):
+                parent_index = min(int(np.searchsorted(cumulative, self.rng.random() * cumulative[-1], side="right")),
+                                   len(population) - 1)
+                mutator = self._draw_mutator(mutators)
+                if mutator is None:
+                    if parent_index not in taken:
+                        taken.add(parent_index)
+                        child = population[parent_index]
+                        break
+                    continue
+                new_trace = mutator.apply(population[parent_index].trace, self.rng)
+                if new_trace is None:
+                    continue
+                child = self._apply(new_trace)
+                if child is not None:
+                    break
+            out.append(child if child is not None else population[parent_index])
+        return out
+
+    def _draw_mutator(self, mutators: list[tuple[Any, float]]) -> Any:
+        """None (no mutation) with probability 1 - genetic_mutate_prob, else a mutator by weight."""
+        draw = self.rng.random()
+        if draw >= self.genetic_mutate_prob or not mutators:
+            return None
+        draw /= self.genetic_mutate_prob
+        for mutator, prob in mutators:
+            draw -= prob
+            if draw < 0:
+                return mutator
+        return mutators[-1][0]
+
+    def _pick_with_eps_greedy(self, unmeasured: list[Schedule], bests: list[Schedule], count: int) -> list[Schedule]:
+        """`count` schedules to measure: the best-scored first, `eps_greedy` of them random
+        initial samples; a module already measured is skipped."""
+        equality = self._equality()
+        num_rands = int(count * self.eps_greedy)
+        num_bests = count - num_rands
+        randoms = list(unmeasured)
+        self.rng.shuffle(randoms)
+        picks: list[Schedule] = []
+        sources = iter(bests[:num_bests] + randoms)
+        for sch in sources:
+            if len(picks) >= count:
+                break
+            key = module_key(sch.mod, equality)
+            if key in self.measured:
+                continue
+            self.measured.add(key)
+            picks.append(sch)
+        return picks

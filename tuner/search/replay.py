@@ -1,0 +1,80 @@
+"""Turning a trace into a measurable candidate (TVM's `ThreadedTraceApply`): replay it on the
+task's module with a fresh seed (decisions the trace lacks are sampled anew), enter
+post-processing, run the post-processors; any failure drops the candidate.
+
+And the key a candidate is deduplicated by: the structural hash of the post-processed module
+(TVM's rule), in the database's module equality.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from typing import TYPE_CHECKING, Any, Sequence
+
+from msdb.errors import MsdbError
+
+if TYPE_CHECKING:
+    from msdb.database.base import Database
+    from msdb.ir.function import IRModule
+    from msdb.schedule.schedule import Schedule
+    from msdb.schedule.trace import Trace
+    from msdb.tuner.context import TuneContext
+
+__all__ = ["apply_trace", "module_key", "measured_module_keys", "ReplayFailures"]
+
+logger = logging.getLogger(__name__)
+
+
+class ReplayFailures(Counter[str]):
+    """Why candidates were dropped, by reason (TVM's SummarizeFailures)."""
+
+
+def apply_trace(mod: IRModule, trace: Trace, postprocs: Sequence[Any], seed: int,
+                failures: ReplayFailures | None = None) -> Schedule | None:
+    """`trace` (post-processing removed) replayed on `mod` and post-processed, or None when a
+    replay step or a post-processor fails. Failures are expected (a sampled decision may make a
+    later primitive illegal): they are counted, not raised."""
+    from msdb.schedule.schedule import Schedule
+
+    sch = Schedule(mod, seed=seed)
+    try:
+        trace.apply_to_schedule(sch, remove_postproc=True)
+        sch.enter_postproc()
+        for postproc in postprocs:
+            if not postproc.apply(sch):
+                if failures is not None:
+                    failures[type(postproc).__name__] += 1
+                return None
+    except MsdbError as exc:
+        if failures is not None:
+            failures[type(exc).__name__] += 1
+        logger.debug("candidate dropped: %s", exc)
+        return None
+    return sch
+
+
+def module_key(mod: IRModule, module_equality: str = "structural") -> str:
+    """What a candidate is deduplicated by: its post-processed module's structural hash."""
+    from msdb.hashing.api import structural_hash
+
+    return structural_hash(mod, module_equality)
+
+
+def measured_module_keys(context: TuneContext, database: Database) -> set[str]:
+    """The keys of every module the database measured for the context's workload and target
+    (failed runs included): replaying each stored trace, post-processing included."""
+    from msdb.schedule.schedule import Schedule
+
+    assert context.mod is not None
+    keys: set[str] = set()
+    for record in database.get_measured(context.mod, context.target):
+        sch = Schedule(record.workload.mod)
+        try:
+            record.trace.apply_to_schedule(sch, remove_postproc=False)
+        except MsdbError as exc:
+            logger.warning("a stored trace of task %r does not replay (%s); it cannot be skipped by module", 
+                           context.task_name, exc)
+            continue
+        keys.add(module_key(sch.mod, database.module_equality))
+    return keys

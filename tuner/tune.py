@@ -1,0 +1,284 @@
+"""Tuning entry points (docs/architecture.md, "Tuner"): `tune_tir` for one workload and
+`tune_tasks` for a model's tasks, TVM's functions of the same names with msdb's database as the
+place every measurement lands.
+
+What msdb adds to TVM's loop:
+- every measured candidate is committed to the database as soon as it is measured (a failed
+  build or run as `[1e10]`), under one `source` row of kind `tune` per run (host, user, msdb
+  version, time), so a killed process loses only the round in flight;
+- the search skips modules the database already measured for the workload and target, and the
+  evolutionary search starts from the database's best, so re-running continues a run;
+- the best kernel of each task is built again and checked against msdb's reference interpreter
+  before it is reported as best (a mis-computing kernel is reported and passed over).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+from msdb.errors import MsdbError
+from msdb.ir.function import IRModule, PrimFunc
+from msdb.records.target import Target
+from msdb.tuner.context import TuneContext
+from msdb.tuner.task_scheduler.base import RoundFn, TaskRecord, TaskScheduler
+
+if TYPE_CHECKING:
+    from msdb.database.base import Database
+    from msdb.records.record import TuningRecord
+    from msdb.records.workload import Workload
+    from msdb.tuner.candidate import MeasureCandidate
+    from msdb.tuner.measure.builder import LocalBuilder
+    from msdb.tuner.measure.runner import LocalRunner, RunnerResult
+
+__all__ = ["tune_tir", "tune_tasks", "TuneResult", "TaskResult", "tuning_statistics", "check_record"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class TaskResult:
+    """One task's outcome: its trials and the best record that computes the right numbers."""
+
+    name: str
+    workload: Workload
+    flop: float
+    weight: float
+    trials: int
+    best: TuningRecord | None
+    miscomputing: list[str] = field(default_factory=list)  # trace hashes of fast but wrong records
+
+    @property
+    def best_us(self) -> float | None:
+        return self.best.mean_run_secs * 1e6 if self.best is not None else None
+
+    @property
+    def gflops(self) -> float | None:
+        us = self.best_us
+        return self.flop / us / 1e3 if us else None
+
+
+@dataclass
+class TuneResult:
+    """What `tune_tir` / `tune_tasks` return: per-task results, in task order."""
+
+    tasks: list[TaskResult]
+    source_id: int | None = None
+
+    def table(self) -> str:
+        return tuning_statistics(self.tasks)
+
+
+def tuning_statistics(tasks: Sequence[TaskResult]) -> str:
+    """TVM's per-task statistics table (ID, Name, FLOP, Weight, Speed, Latency, Weighted
+    Latency, Trials, Done) and the total weighted latency."""
+    header = ("ID", "Name", "FLOP", "Weight", "Speed (GFLOPS)", "Latency (us)", "Weighted Latency (us)", "Trials",
+              "Done")
+    rows = []
+    total = 0.0
+    for i, task in enumerate(tasks):
+        us = task.best_us
+        weighted = us * task.weight if us is not None else None
+        total += weighted or 0.0
+        rows.append((str(i), task.name, str(int(task.flop)), f"{task.weight:g}",
+                     f"{task.gflops:.4f}" if task.gflops else "N/A", f"{us:.4f}" if us is not None else "N/A",
+                     f"{weighted:.4f}" if weighted is not None else "N/A", str(task.trials), "Y"))
+    widths = [max(len(h), *(len(r[c]) for r in rows)) if rows else len(h) for c, h in enumerate(header)]
+    line = lambda cells: " | ".join(cell.rjust(w) for cell, w in zip(cells, widths))  # noqa: E731
+    out = [line(header), "-" * len(line(header)), *(line(r) for r in rows)]
+    out.append(f"Total trials: {sum(t.trials for t in tasks)}")
+    out.append(f"Total latency (us): {total:.4f}")
+    return "\n".join(out)
+
+
+def tune_tir(mod: IRModule | PrimFunc, target: Target | str | None, database: Database, max_trials_global: int,
+             num_trials_per_iter: int = 64, *, space: Any = "post-order-apply", strategy: Any = "evolutionary",
+             cost_model: Any = "xgb", seed: int | None = None, task_name: str = "main", num_threads: int = 1,
+             builder: LocalBuilder | None = None, runner: LocalRunner | None = None,
+             on_round: RoundFn | None = None, check_best: bool = True) -> TuneResult:
+    """Tune one workload on `target` (default: this host with `num_threads` cores) for at
+    most `max_trials_global` measurements; every measurement is committed to `database`."""
+    target = _target(target, num_threads)
+    context = _context(mod, target, space, strategy, seed, task_name, num_threads)
+    return tune_tasks([context], [1.0], database, max_trials_global, num_trials_per_iter, cost_model=cost_model,
+                      task_scheduler="round-robin", builder=builder, runner=runner, seed=seed, on_round=on_round,
+                      check_best=check_best)
+
+
+def tune_tasks(tasks: Sequence[TuneContext], task_weights: Sequence[float], database: Database,
+               max_trials_global: int, num_trials_per_iter: int = 64, *, max_trials_per_task: int | None = None,
+               cost_model: Any = "xgb", task_scheduler: str | TaskScheduler = "gradient",
+               builder: LocalBuilder | None = None, runner: LocalRunner | None = None, seed: int | None = None,
+               on_round: RoundFn | None = None, check_best: bool = True, location: str | None = None) -> TuneResult:
+    """Tune `tasks` (each a TuneContext with its module, target, space generator and search
+    strategy) sharing `max_trials_global` measurements, weighted by `task_weights`."""
+    from msdb.tuner.measure.builder import LocalBuilder
+    from msdb.tuner.measure.runner import LocalRunner
+
+    if max_trials_global < 1 or num_trials_per_iter < 1:
+        raise ValueError(f"max_trials_global ({max_trials_global}) and num_trials_per_iter ({num_trials_per_iter}) "
+                         "must be >= 1")
+    threads = max((t.num_threads for t in tasks), default=1)
+    model = _cost_model(cost_model, seed, threads)
+    scheduler = task_scheduler if isinstance(task_scheduler, TaskScheduler) else \
+        TaskScheduler.create(task_scheduler, seed=seed or 0)
+    own_builder = builder is None
+    own_runner = runner is None
+    builder = builder or LocalBuilder(max_workers=min(os.cpu_count() or 1, 4))
+    runner = runner or LocalRunner(num_threads=threads)
+    sink = _RecordSink(database, location or f"tune: {', '.join(t.task_name or 'main' for t in tasks)}")
+    for task in tasks:
+        if task.mod is None or task.target is None:
+            raise ValueError(f"task {task.task_name!r} needs a module and a target")
+        sink.workload(task)
+    try:
+        records = scheduler.tune(
+            list(tasks), list(task_weights), max_trials_global=max_trials_global,
+            max_trials_per_task=max_trials_per_task or max_trials_global, num_trials_per_iter=num_trials_per_iter,
+            measure=lambda task, candidates: _measure(task, candidates, builder, runner, sink),
+            database=database, cost_model=model, on_round=on_round)
+    finally:
+        if own_builder:
+            builder.close()
+        if own_runner:
+            runner.close()
+    results = [_task_result(task, database, sink, check_best) for task in records]
+    return TuneResult(results, sink.source_id)
+
+
+# ---------------------------------------------------------------- pieces
+
+
+def _target(target: Target | str | None, num_threads: int) -> Target:
+    if target is None:
+        config = Target.host().config
+        config["num-cores"] = num_threads
+        return Target(config)
+    coerced = Target.coerce(target)
+    assert coerced is not None
+    return coerced
+
+
+def _context(mod: IRModule | PrimFunc, target: Target, space: Any, strategy: Any, seed: int | None, task_name: str,
+             num_threads: int) -> TuneContext:
+    from msdb.tuner.search.base import SearchStrategy
+    from msdb.tuner.space.generators.base import SpaceGenerator
+
+    generator = SpaceGenerator.create(space) if isinstance(space, str) else space
+    search = SearchStrategy.create(strategy) if isinstance(strategy, str) else strategy
+    return TuneContext(mod=IRModule.coerce(mod, "a tuned workload"), target=target, space_generator=generator,
+                       search_strategy=search, task_name=task_name, rand_state=-1 if seed is None else seed,
+                       num_threads=num_threads)
+
+
+def _cost_model(cost_model: Any, seed: int | None, num_threads: int) -> Any:
+    if cost_model is None or not isinstance(cost_model, str):
+        return cost_model
+    from msdb.tuner.cost_model.base import CostModel
+
+    return CostModel.create(cost_model, seed=seed or 0, num_threads=num_threads)
+
+
+class _RecordSink:
+    """Commits each measured candidate at once, under one `tune` source row (SQL databases)."""
+
+    def __init__(self, database: Database, location: str) -> None:
+        self.database = database
+        self.location = location
+        self.source_id: int | None = None
+        self.workloads: dict[int, Workload] = {}
+
+    def workload(self, task: TuneContext) -> Workload:
+        stored = self.workloads.get(id(task))
+        if stored is None:
+            stored = self.workloads[id(task)] = self.database.commit_workload(task.mod)  # type: ignore[arg-type]
+        return stored
+
+    def commit(self, task: TuneContext, candidate: MeasureCandidate, result: RunnerResult) -> None:
+        from msdb.records.ranking import FAILED_RUN_SECS
+        from msdb.records.record import TuningRecord
+
+        run_secs = list(result.run_secs) if result.error_msg is None and result.run_secs else [FAILED_RUN_SECS]
+        record = TuningRecord(candidate.sch.trace, self.workload(task), run_secs, task.target, candidate.args_info)
+        add_source = getattr(self.database, "add_source", None)
+        if add_source is None:
+            self.database.commit_tuning_record(record)
+            return
+        if self.source_id is None:
+            self.source_id = add_source("tune", self.location)
+        self.database.commit_tuning_record(record, source_id=self.source_id)  # type: ignore[call-arg]
+
+
+def _measure(task: TaskRecord, candidates: list[MeasureCandidate], builder: LocalBuilder, runner: LocalRunner,
+             sink: _RecordSink) -> list[RunnerResult]:
+    """Build the round in parallel, run each candidate, commit each result as it comes."""
+    from msdb.tuner.measure.builder import BuilderInput
+    from msdb.tuner.measure.runner import RunnerInput, RunnerResult
+
+    built = builder.build([BuilderInput(c.sch.mod, task.ctx.target) for c in candidates])
+    results = []
+    for candidate, build in zip(candidates, built):
+        if build.artifact_path is None:
+            result = RunnerResult(None, f"build failed: {build.error_msg}")
+        else:
+            result = runner.run([RunnerInput(build.artifact_path, "cpu", candidate.args_info)])[0]
+            _remove_artifact(build.artifact_path)
+        sink.commit(task.ctx, candidate, result)
+        results.append(result)
+    return results
+
+
+def _remove_artifact(path: str) -> None:
+    for name in (path, path + ".json"):
+        try:
+            os.remove(name)
+        except OSError:
+            pass
+
+
+def _task_result(task: TaskRecord, database: Database, sink: _RecordSink, check_best: bool) -> TaskResult:
+    workload = sink.workload(task.ctx)
+    best = None
+    wrong: list[str] = []
+    for record in database.get_top_k(workload, 5, task.ctx.target):
+        problem = check_record(record) if check_best else None
+        if problem is None:
+            best = record
+            break
+        logger.error("task %r: a measured kernel computes wrong numbers, passed over: %s", task.name, problem)
+        wrong.append(record.storage_fields()[1])
+    return TaskResult(task.name, workload, task.flop, task.task_weight, task.trials, best, wrong)
+
+
+def check_record(record: TuningRecord, seed: int = 0, rtol: float = 1e-3, atol: float = 1e-4) -> str | None:
+    """Why the record's kernel does not compute its workload's numbers (built again and run on
+    seeded inputs against msdb's reference interpreter), or None when it does."""
+    import numpy as np
+
+    from msdb.ir.interpreter import interpret
+    from msdb.schedule.schedule import Schedule
+    from msdb.tuner.kernel import build
+    from msdb.tuner.measure.runner import random_arguments
+
+    reference = record.workload.mod
+    sch = Schedule(reference)
+    try:
+        record.trace.apply_to_schedule(sch, remove_postproc=False)
+        kernel = build(sch.mod, record.target)
+    except MsdbError as exc:
+        return f"does not build: {exc}"
+    from msdb.records.record import ArgInfo
+
+    specs = [(buf.name, info.dtype, info.shape) for buf, info in zip(reference.main.buffers, ArgInfo.from_prim_func(reference))]
+    arrays = random_arguments(specs, seed)
+    expected = [a.copy() for a in arrays]
+    interpret(reference, *expected)
+    actual = [a.copy() for a in arrays]
+    kernel(*actual)
+    for (name, _, _), got, want in zip(specs, actual, expected):
+        if not np.allclose(got, want, rtol=rtol, atol=atol, equal_nan=True):
+            worst = float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64))))
+            return f"buffer {name} differs from the reference interpreter (max abs difference {worst:.3g})"
+    return None
