@@ -1,0 +1,37 @@
+"""Tune a TVMScript workload with real TVM 0.27's MetaSchedule (run by bench_tune.py with TVM's
+own Python; msdb never imports TVM).
+
+    python _tvm_tune.py <workload.json> <trials> <per_iter> <work_dir> <seed>
+
+The workload is TVM's own JSON of the module, as msdb encodes it for TVM's logs.
+
+Runs under whatever CPU affinity the caller set (bench_tune.py: one core), one tuning core.
+Prints one JSON line: wall seconds, trials measured, best mean run seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+
+def main() -> None:
+    script, trials, per_iter, work_dir, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
+    import tvm
+    from tvm.s_tir import meta_schedule as ms
+
+    mod = tvm.ir.load_json(open(script).read())
+    target = tvm.target.Target({"kind": "llvm", "num-cores": 1})
+    started = time.perf_counter()
+    database = ms.tune_tir(mod, target, work_dir, max_trials_global=trials, num_trials_per_iter=per_iter,
+                           num_tuning_cores=1, seed=seed)
+    wall = time.perf_counter() - started
+    records = database.get_all_tuning_records()
+    means = [sum(float(x) for x in r.run_secs) / len(r.run_secs) for r in records if r.run_secs]
+    valid = [m for m in means if m < 1e9]
+    print(json.dumps({"wall": wall, "trials": len(records), "best": min(valid) if valid else None}))
+
+
+if __name__ == "__main__":
+    main()
