@@ -153,6 +153,15 @@ class Schedule:
             return rv
         raise TypeError(f"get() expects a BlockRV, LoopRV or ExprRV, got {type(rv).__name__}")
 
+    def has_block(self, block: BlockRV) -> bool:
+        """Whether the block an RV stands for still exists (TVM's HasBlock: an inlined block
+        does not)."""
+        try:
+            self._state.block(self._func_name, self._block_name(block))
+        except (ScheduleError, LookupError):
+            return False
+        return True
+
     def remove_rv(self, rv: RV) -> None:
         """Forget an RV (TVM's RemoveRV)."""
         self._symbols.pop(rv, None)

@@ -14,7 +14,7 @@ import logging
 import random
 from typing import TYPE_CHECKING, Any
 
-from msdb.errors import MsdbError
+from msdb.tuner.kinds import UnknownKind, load_kind
 
 if TYPE_CHECKING:
     from msdb.database.base import Database
@@ -29,8 +29,8 @@ __all__ = ["SearchStrategy", "UnknownSearchStrategy", "create"]
 logger = logging.getLogger(__name__)
 
 
-class UnknownSearchStrategy(MsdbError, ValueError):
-    """`SearchStrategy.create` was given a kind msdb does not have."""
+#: what `create` raises for a name msdb does not have (one error class for every kind).
+UnknownSearchStrategy = UnknownKind
 
 
 class SearchStrategy:
@@ -115,11 +115,5 @@ _KINDS = {
 
 def create(kind: str = "evolutionary", **kwargs: Any) -> SearchStrategy:
     """A strategy by name: "evolutionary" (default), "replay-trace" or "replay-func"."""
-    import importlib
-
-    try:
-        module_name, class_name = _KINDS[kind]
-    except (KeyError, TypeError):
-        raise UnknownSearchStrategy(f"unknown search strategy {kind!r}; known: {', '.join(_KINDS)}") from None
-    strategy: SearchStrategy = getattr(importlib.import_module(module_name), class_name)(**kwargs)
+    strategy: SearchStrategy = load_kind(_KINDS, kind, "search strategy")(**kwargs)
     return strategy

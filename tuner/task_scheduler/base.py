@@ -16,7 +16,7 @@ import random
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from msdb.errors import MsdbError
+from msdb.tuner.kinds import UnknownKind, load_kind
 
 if TYPE_CHECKING:
     from msdb.tuner.candidate import MeasureCandidate
@@ -33,8 +33,8 @@ MeasureFn = Callable[["TaskRecord", "list[MeasureCandidate]"], "list[RunnerResul
 RoundFn = Callable[["TaskRecord", "list[MeasureCandidate]", "list[RunnerResult]"], None]
 
 
-class UnknownTaskScheduler(MsdbError, ValueError):
-    """`TaskScheduler.create` was given a kind msdb does not have."""
+#: what `create` raises for a name msdb does not have (one error class for every kind).
+UnknownTaskScheduler = UnknownKind
 
 
 @dataclass
@@ -142,11 +142,5 @@ _KINDS = {
 
 def create(kind: str = "gradient", **kwargs: Any) -> TaskScheduler:
     """A scheduler by name: "gradient" (TVM's default) or "round-robin"."""
-    import importlib
-
-    try:
-        module_name, class_name = _KINDS[kind]
-    except (KeyError, TypeError):
-        raise UnknownTaskScheduler(f"unknown task scheduler {kind!r}; known: {', '.join(_KINDS)}") from None
-    scheduler: TaskScheduler = getattr(importlib.import_module(module_name), class_name)(**kwargs)
+    scheduler: TaskScheduler = load_kind(_KINDS, kind, "task scheduler")(**kwargs)
     return scheduler

@@ -1,0 +1,59 @@
+"""The mutator interface (docs/architecture.md, "Tuner"): TVM's `Mutator`. The evolutionary
+search mutates a parent's trace by changing one sampling decision (a tile size, a compute
+location, an unroll step, a parallel extent); the new trace is replayed and post-processed
+like any candidate.
+
+A user's own mutator subclasses `Mutator` and overrides `apply`; `Mutator.create("llvm")` gives
+TVM's default CPU mutators with their probabilities."""
+
+from __future__ import annotations
+
+import copy
+import random
+from typing import TYPE_CHECKING, Any
+
+from msdb.tuner.kinds import load_kind
+
+if TYPE_CHECKING:
+    from msdb.schedule.trace import Trace
+    from msdb.tuner.context import TuneContext
+
+__all__ = ["Mutator", "create"]
+
+
+class Mutator:
+    """Base class of mutators."""
+
+    context: TuneContext | None = None
+
+    def _initialize_with_tune_context(self, context: TuneContext) -> None:
+        self.context = context
+
+    def apply(self, trace: Trace, rng: random.Random) -> Trace | None:
+        """A new trace (post-processing removed) with one decision changed, or None when the
+        trace offers this mutator nothing to change."""
+        raise NotImplementedError
+
+    def clone(self) -> Mutator:
+        """A copy for another task (the context is set again when it joins one)."""
+        twin = copy.copy(self)
+        twin.context = None
+        return twin
+
+    @staticmethod
+    def create(kind: str = "llvm") -> dict[Mutator, float]:
+        return create(kind)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+_KINDS = {"llvm": ("msdb.tuner.space.mutators.defaults", "llvm_mutators")}
+
+
+def create(kind: str = "llvm") -> dict[Mutator, float]:
+    """The default mutators of a target kind with their probabilities ("llvm": TileSize 0.9,
+    ComputeLocation 0.05, Unroll 0.03, Parallel 0.02)."""
+    factory: Any = load_kind(_KINDS, kind, "mutator set")
+    mutators: dict[Mutator, float] = factory()
+    return mutators

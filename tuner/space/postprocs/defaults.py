@@ -1,0 +1,20 @@
+"""The default post-processors of each target kind (docs/architecture.md, "Tuner"), what
+`Postproc.create(kind)` returns.
+
+TVM's `Postproc::DefaultLLVM` also runs RewriteLayout, which only acts on functions that ask
+for layout rewriting (`layout_free_buffers`); msdb's workloads never do, so it is left out."""
+
+from __future__ import annotations
+
+from msdb.tuner.space.postprocs.base import Postproc
+from msdb.tuner.space.postprocs.disallow_dynamic_loop import DisallowDynamicLoop
+from msdb.tuner.space.postprocs.rewrite_parallel_vectorize_unroll import RewriteParallelVectorizeUnroll
+from msdb.tuner.space.postprocs.rewrite_reduction_block import RewriteReductionBlock
+
+__all__ = ["llvm_postprocs"]
+
+
+def llvm_postprocs() -> list[Postproc]:
+    """TVM's CPU post-processors, in TVM's order: reject dynamic loops, then turn the root hints
+    into parallel/vectorized/unrolled loops, then hoist reduction inits."""
+    return [DisallowDynamicLoop(), RewriteParallelVectorizeUnroll(), RewriteReductionBlock()]
