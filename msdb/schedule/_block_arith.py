@@ -501,10 +501,40 @@ def unbound_loop_under_reduction(loops: list[tuple[E.Var, NumRange]], bindings: 
     return None
 
 
+def _independent_groups(loops: list[tuple[E.Var, NumRange]], bindings: list[E.PrimExpr]
+                        ) -> list[tuple[list[tuple[E.Var, NumRange]], list[E.PrimExpr]]]:
+    """The bindings split into groups that share no loop variable (with each group's loops, in
+    nest order); loops no binding uses are dropped (they repeat points, never add any)."""
+    uses = [free_vars(b) for b in bindings]
+    groups: list[tuple[set[E.Var], list[int]]] = []
+    for i, used in enumerate(uses):
+        merged = [g for g in groups if g[0] & used]
+        for g in merged:
+            groups.remove(g)
+        variables = set(used).union(*(g[0] for g in merged))
+        members = sorted([i, *(m for g in merged for m in g[1])])
+        groups.append((variables, members))
+    return [([lp for lp in loops if lp[0] in variables], [bindings[i] for i in members]) for variables, members in groups]
+
+
 def covered_points(loops: list[tuple[E.Var, NumRange]], bindings: list[E.PrimExpr], predicate: E.PrimExpr,
                    limit: int = 1 << 16) -> int | None:
     """How many distinct binding tuples the loop nest `loops` produces where `predicate` holds
-    (None when the nest has more than `limit` iterations or uses other variables)."""
+    (None when the nest has more than `limit` iterations or uses other variables).
+
+    Without a predicate, bindings that share no loop variable vary independently: the count is
+    the product of each group's count, and each group enumerates only its own loops (a write
+    cache moved under a tiled matmul enumerates two 128-point nests, not one of 16384)."""
+    if E.const_int(predicate) == 1 and len(bindings) > 1:
+        groups = _independent_groups(loops, bindings)
+        if len(groups) > 1:
+            total = 1
+            for group_loops, group_bindings in groups:
+                count = covered_points(group_loops, group_bindings, predicate, limit)
+                if count is None:
+                    return None
+                total *= count
+            return total
     nest = _enumerate(loops, predicate, bindings, limit)
     if nest is None:
         return None

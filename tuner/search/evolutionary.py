@@ -7,11 +7,18 @@ best-scored modules not measured before, a few random ones mixed in (epsilon-gre
 TVM's defaults and order of steps (evolutionary_search.cc): population 512, 20% of it from the
 database, at least 50 random samples, 4 generations, mutation probability 0.85, 10 retries per
 slot, 5% random picks; 5 rounds in a row with nothing new to measure end the task.
+
+Beyond TVM: a trace whose every decision is fixed always replays to the same post-processed
+schedule, and the search keeps meeting the same traces (a parent kept unmutated, two mutations
+that land on the same tile sizes, the database's best replayed every round), so replays are
+remembered by the trace's JSON for the session (`replay_cache_size` of them; each replay costs
+milliseconds of Python, the key microseconds).
 """
 
 from __future__ import annotations
 
 import heapq
+import json
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +43,7 @@ class EvolutionarySearch(SearchStrategy):
     def __init__(self, *, population_size: int = 512, init_measured_ratio: float = 0.2,
                  init_min_unmeasured: int = 50, max_fail_count: int = 5, genetic_num_iters: int = 4,
                  genetic_mutate_prob: float = 0.85, genetic_max_fail_count: int = 10, eps_greedy: float = 0.05,
-                 num_empty_iters_before_early_stop: int = 5) -> None:
+                 num_empty_iters_before_early_stop: int = 5, replay_cache_size: int = 4096) -> None:
         super().__init__()
         if not 0 <= init_measured_ratio <= 1 or not 0 <= genetic_mutate_prob <= 1 or not 0 <= eps_greedy <= 1:
             raise ValueError("init_measured_ratio, genetic_mutate_prob and eps_greedy are probabilities in [0, 1]")
@@ -50,6 +57,13 @@ class EvolutionarySearch(SearchStrategy):
         self.eps_greedy = eps_greedy
         self.num_empty_iters_before_early_stop = num_empty_iters_before_early_stop
         self.failures = ReplayFailures()
+        self._empty_iters = 0
+        self.replay_cache_size = replay_cache_size
+        self._replays: dict[str, Schedule | None] = {}
+
+    def pre_tuning(self, *args: Any, **kwargs: Any) -> None:
+        super().pre_tuning(*args, **kwargs)
+        self._replays = {}
         self._empty_iters = 0
 
     # ---- one round -----------------------------------------------------------------------
@@ -82,9 +96,25 @@ class EvolutionarySearch(SearchStrategy):
         return self.database.module_equality if self.database is not None else "structural"
 
     def _apply(self, trace: Trace) -> Schedule | None:
+        """The trace replayed and post-processed (None: it failed); a fully decided trace seen
+        before in this session is not replayed again."""
         mod = self._context().mod
         assert mod is not None
-        return apply_trace(mod, trace, self._postprocs(), self.rng.getrandbits(31), self.failures)
+        key = _decided_key(trace)
+        if key is not None and key in self._replays:
+            return self._replays[key]
+        sch = apply_trace(mod, trace, self._postprocs(), self.rng.getrandbits(31), self.failures)
+        self._remember(key, sch)
+        if key is None and sch is not None:  # sampled anew: remember it under its decisions
+            self._remember(_decided_key(sch.trace), sch)
+        return sch
+
+    def _remember(self, key: str | None, sch: Schedule | None) -> None:
+        if key is None or self.replay_cache_size <= 0:
+            return
+        if len(self._replays) >= self.replay_cache_size:
+            del self._replays[next(iter(self._replays))]
+        self._replays[key] = sch
 
     def _pick_best_from_database(self, count: int) -> list[Schedule]:
         """The database's best `count` measured schedules of the workload on the target,
@@ -236,3 +266,15 @@ class EvolutionarySearch(SearchStrategy):
             self.measured.add(key)
             picks.append(sch)
         return picks
+
+
+def _decided_key(trace: Trace) -> str | None:
+    """The JSON of the trace (post-processing removed) when every sampling instruction has a
+    decision, else None (replaying it draws)."""
+    from msdb.schedule.instructions import kind_of
+
+    insts = trace.simplified(remove_postproc=True)
+    decisions = insts.decisions
+    if any(kind_of(inst.kind).is_sampling and inst not in decisions for inst in insts.insts):
+        return None
+    return json.dumps(insts.as_json(remove_postproc=True), separators=(",", ":"))

@@ -1,0 +1,71 @@
+"""The cost model interface (docs/architecture.md, "Tuner"): TVM's `CostModel`, which scores
+candidates for the evolutionary search (higher is better) and learns from measured results.
+
+The search calls `predict` on every population it evolves and the task scheduler calls
+`update` after each measured round. Subclass `CostModel` to plug in a model of one's own;
+`CostModel.create(kind)` builds the built-in ones by name.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import TYPE_CHECKING, Any, Sequence
+
+from msdb.tuner.kinds import UnknownKind, load_kind
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from msdb.tuner.candidate import MeasureCandidate
+    from msdb.tuner.context import TuneContext
+    from msdb.tuner.measure.runner import RunnerResult
+
+__all__ = ["CostModel", "UnknownCostModel", "create"]
+
+
+#: what `create` raises for a name msdb does not have (one error class for every kind).
+UnknownCostModel = UnknownKind
+
+
+class CostModel(abc.ABC):
+    """Base class of cost models."""
+
+    @abc.abstractmethod
+    def update(self, context: TuneContext, candidates: Sequence[MeasureCandidate],
+               results: Sequence[RunnerResult]) -> None:
+        """Learn from measured candidates (`results[i]` is `candidates[i]`'s)."""
+
+    @abc.abstractmethod
+    def predict(self, context: TuneContext, candidates: Sequence[MeasureCandidate]) -> np.ndarray:
+        """A float64 score per candidate: higher means expected faster."""
+
+    @abc.abstractmethod
+    def save(self, path: str) -> None:
+        """Write the model (and what it learned from) to `path`."""
+
+    @abc.abstractmethod
+    def load(self, path: str) -> None:
+        """Replace the model's state by what `save` wrote to `path`."""
+
+    @staticmethod
+    def create(kind: str = "xgb", *, seed: int = 0, num_threads: int = 1, **kwargs: Any) -> CostModel:
+        """A model by name: "xgb" (TVM's default) or "random"."""
+        return create(kind, seed=seed, num_threads=num_threads, **kwargs)
+
+
+#: kind -> (module, class), imported on first use (xgboost loads only when asked for).
+_KINDS = {
+    "xgb": ("msdb.tuner.cost_model.xgb_model", "XGBModel"),
+    "random": ("msdb.tuner.cost_model.random_model", "RandomModel"),
+}
+
+
+def create(kind: str = "xgb", *, seed: int = 0, num_threads: int = 1, **kwargs: Any) -> CostModel:
+    """A model by name, seeded; `num_threads` is what the model may use to train (XGBoost's
+    nthread); other keyword arguments go to its constructor."""
+    cls = load_kind(_KINDS, kind, "cost model")
+    if kind == "random":
+        model: CostModel = cls(seed=seed, **kwargs)
+    else:
+        model = cls(seed=seed, num_threads=num_threads, **kwargs)
+    return model
