@@ -9,7 +9,11 @@ numpy/OpenBLAS (and an im2col GEMM for the conv) measured in the same run as the
 
 TVM runs in a subprocess with --tvm-python (default: .tvm-venv/bin/python when it imports tvm);
 its column is skipped with a note when no TVM is found. Prints a markdown table.
-Run: taskset -c 0 python bench/bench_tune.py [--workloads gmm,c2d] [--trials 64,200] [--no-tvm]
+With --pretrain, msdb also tunes into a database that already holds the three teams' TVM logs
+(examples/team_logs: GMM, linear, conv2d NHWC, conv1d, depthwise; other workloads than the
+conv2d NCHW tuned here), so its cost model learns before the first round (issue "The tuner":
+does a shared database make tuning faster?).
+Run: taskset -c 0 python bench/bench_tune.py [--workloads gmm,c2d] [--trials 64,200] [--no-tvm] [--pretrain]
 """
 
 from __future__ import annotations
@@ -133,6 +137,13 @@ def tune_msdb(mod: object, trials: int, per_iter: int, seed: int, cost_model: st
                 **spent}
 
 
+def import_team_logs(db: object) -> None:
+    """The three teams' TVM 0.27 logs, imported into `db` (what a shared database holds)."""
+    from msdb.database.tvm_import import import_tvm
+
+    import_tvm(db, sorted((ROOT / "examples" / "team_logs").iterdir()))  # type: ignore[arg-type]
+
+
 def tune_tvm(python: str, mod: object, trials: int, per_iter: int, seed: int) -> dict[str, float] | None:
     from msdb.interop.tvm.encode import encode_workload
     from msdb.interop.tvm.payload import payload_bytes
@@ -164,6 +175,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-tvm", action="store_true")
     parser.add_argument("--tvm-python", default=None)
+    parser.add_argument("--pretrain", action="store_true", help="also tune into a database holding the team logs")
     args = parser.parse_args()
     tvm = None if args.no_tvm else find_tvm(args.tvm_python)
     table = workloads()
@@ -186,6 +198,13 @@ def main() -> None:
             outside = 1 - (mine["build"] + mine["run"]) / mine["wall"]
             print(f"| {name} | {trials} | msdb | {gflops:.1f} | {gflops / anchor_gflops:.2f} | {vs_tvm} | "
                   f"{mine['wall']:.0f} | {mine['wall'] / max(mine['trials'], 1):.2f} | {outside:.0%} |")
+            if args.pretrain:
+                shared = tune_msdb(mod, trials, args.per_iter, args.seed, pretrain=import_team_logs)
+                gflops = flops / shared["best"] / 1e9
+                vs_tvm = f"{gflops / tvm_gflops:.2f}" if tvm_gflops else "(no TVM)"
+                outside = 1 - (shared["build"] + shared["run"]) / shared["wall"]
+                print(f"| {name} | {trials} | msdb, shared db | {gflops:.1f} | {gflops / anchor_gflops:.2f} | {vs_tvm} | "
+                      f"{shared['wall']:.0f} | {shared['wall'] / max(shared['trials'], 1):.2f} | {outside:.0%} |")
             sys.stdout.flush()
 
 

@@ -9,7 +9,10 @@ What msdb adds to TVM's loop:
 - the search skips modules the database already measured for the workload and target, and the
   evolutionary search starts from the database's best, so re-running continues a run;
 - the best kernel of each task is built again and checked against msdb's reference interpreter
-  before it is reported as best (a mis-computing kernel is reported and passed over).
+  before it is reported as best (a mis-computing kernel is reported and passed over);
+- the cost model first learns from what the database already measured on the same kind of
+  target, other workloads and other runs included (`pretrain`), so a shared database makes the
+  model useful from the first round instead of after a hundred measurements.
 """
 
 from __future__ import annotations
@@ -111,9 +114,11 @@ def tune_tasks(tasks: Sequence[TuneContext], task_weights: Sequence[float], data
                max_trials_global: int, num_trials_per_iter: int = 64, *, max_trials_per_task: int | None = None,
                cost_model: Any = "xgb", task_scheduler: str | TaskScheduler = "gradient",
                builder: LocalBuilder | None = None, runner: LocalRunner | None = None, seed: int | None = None,
-               on_round: RoundFn | None = None, check_best: bool = True, location: str | None = None) -> TuneResult:
+               on_round: RoundFn | None = None, check_best: bool = True, location: str | None = None,
+               pretrain: bool = True) -> TuneResult:
     """Tune `tasks` (each a TuneContext with its module, target, space generator and search
-    strategy) sharing `max_trials_global` measurements, weighted by `task_weights`."""
+    strategy) sharing `max_trials_global` measurements, weighted by `task_weights`; with
+    `pretrain`, a cost model that can learn from the database's records first."""
     from msdb.tuner.measure.builder import LocalBuilder
     from msdb.tuner.measure.runner import LocalRunner
 
@@ -122,6 +127,8 @@ def tune_tasks(tasks: Sequence[TuneContext], task_weights: Sequence[float], data
                          "must be >= 1")
     threads = max((t.num_threads for t in tasks), default=1)
     model = _cost_model(cost_model, seed, threads)
+    if pretrain and tasks:
+        _pretrain(model, database, tasks[0].target)
     scheduler = task_scheduler if isinstance(task_scheduler, TaskScheduler) else \
         TaskScheduler.create(task_scheduler, seed=seed or 0)
     own_builder = builder is None
@@ -179,6 +186,23 @@ def _cost_model(cost_model: Any, seed: int | None, num_threads: int) -> Any:
     from msdb.tuner.cost_model.base import CostModel
 
     return CostModel.create(cost_model, seed=seed or 0, num_threads=num_threads)
+
+
+#: At most this many stored records of each workload go into pretraining (best to worst, evenly).
+PRETRAIN_PER_WORKLOAD = 64
+
+
+def _pretrain(model: Any, database: Database, target: Target | None) -> None:
+    """Train a model that supports it (`pretrain(records, target)`) on the database's records
+    of the target's kind; a database that cannot list its workloads is skipped."""
+    learn = getattr(model, "pretrain", None)
+    workloads = getattr(database, "workloads", None)
+    if learn is None or workloads is None or target is None:
+        return
+    records = [r for w in workloads() for r in database.get_top_k(w, PRETRAIN_PER_WORKLOAD)]
+    if records:
+        added = learn(records, target, max_per_workload=PRETRAIN_PER_WORKLOAD)
+        logger.info("cost model pretrained on %d stored records of %s targets", added, target.kind)
 
 
 class _RecordSink:

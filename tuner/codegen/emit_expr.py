@@ -174,6 +174,11 @@ class ExprEmitter:
     def float_arith(self, fn: FnState, t: type, a: ir.Value, b: ir.Value) -> ir.Value:
         bld = fn.builder
         fl = self.flags
+        element = a.type.element if isinstance(a.type, ir.VectorType) else a.type
+        if isinstance(element, ir.HalfType) and "contract" in fl:
+            # float16 rounds after every operation (as the interpreter and numpy do); a CPU
+            # with native half FMA (AVX512-FP16) would otherwise fuse x*y+z with one rounding
+            fl = [f for f in fl if f != "contract"]
         if t is E.Add:
             return bld.fadd(a, b, flags=fl)
         if t is E.Sub:

@@ -53,3 +53,25 @@ def test_the_same_seed_gives_the_same_candidates_with_the_default_space() -> Non
     assert len(first) == 8
     assert run(5) == first
     assert run(6) != first
+
+
+def test_tuning_pretrains_the_cost_model_on_the_databases_records_of_other_workloads() -> None:
+    from pathlib import Path
+
+    from msdb.database import JSONDatabase
+    from msdb.tuner.cost_model import XGBModel
+
+    team_a = Path(__file__).resolve().parents[2] / "data" / "fixtures" / "tvm-0.27" / "team_a"
+    db = MemoryDatabase()
+    for record in JSONDatabase(work_dir=team_a, allow_missing=False).get_all_tuning_records():
+        db.commit_workload(record.workload.mod)
+        db.commit_tuning_record(record)
+    model = XGBModel(seed=0)
+    tune_tir(SMALL["gmm"], CPU, db, 4, 4, strategy=small_evolutionary(), cost_model=model, seed=0,
+             builder=FakeBuilder(), runner=FakeRunner(), check_best=False)  # type: ignore[arg-type]
+    assert model.booster is not None  # trained before the first round: the 2 workloads' best 64 records
+    assert 100 <= model.data_size - 4 <= 2 * 64  # (a failed measurement is not among the best)
+    untouched = XGBModel(seed=0)
+    tune_tir(SMALL["gmm"], CPU, db, 4, 4, strategy=small_evolutionary(), cost_model=untouched, seed=0,
+             builder=FakeBuilder(), runner=FakeRunner(), check_best=False, pretrain=False)  # type: ignore[arg-type]
+    assert untouched.booster is None and untouched.data_size == 4
