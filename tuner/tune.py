@@ -100,14 +100,14 @@ def tune_tir(mod: IRModule | PrimFunc, target: Target | str | None, database: Da
              num_trials_per_iter: int = 64, *, space: Any = "post-order-apply", strategy: Any = "evolutionary",
              cost_model: Any = "xgb", seed: int | None = None, task_name: str = "main", num_threads: int = 1,
              builder: LocalBuilder | None = None, runner: LocalRunner | None = None,
-             on_round: RoundFn | None = None, check_best: bool = True) -> TuneResult:
+             on_round: RoundFn | None = None, check_best: bool = True, pretrain: bool = True) -> TuneResult:
     """Tune one workload on `target` (default: this host with `num_threads` cores) for at
     most `max_trials_global` measurements; every measurement is committed to `database`."""
     target = _target(target, num_threads)
     context = _context(mod, target, space, strategy, seed, task_name, num_threads)
     return tune_tasks([context], [1.0], database, max_trials_global, num_trials_per_iter, cost_model=cost_model,
                       task_scheduler="round-robin", builder=builder, runner=runner, seed=seed, on_round=on_round,
-                      check_best=check_best)
+                      check_best=check_best, pretrain=pretrain)
 
 
 def tune_tasks(tasks: Sequence[TuneContext], task_weights: Sequence[float], database: Database,

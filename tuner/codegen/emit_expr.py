@@ -178,7 +178,7 @@ class ExprEmitter:
         if isinstance(element, ir.HalfType) and "contract" in fl:
             # float16 rounds after every operation (as the interpreter and numpy do); a CPU
             # with native half FMA (AVX512-FP16) would otherwise fuse x*y+z with one rounding
-            fl = [f for f in fl if f != "contract"]
+            fl = tuple(f for f in fl if f != "contract")
         if t is E.Add:
             return bld.fadd(a, b, flags=fl)
         if t is E.Sub:

@@ -74,4 +74,4 @@ def test_tuning_pretrains_the_cost_model_on_the_databases_records_of_other_workl
     untouched = XGBModel(seed=0)
     tune_tir(SMALL["gmm"], CPU, db, 4, 4, strategy=small_evolutionary(), cost_model=untouched, seed=0,
              builder=FakeBuilder(), runner=FakeRunner(), check_best=False, pretrain=False)  # type: ignore[arg-type]
-    assert untouched.booster is None and untouched.data_size == 4
+    assert untouched.data_size == 4  # only its own measurements
