@@ -7,11 +7,16 @@
 #   2. the team database ./msdb.sqlite merges the three (GMM is stored once, every record keeps
 #      who measured it)
 #   3. `msdb ls` shows every workload with its best latency and GFLOPS
-#   4. `msdb export --top-k 1` writes ./export/tvm_work_dir, which TVM 0.27's
-#      JSONDatabase(work_dir=...) loads and `query_schedule`s from
+#   4. `msdb tune` tunes GMM 128^3 on this machine with msdb's own tuner (32 measurements, one
+#      core): every measurement lands in ./msdb.sqlite under a `tune` source, beside the
+#      teammates' TVM records of the same workload (the search starts from their best, and the
+#      cost model learns from all the stored records first); TVM's statistics table at the end
+#   5. `msdb export --top-k 1` writes ./export/tvm_work_dir, which TVM 0.27's
+#      JSONDatabase(work_dir=...) loads and `query_schedule`s from: the best of the teammates'
+#      and this machine's records
 #
-# Idempotent: every step adds nothing when run again (imports and merges deduplicate records;
-# the export is replaced atomically). Needs only Python 3.11: without an `msdb` on PATH it sets
+# Idempotent: imports and merges add nothing when run again (they deduplicate records; the
+# export is replaced atomically); a second tune continues (it measures nothing measured before). Needs only Python 3.11: without an `msdb` on PATH it sets
 # up .venv first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,6 +41,9 @@ msdb merge msdb.sqlite build/team_dbs/team_a.sqlite build/team_dbs/team_b.sqlite
 
 echo "== msdb ls msdb.sqlite"
 msdb ls msdb.sqlite
+
+echo "== tune GMM 128^3 here with msdb's tuner (32 trials, seeded)"
+msdb tune msdb.sqlite --zoo GMM --target "llvm -num-cores=1" --trials 32 --per-iter 16 --seed 0
 
 echo "== export the best record per workload and target for TVM"
 msdb export msdb.sqlite export/tvm_work_dir --top-k 1

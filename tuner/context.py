@@ -53,6 +53,12 @@ class TuneContext:
         sequence of forks is fixed by the seed."""
         return random.Random(self._rng.getrandbits(64))
 
+    def num_cores(self) -> int:
+        """The cores the task's kernels may use: the target's `num-cores`, else the task's
+        threads (the parallelism bound of TVM's rules, post-processors and mutators)."""
+        cores = self.target.config.get("num-cores") if self.target is not None else None
+        return int(cores) if cores else max(1, self.num_threads)
+
     def fork_seed(self) -> int:
         """A seed for a Schedule (`Schedule(mod, seed=context.fork_seed())`)."""
         return self._rng.getrandbits(31)

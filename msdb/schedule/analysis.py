@@ -236,8 +236,8 @@ def _stores_at_reduction_index(block: S.Block) -> bool:
 
 def statements_under(stmt: S.Stmt, inits: bool = False) -> Iterator[Any]:
     """Every statement under `stmt` (itself included), descending into blocks (their bodies,
-    and with `inits` their inits), depth first. A block realize is yielded before anything
-    under it is visited."""
+    and with `inits` their inits, init first), depth first in execution order (TVM's
+    StmtVisitor order). A block realize is yielded before anything under it is visited."""
     stack: list[Any] = [stmt]
     while stack:
         node = stack.pop()
@@ -252,10 +252,10 @@ def statements_under(stmt: S.Stmt, inits: bool = False) -> Iterator[Any]:
         elif t is S.For or t is S.LetStmt:
             stack.append(node.body)
         elif t is S.SeqStmt:
-            stack.extend(node.seq)
+            stack.extend(reversed(node.seq))
         elif t is S.IfThenElse:
-            stack.append(node.then_case)
             stack.append(node.else_case)
+            stack.append(node.then_case)
 
 
 def _written_region_uses_reduction_vars(block: S.Block) -> bool:

@@ -8,44 +8,29 @@ TVM's default CPU mutators with their probabilities."""
 
 from __future__ import annotations
 
-import copy
 import random
 from typing import TYPE_CHECKING, Any
 
 from msdb.tuner.kinds import load_kind
+from msdb.tuner.space.part import SpacePart
 
 if TYPE_CHECKING:
     from msdb.schedule.trace import Trace
-    from msdb.tuner.context import TuneContext
 
 __all__ = ["Mutator", "create"]
 
 
-class Mutator:
+class Mutator(SpacePart):
     """Base class of mutators."""
-
-    context: TuneContext | None = None
-
-    def _initialize_with_tune_context(self, context: TuneContext) -> None:
-        self.context = context
 
     def apply(self, trace: Trace, rng: random.Random) -> Trace | None:
         """A new trace (post-processing removed) with one decision changed, or None when the
         trace offers this mutator nothing to change."""
         raise NotImplementedError
 
-    def clone(self) -> Mutator:
-        """A copy for another task (the context is set again when it joins one)."""
-        twin = copy.copy(self)
-        twin.context = None
-        return twin
-
     @staticmethod
     def create(kind: str = "llvm") -> dict[Mutator, float]:
         return create(kind)
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}()"
 
 
 _KINDS = {"llvm": ("msdb.tuner.space.mutators.defaults", "llvm_mutators")}

@@ -32,7 +32,6 @@ from msdb.tuner.space.mutators.compute_location import task_module
 if TYPE_CHECKING:
     from msdb.schedule.instruction import Instruction
     from msdb.schedule.state import ScheduleState
-    from msdb.tuner.context import TuneContext
 
 __all__ = ["MutateParallel", "parallel_prefix_products", "num_fused_loops"]
 
@@ -99,7 +98,9 @@ class MutateParallel(Mutator):
     @property
     def max_parallel_extent(self) -> int:
         """`num-cores` of the task's target (else its threads) times `max_jobs_per_core`."""
-        return _num_cores(self.context) * self.max_jobs_per_core
+        if self.context is None:
+            raise ValueError("MutateParallel needs a TuneContext (its target's num-cores bounds the parallel extent)")
+        return self.context.num_cores() * self.max_jobs_per_core
 
     def apply(self, trace: Trace, rng: random.Random) -> Trace | None:
         trace = trace.normalized()  # a GetBlock of an older TVM names the block as GetSBlock does
@@ -129,13 +130,6 @@ class MutateParallel(Mutator):
         ordered = sorted(plans)  # TVM keeps the plans in a std::map: lexicographic order
         limit = plans[ordered[sample_int(rng, 0, len(ordered))]]
         return _with_annotation_value(trace, annotate, limit)
-
-
-def _num_cores(context: TuneContext | None) -> int:
-    if context is None:
-        raise ValueError("MutateParallel needs a TuneContext (its target's num-cores bounds the parallel extent)")
-    cores = context.target.config.get("num-cores") if context.target is not None else None
-    return int(cores) if cores else max(1, context.num_threads)
 
 
 def _pick_annotation(trace: Trace, rng: random.Random) -> tuple[Instruction, str, str] | None:

@@ -8,43 +8,28 @@ A user's own post-processor subclasses `Postproc` and overrides `apply`;
 
 from __future__ import annotations
 
-import copy
 from typing import TYPE_CHECKING, Any
 
 from msdb.tuner.kinds import load_kind
+from msdb.tuner.space.part import SpacePart
 
 if TYPE_CHECKING:
     from msdb.schedule.schedule import Schedule
-    from msdb.tuner.context import TuneContext
 
 __all__ = ["Postproc", "create"]
 
 
-class Postproc:
+class Postproc(SpacePart):
     """Base class of post-processors."""
-
-    context: TuneContext | None = None
-
-    def _initialize_with_tune_context(self, context: TuneContext) -> None:
-        self.context = context
 
     def apply(self, sch: Schedule) -> bool:
         """Rewrite `sch` in place (recorded in its trace after EnterPostproc); False rejects
         the candidate."""
         raise NotImplementedError
 
-    def clone(self) -> Postproc:
-        """A copy for another task (the context is set again when it joins one)."""
-        twin = copy.copy(self)
-        twin.context = None
-        return twin
-
     @staticmethod
     def create(kind: str = "llvm") -> list[Postproc]:
         return create(kind)
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}()"
 
 
 _KINDS = {"llvm": ("msdb.tuner.space.postprocs.defaults", "llvm_postprocs")}

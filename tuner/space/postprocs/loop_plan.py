@@ -29,7 +29,7 @@ from msdb.ir.arith import simplify
 from msdb.ir.functor import substitute
 from msdb.schedule.analysis import loop_iter_type
 
-__all__ = ["NONE", "LoopPlan", "plan_loops", "max_fusible_loops", "index_stride", "int_extent", "is_single_stmt",
+__all__ = ["NONE", "LoopPlan", "plan_loops", "max_fusible_loops", "index_stride", "index_strides", "int_extent", "is_single_stmt",
            "has_ann_or_binding"]
 
 #: TVM's "-1": no limit was annotated, or no loop qualifies.
@@ -63,30 +63,34 @@ def has_ann_or_binding(loop: S.For) -> bool:
     return loop.kind == S.ForKind.THREAD_BINDING or bool(loop.annotations)
 
 
-def _stride(expr: E.PrimExpr, var: E.Var) -> int | None:
-    """TVM's StrideExtractor on one node: the stride `var` has in `expr`, None when no
-    `*`/`+` chain from the root reaches it."""
-    if expr is var:
-        return 1
-    if isinstance(expr, E.Mul):
+def _strides(expr: E.PrimExpr, scale: int, out: dict[E.Var, int]) -> None:
+    """TVM's StrideExtractor for every variable at once: the stride each variable reached
+    through a chain of `*` by constants and `+` from the root gets (the smallest when several
+    chains reach it), multiplied by `scale`, into `out`."""
+    if isinstance(expr, E.Var):
+        known = out.get(expr)
+        out[expr] = scale if known is None else min(known, scale)
+    elif isinstance(expr, E.Mul):
         if isinstance(expr.a, E.IntImm):
-            inner = _stride(expr.b, var)
-            return None if inner is None else inner * expr.a.value
-        if isinstance(expr.b, E.IntImm):
-            inner = _stride(expr.a, var)
-            return None if inner is None else inner * expr.b.value
-        return None
-    if isinstance(expr, E.Add):
-        found = [s for s in (_stride(expr.a, var), _stride(expr.b, var)) if s is not None]
-        return min(found) if found else None
-    return None
+            _strides(expr.b, scale * expr.a.value, out)
+        elif isinstance(expr.b, E.IntImm):
+            _strides(expr.a, scale * expr.b.value, out)
+    elif isinstance(expr, E.Add):
+        _strides(expr.a, scale, out)
+        _strides(expr.b, scale, out)
+
+
+def index_strides(index: E.PrimExpr) -> dict[E.Var, int]:
+    """The stride of each variable in a buffer index as TVM's `StrideExtractor::Extract`
+    reports it (a variable it finds no stride for is absent: stride 0)."""
+    out: dict[E.Var, int] = {}
+    _strides(index, 1, out)
+    return out
 
 
 def index_stride(index: E.PrimExpr, var: E.Var) -> int:
-    """The stride of `var` in a buffer index as TVM's `StrideExtractor::Extract` reports it (0
-    when it finds none)."""
-    stride = _stride(index, var)
-    return 0 if stride is None else stride
+    """The stride of `var` in a buffer index (0 when none is found)."""
+    return index_strides(index).get(var, 0)
 
 
 def _access_strides(access: S.BufferRegion, loops: Sequence[S.For],
@@ -94,12 +98,12 @@ def _access_strides(access: S.BufferRegion, loops: Sequence[S.For],
     """Per loop, how far one step of it moves in the flattened buffer (0: the access does not
     use it); None when a buffer dimension that must be crossed is not constant."""
     strides: list[int] = []
-    indices = [simplify(substitute(rng.min, binding)) for rng in access.region]
+    indices = [index_strides(simplify(substitute(rng.min, binding))) for rng in access.region]
     for loop in loops:
         stride = 0
         buffer_stride = 1
         for i in range(len(indices) - 1, -1, -1):
-            coef = index_stride(indices[i], loop.loop_var)
+            coef = indices[i].get(loop.loop_var, 0)
             if coef != 0:
                 stride = coef * buffer_stride
                 break

@@ -14,13 +14,13 @@ instructions.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 from msdb.errors import ScheduleError
 from msdb.ir import expr as E
 from msdb.ir import stmt as S
 from msdb.ir.functor import free_vars
-from msdb.schedule.analysis import loop_iter_type, loops_above
+from msdb.schedule.analysis import loop_iter_type, loops_above, statements_under
 from msdb.tuner.space.postprocs.base import Postproc
 
 if TYPE_CHECKING:
@@ -35,27 +35,6 @@ AUTO_TENSORIZE = "meta_schedule.auto_tensorize"
 AUTO_TENSORIZE_INIT = "meta_schedule.auto_tensorize_init"
 
 
-def _preorder(stmt: S.Stmt | None) -> Iterator[Any]:
-    """Every statement under `stmt`, itself first, in execution order (a block's init before
-    its body): the order of TVM's StmtVisitor."""
-    stack: list[Any] = [stmt]
-    while stack:
-        node = stack.pop()
-        if node is None:
-            continue
-        yield node
-        if isinstance(node, S.BlockRealize):
-            stack.append(node.block.body)
-            stack.append(node.block.init)
-        elif isinstance(node, (S.For, S.LetStmt)):
-            stack.append(node.body)
-        elif isinstance(node, S.SeqStmt):
-            stack.extend(reversed(node.seq))
-        elif isinstance(node, S.IfThenElse):
-            stack.append(node.else_case)
-            stack.append(node.then_case)
-
-
 def _is_gpu_thread_loop(loop: S.For) -> bool:
     tag = loop.thread_binding.thread_tag if loop.thread_binding is not None else ""
     return loop.kind == S.ForKind.THREAD_BINDING and tag.startswith(("blockIdx.", "threadIdx."))
@@ -68,7 +47,7 @@ def reduction_blocks(mod: IRModule) -> list[tuple[str, str]]:
     found: list[tuple[str, str]] = []
     for func_name, func in mod.functions.items():
         bound: set[E.Var] = set()
-        for node in _preorder(func.body):
+        for node in statements_under(func.body, inits=True):
             if isinstance(node, S.For) and _is_gpu_thread_loop(node):
                 bound.add(node.loop_var)
             elif isinstance(node, S.BlockRealize) and node.block.init is not None:
