@@ -112,7 +112,12 @@ class _BindingRewriter(IRMutator):
         values = self._exprs(node.iter_values)
         pred = self.visit(node.predicate)
         if node.block.iter_vars:
-            simplified = tuple(self.analyzer.simplify(v) for v in values)
+            # keeping unit loops, only the bindings the substitution changed: the others were
+            # simplified when their own loops were made, and simplifying is idempotent (a third
+            # of a replay went to re-simplifying bindings a split or fuse never touched);
+            # dropping unit loops changes what every binding's loops are worth
+            simplified = tuple(self.analyzer.simplify(v) if v is not old or self.drop_unit_iters else v
+                               for v, old in zip(values, node.iter_values))
             if any(a is not b for a, b in zip(simplified, values)):
                 values = simplified
             # A block with iter vars is isolated (TVM's well-formedness rule): nothing inside

@@ -39,6 +39,12 @@ class CostModel(abc.ABC):
     def predict(self, context: TuneContext, candidates: Sequence[MeasureCandidate]) -> np.ndarray:
         """A float64 score per candidate: higher means expected faster."""
 
+    def can_rank(self) -> bool:
+        """Whether `predict` ranks candidates now; False while it returns random scores (TVM's
+        XGBoost below its warm-up, the random model). The evolutionary search does not evolve
+        a population under scores that say nothing."""
+        return True
+
     @abc.abstractmethod
     def save(self, path: str) -> None:
         """Write the model (and what it learned from) to `path`."""

@@ -30,6 +30,9 @@ class RandomModel(CostModel):
         if len(candidates) != len(results):
             raise ValueError(f"update: {len(candidates)} candidates but {len(results)} results")
 
+    def can_rank(self) -> bool:
+        return False
+
     def predict(self, context: TuneContext, candidates: Sequence[MeasureCandidate]) -> np.ndarray:
         return self.rng.random(len(candidates), dtype=np.float64)
 

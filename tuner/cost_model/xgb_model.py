@@ -155,8 +155,11 @@ class XGBModel(CostModel):
             return  # not enough new data to be worth a retraining (TVM's adaptive training)
         self._train()
 
+    def can_rank(self) -> bool:
+        return self.booster is not None and self.data_size >= self.num_warmup_samples
+
     def predict(self, context: TuneContext, candidates: Sequence[MeasureCandidate]) -> np.ndarray:
-        if self.booster is None or self.data_size < self.num_warmup_samples:
+        if not self.can_rank():
             return self.rng.uniform(0.0, 1.0, len(candidates))
         return self._predict(self.extractor.extract_from(context, candidates))
 

@@ -8,7 +8,13 @@ TVM's defaults and order of steps (evolutionary_search.cc): population 512, 20% 
 database, at least 50 random samples, 4 generations, mutation probability 0.85, 10 retries per
 slot, 5% random picks; 5 rounds in a row with nothing new to measure end the task.
 
-Beyond TVM: a trace whose every decision is fixed always replays to the same post-processed
+Beyond TVM: while the cost model cannot rank yet (XGBoost below its warm-up of 100 measured
+candidates, or the random model), its scores are noise, and TVM still evolves 2,048 mutants a
+round under them (random mutants of random parents); msdb measures fresh random samples of
+the design spaces instead, without those replays, and evolves from the first round in which the
+model ranks (at once when it was pretrained on a shared database).
+
+And a trace whose every decision is fixed always replays to the same post-processed
 schedule, and the search keeps meeting the same traces (a parent kept unmutated, two mutations
 that land on the same tile sizes, the database's best replayed every round), so replays are
 remembered by the trace's JSON for the session (`replay_cache_size` of them; each replay costs
@@ -73,13 +79,16 @@ class EvolutionarySearch(SearchStrategy):
         wanted = self._round_size()
         if wanted == 0 or self._empty_iters >= self.num_empty_iters_before_early_stop:
             return None
-        measured = self._pick_best_from_database(int(self.population_size * self.init_measured_ratio))
-        unmeasured = self._sample_init_population(self.population_size - len(measured))
+        if self._model_ranks():
+            measured = self._pick_best_from_database(int(self.population_size * self.init_measured_ratio))
+            unmeasured = self._sample_init_population(self.population_size - len(measured))
+        else:  # scores would be noise: evolving under them is a random walk; sample instead
+            measured, unmeasured = [], self._sample_init_population(max(self.init_min_unmeasured, 2 * wanted))
         if len(unmeasured) < self.init_min_unmeasured:
             logger.warning("task %r: only %d random samples of the design space succeeded (want %d); the task ends",
                            self._context().task_name, len(unmeasured), self.init_min_unmeasured)
             return None
-        bests = self._evolve_with_cost_model(measured + unmeasured, wanted)
+        bests = self._evolve_with_cost_model(measured + unmeasured, wanted) if self._model_ranks() else []
         picks = self._pick_with_eps_greedy(unmeasured, bests, wanted)
         if not picks:
             self._empty_iters += 1
@@ -91,6 +100,12 @@ class EvolutionarySearch(SearchStrategy):
     def _postprocs(self) -> list[Any]:
         generator = self._context().space_generator
         return list(generator.postprocs) if generator is not None else []
+
+    def _model_ranks(self) -> bool:
+        """Whether the cost model's scores rank candidates yet (see `CostModel.can_rank`); a
+        model without the method is trusted."""
+        can_rank = getattr(self.cost_model, "can_rank", None)
+        return self.cost_model is not None and (can_rank is None or bool(can_rank()))
 
     def _equality(self) -> str:
         return self.database.module_equality if self.database is not None else "structural"

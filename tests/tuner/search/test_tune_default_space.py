@@ -10,6 +10,7 @@ import pytest
 from msdb.database import MemoryDatabase
 from msdb.ir import zoo
 from msdb.records import Target
+from msdb.tuner.cost_model import XGBModel
 from msdb.tuner.search.evolutionary import EvolutionarySearch
 from msdb.tuner.tune import check_record, tune_tir
 
@@ -26,12 +27,19 @@ def small_evolutionary() -> EvolutionarySearch:
     return EvolutionarySearch(population_size=12, init_min_unmeasured=6, genetic_num_iters=2)
 
 
+def ranking_model() -> XGBModel:
+    """XGBoost without warm-up: it ranks from the second round, so the search evolves (and
+    mutates) then; with the default warm-up it would sample at random for 100 trials."""
+    return XGBModel(seed=0, num_warmup_samples=0)
+
+
 @pytest.mark.parametrize("strategy", ["replay-trace", "evolutionary"])
 @pytest.mark.parametrize("name", sorted(SMALL))
 def test_every_record_of_a_real_tuning_run_replays_builds_and_computes(name: str, strategy: str) -> None:
     db = MemoryDatabase()
     search = small_evolutionary() if strategy == "evolutionary" else strategy
-    result = tune_tir(SMALL[name], CPU, db, 6, 3, strategy=search, cost_model="random", seed=1, task_name=name)
+    model = ranking_model() if strategy == "evolutionary" else "random"
+    result = tune_tir(SMALL[name], CPU, db, 6, 3, strategy=search, cost_model=model, seed=1, task_name=name)
     (task,) = result.tasks
     records = db.get_all_tuning_records()
     assert task.trials == len(records) == 6
@@ -45,7 +53,7 @@ def test_every_record_of_a_real_tuning_run_replays_builds_and_computes(name: str
 def test_the_same_seed_gives_the_same_candidates_with_the_default_space() -> None:
     def run(seed: int) -> list[str]:
         db = MemoryDatabase()
-        tune_tir(SMALL["c2d"], CPU, db, 8, 4, strategy=small_evolutionary(), cost_model="random", seed=seed,
+        tune_tir(SMALL["c2d"], CPU, db, 8, 4, strategy=small_evolutionary(), cost_model=ranking_model(), seed=seed,
                  builder=FakeBuilder(), runner=FakeRunner(), check_best=False)  # type: ignore[arg-type]
         return [str(r.trace.as_json()) for r in db.get_all_tuning_records()]
 
@@ -59,8 +67,6 @@ def test_tuning_pretrains_the_cost_model_on_the_databases_records_of_other_workl
     from pathlib import Path
 
     from msdb.database import JSONDatabase
-    from msdb.tuner.cost_model import XGBModel
-
     team_a = Path(__file__).resolve().parents[2] / "data" / "fixtures" / "tvm-0.27" / "team_a"
     db = MemoryDatabase()
     for record in JSONDatabase(work_dir=team_a, allow_missing=False).get_all_tuning_records():
@@ -75,3 +81,37 @@ def test_tuning_pretrains_the_cost_model_on_the_databases_records_of_other_workl
     tune_tir(SMALL["gmm"], CPU, db, 4, 4, strategy=small_evolutionary(), cost_model=untouched, seed=0,
              builder=FakeBuilder(), runner=FakeRunner(), check_best=False, pretrain=False)  # type: ignore[arg-type]
     assert untouched.data_size == 4  # only its own measurements
+
+
+def test_a_users_mutator_and_postproc_plug_into_the_evolutionary_search() -> None:
+    from msdb.schedule import Schedule
+    from msdb.schedule.trace import Trace
+    from msdb.tuner.space.generators import PostOrderApply
+    from msdb.tuner.space.mutators import Mutator
+    from msdb.tuner.space.postprocs import Postproc
+
+    class SwapFirstTile(Mutator):
+        """Reverse the first sampled tile of the trace (a legal perfect tile again)."""
+
+        calls = 0
+
+        def apply(self, trace: Trace, rng: object) -> Trace | None:
+            SwapFirstTile.calls += 1
+            tiles = [i for i in trace.insts if i.kind == "SamplePerfectTile"]
+            if not tiles:
+                return None
+            return trace.with_decision(tiles[0], list(reversed(trace.get_decision(tiles[0]))), remove_postproc=True)
+
+    class CountingPostproc(Postproc):
+        seen = 0
+
+        def apply(self, sch: Schedule) -> bool:
+            CountingPostproc.seen += 1
+            return True
+
+    space = PostOrderApply(postprocs=[*Postproc.create("llvm"), CountingPostproc()], mutator_probs={SwapFirstTile(): 1.0})
+    db = MemoryDatabase()
+    tune_tir(SMALL["gmm"], CPU, db, 8, 4, space=space, strategy=small_evolutionary(), cost_model=ranking_model(), seed=3,
+             builder=FakeBuilder(), runner=FakeRunner(), check_best=False)  # type: ignore[arg-type]
+    assert len(db.get_all_tuning_records()) == 8
+    assert SwapFirstTile.calls > 0 and CountingPostproc.seen > 0
