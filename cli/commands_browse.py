@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from msdb.cli.common import open_db, target_option
+from msdb.cli.common import err, open_db, target_option
 
 if TYPE_CHECKING:
     from msdb.records import Target
@@ -24,24 +24,29 @@ def ls_command(db: str, target: Target | None, as_json: bool) -> None:
 
     Columns: structural hash, name, target, FLOPs, records, best latency in microseconds
     (the minimum mean run time of valid records), GFLOPS at that latency, and the number of
-    provenance sources (imports, merges, tuning runs) its records came from.
+    provenance sources (imports, merges, tuning runs) its records came from. When no record
+    matches --target, one line on stderr says which targets DB has. DB is only read.
 
     \b
     Example:
         msdb ls msdb.sqlite
         msdb ls msdb.sqlite --target 'llvm -num-cores=1' --json
     """
-    from msdb.database.catalog import format_table, list_workloads
+    from msdb.database.catalog import format_table, workload_listing
 
-    database = open_db(db)
+    database = open_db(db, read_only=True)
     try:
-        rows = list_workloads(database, target=target)
+        listing = workload_listing(database, target=target)
     finally:
         database.close()
+    for warning in listing.warnings:
+        err(f"warning: {warning}")
     if as_json:
-        click.echo(json.dumps([row.as_json() for row in rows], indent=2))
-    else:
-        click.echo(format_table(rows))
+        click.echo(json.dumps([row.as_json() for row in listing.rows], indent=2))
+    elif listing.no_match is None:
+        click.echo(format_table(listing.rows))
+    if listing.no_match is not None:
+        err(listing.no_match)
 
 
 @click.command(name="show")
@@ -53,7 +58,9 @@ def show_command(db: str, workload_hash: str, target: Target | None) -> None:
 
     HASH is msdb's structural hash from `msdb ls` (a unique prefix is enough) or TVM's
     decimal shash from a log. For every target with a valid record, the best one is printed
-    as `def apply_trace(sch): ...`, the way TVM prints a trace.
+    as `def apply_trace(sch): ...`, the way TVM prints a trace. A note says which form the
+    script is in: as imported from TVM (TVM's function attributes) or msdb's own; the hash
+    ignores those attributes. DB is only read.
 
     \b
     Example:
@@ -62,7 +69,7 @@ def show_command(db: str, workload_hash: str, target: Target | None) -> None:
     """
     from msdb.database.catalog import format_details, show_workload
 
-    database = open_db(db)
+    database = open_db(db, read_only=True)
     try:
         details = show_workload(database, workload_hash, target=target)
     finally:

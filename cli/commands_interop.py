@@ -24,10 +24,12 @@ __all__ = ["import_command", "merge_command", "export_command"]
 @click.option("--user", metavar="U", help="Who produced the logs (provenance; default: the current user).")
 @click.option("--host", metavar="H", help="Where the logs were produced (provenance; default: this host).")
 @click.option("--model", metavar="NAME", help="Note that model NAME uses the imported workloads (one task each).")
-@click.option("--verify", is_flag=True, help="Replay every trace on its workload first and report the ones that fail "
-                                             "(slow: TVM does this on every load).")
+@click.option("--verify", is_flag=True, help="Replay every trace on its workload first; a trace that fails is a bad "
+                                             "line (slow: TVM does this on every load).")
+@click.option("--unknown-kinds", is_flag=True, help="Keep trace instructions of kinds TVM does not have (never "
+                                                    "replayable) instead of refusing their lines.")
 def import_command(db: str, paths: tuple[str, ...], skip_bad: bool, opaque: bool, user: str | None,
-                   host: str | None, model: str | None, verify: bool) -> None:
+                   host: str | None, model: str | None, verify: bool, unknown_kinds: bool) -> None:
     """Import TVM MetaSchedule logs into DB.
 
     DB is a file path or an SQLAlchemy URL (created if missing). Each PATH is a work_dir
@@ -38,28 +40,41 @@ def import_command(db: str, paths: tuple[str, ...], skip_bad: bool, opaque: bool
     One transaction for the whole invocation: a malformed or truncated line stops it with
     `path:line: reason` and nothing is written, unless --skip-bad. Blank lines are ignored.
     Workloads and records already in DB are not added again (records are the same when
-    workload, target, trace and run_secs are), so re-importing a file adds nothing.
+    workload, target, trace and run_secs are), so re-importing a file adds nothing. Ctrl-C
+    before the commit writes nothing (a new DB is not created); after it, one line says what
+    was committed (exit status 130 either way).
 
-    Prints: workloads new/known; records new/duplicate/invalid (invalid: failed runs, kept as
-    TVM keeps them); seconds.
+    Prints: workloads new/known; records new/duplicate, and how many of the new records are
+    failed runs (stored, as TVM stores them, never returned as best); seconds. Progress bars
+    are drawn on stderr only when it is a terminal.
 
     \b
     Example:
         msdb import msdb.sqlite ~/tune/work_dir --user alice --model resnet50
         msdb import sqlite:///team.db a/database_workload.json a/database_tuning_record.json
     """
-    from msdb.database.tvm_import import import_logs
+    from msdb.database.tvm_import import ImportInterrupted, import_logs
 
-    with ProgressBars() as progress:
-        summary = import_logs(db, paths, skip_bad=skip_bad, opaque=opaque, user=user, host=host, model=model,
-                              verify=verify, progress=progress)
-    for bad in summary.bad_lines:
-        err(f"{bad} (skipped)")
-    for note in summary.opaque:
-        err(note)
-    for failure in summary.replay_failures:
-        err(failure)
-    click.echo(summary.line())
+    summary = None
+    try:
+        with ProgressBars() as progress:
+            summary = import_logs(db, paths, skip_bad=skip_bad, opaque=opaque, user=user, host=host, model=model,
+                                  verify=verify, progress=progress, unknown_kinds=unknown_kinds)
+        for bad in summary.bad_lines:
+            err(f"{bad} (skipped)")
+        for note in summary.opaque:
+            err(note)
+        for failure in summary.replay_failures:
+            err(f"{failure} (skipped)")
+        click.echo(summary.line())
+    except KeyboardInterrupt as exc:
+        # Ctrl-C: one line saying what DB holds now, no traceback; exit status 130, as a shell's
+        committed = exc.summary if isinstance(exc, ImportInterrupted) else summary
+        if committed is None:
+            err("Interrupted: nothing was imported.")
+        else:
+            err(f"Interrupted after the import was committed: {committed.line()}")
+        raise SystemExit(130) from None
 
 
 @click.command(name="merge")
@@ -73,16 +88,20 @@ def merge_command(dest: str, sources: tuple[str, ...], user: str | None, host: s
     DEST and every SRC are file paths or SQLAlchemy URLs (DEST is created if missing; every
     SRC must exist and is only read). Workloads are deduplicated by structural hash, records
     by (workload, target, trace, run_secs); each record keeps its provenance. Merging again
-    adds nothing. One transaction per SRC; every SRC is opened before anything is written.
+    adds nothing. Every SRC is opened before anything is written; DEST is written in
+    transactions of about two seconds, so tuners writing to DEST meanwhile are not starved (a merge
+    stopped part way keeps what it committed: merging again adds the rest).
 
     \b
     Example:
         msdb merge team.sqlite alice.sqlite bob.sqlite
         msdb merge postgresql://db.lab/msdb ./msdb.sqlite
     """
+    from msdb.database.location import refuse_in_memory
     from msdb.database.merge import merge_databases
 
-    opened = [open_db(src) for src in sources]
+    refuse_in_memory(dest, "msdb merge")
+    opened = [open_db(src, read_only=True) for src in sources]
     target = None
     try:
         target = open_db(dest, create=True)
@@ -109,7 +128,8 @@ def export_command(db: str, outdir: str, top_k: int, target: Target | None) -> N
     records of every workload and target, which TVM's JSONDatabase(work_dir=OUTDIR) loads.
     Workloads imported from TVM keep their payload byte for byte; workloads msdb created are
     encoded in TVM 0.27's graph format. The work_dir is written beside OUTDIR and renamed into
-    place, so OUTDIR never holds a half-written export.
+    place, so OUTDIR never holds a half-written export. DB is only read. A --target that no
+    record matches is an error naming the targets DB has; nothing is written.
 
     \b
     Example:
@@ -117,12 +137,14 @@ def export_command(db: str, outdir: str, top_k: int, target: Target | None) -> N
     """
     from msdb.database.tvm_export import export_workdir
 
-    database = open_db(db)
+    database = open_db(db, read_only=True)
     try:
         with ProgressBars() as progress:
             summary = export_workdir(database, outdir, top_k=top_k, target=target, progress=progress)
     finally:
         database.close()
+    for warning in summary.warnings:
+        err(f"warning: {warning}")
     for note in summary.skipped:
         err(f"left out {note}")
     click.echo(summary.line())

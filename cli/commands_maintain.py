@@ -29,7 +29,7 @@ def verify_command(db: str, replay: bool) -> None:
     """
     from msdb.database.verify import verify_database
 
-    database = open_db(db)
+    database = open_db(db, read_only=True)
     try:
         with ProgressBars() as progress:
             report = verify_database(database, replay=replay, progress=progress)
@@ -50,14 +50,19 @@ def prune_command(db: str, top_k: int) -> None:
     """Keep only the N best valid records per workload and target of DB.
 
     Every other record (failed ones included) is deleted in one transaction; workloads,
-    targets and provenance stay. Like TVM's dump_pruned, in place and per target.
+    targets and provenance stay. Like TVM's dump_pruned, in place and per target. An SQLite
+    file is then compacted (VACUUM), so the space goes back to the disk; the line printed says
+    the file's size before and after, or, when it could not be compacted (another process was
+    using it), how to do it later. An in-memory database is refused.
 
     \b
     Example:
         msdb prune msdb.sqlite --top-k 5
     """
+    from msdb.database.location import refuse_in_memory
     from msdb.database.maintain import prune
 
+    refuse_in_memory(db, "msdb prune")
     database = open_db(db)
     try:
         click.echo(prune(database, top_k=top_k).line())

@@ -79,9 +79,11 @@ def tune_command(db: str, script: str | None, zoo_name: str | None, target: Targ
         msdb tune msdb.sqlite --zoo GMM --trials 64 --seed 0
         msdb plot msdb.sqlite <hash> -o curve.png
     """
+    from msdb.database.location import refuse_in_memory
     from msdb.tuner.measure.builder import LocalBuilder
     from msdb.tuner.tune import tune_tir
 
+    refuse_in_memory(db, "msdb tune")
     name, mod = load_workload(script, zoo_name)
     database = open_db(db, create=True)
     progress = _TuneProgress(trials)
@@ -124,7 +126,7 @@ def plot_command(db: str, workload_hash: str, output: str, target: Target | None
         import matplotlib.pyplot as plt
     except ImportError:
         raise OptionError("msdb plot needs matplotlib: pip install 'msdb[plot]'") from None
-    database = open_db(db)
+    database = open_db(db, read_only=True)
     try:
         shash, curves = tuning_curves(database, workload_hash, target=target)
     finally:

@@ -17,7 +17,8 @@ if TYPE_CHECKING:
     from msdb.database.sqlite import SQLiteDatabase
     from msdb.records import Target
 
-__all__ = ["PROGRESS_THRESHOLD", "OptionError", "open_db", "parse_target", "target_option", "err", "ProgressBars"]
+__all__ = ["PROGRESS_THRESHOLD", "OptionError", "open_db", "parse_target", "target_option", "err", "ProgressBars",
+           "stderr_is_terminal"]
 
 #: Operations on more records than this draw a progress bar on stderr.
 PROGRESS_THRESHOLD = 5000
@@ -27,12 +28,13 @@ class OptionError(MsdbError):
     """A command-line option with a value msdb cannot use (the message names the option)."""
 
 
-def open_db(location: str, *, create: bool = False) -> SQLiteDatabase:
+def open_db(location: str, *, create: bool = False, read_only: bool = False) -> SQLiteDatabase:
     """An `SQLiteDatabase` for a path or SQLAlchemy URL (`create`: a missing file becomes a new
-    database; otherwise it is an error)."""
+    database; otherwise it is an error). `read_only`: for commands that only read; nothing is
+    created, migrated or written (`msdb.database.location.open_database`)."""
     from msdb.database.location import open_database
 
-    return open_database(location, create=create)
+    return open_database(location, create=create, read_only=read_only)
 
 
 def parse_target(_ctx: click.Context, param: click.Parameter, value: str | None) -> Target | None:
@@ -52,6 +54,12 @@ def target_option(help_text: str) -> Callable[[Any], Any]:
                         help=help_text)
 
 
+def stderr_is_terminal() -> bool:
+    """Whether stderr is a terminal: progress bars are drawn only there (in a log or a pipe a
+    bar is a stray line)."""
+    return sys.stderr.isatty()
+
+
 def err(message: str) -> None:
     """A line for the user that is not the command's result (warnings, skipped lines)."""
     click.echo(message, err=True)
@@ -59,11 +67,13 @@ def err(message: str) -> None:
 
 class ProgressBars:
     """A `progress(phase, done, total)` callback for the library (a `msdb.interop.ProgressFn`)
-    that draws one click progress bar per phase on stderr, only for phases of more than `PROGRESS_THRESHOLD` items. Use as a
-    context manager so the last bar is closed."""
+    that draws one click progress bar per phase on stderr, only for phases of more than
+    `PROGRESS_THRESHOLD` items and only when stderr is a terminal. Use as a context manager so
+    the last bar is closed."""
 
     def __init__(self, threshold: int = PROGRESS_THRESHOLD) -> None:
         self.threshold = threshold
+        self.enabled = stderr_is_terminal()
         self.phase: str | None = None
         self.bar: Any = None
         self.last = 0
@@ -73,7 +83,7 @@ class ProgressBars:
             self.close()
             self.phase = phase
             self.last = 0
-            if total > self.threshold:
+            if self.enabled and total > self.threshold:
                 self.bar = click.progressbar(length=total, label=phase, file=sys.stderr)
                 self.bar.__enter__()
         if self.bar is not None and done > self.last:

@@ -28,8 +28,8 @@ from typing import Any
 
 from msdb.database.base import Database, create
 from msdb.database.errors import (
-    BadRecordLine, DatabaseError, DatabaseOpenError, InvalidQuery, SchemaVersionError, UnknownDatabaseKind,
-    UnsupportedOperation, WorkloadNotCommitted,
+    BadRecordLine, DatabaseError, DatabaseOpenError, InvalidQuery, ReadOnlyDatabase, SchemaVersionError,
+    UnknownDatabaseKind, UnsupportedOperation, WorkloadNotCommitted,
 )
 from msdb.database.json_database import JSONDatabase
 from msdb.database.memory import MemoryDatabase
@@ -52,8 +52,8 @@ _LAZY = {
 
 __all__ = [
     "Database", "create", "MemoryDatabase", "JSONDatabase", "UnionDatabase", "OrderedUnionDatabase",
-    "ScheduleFnDatabase", "DatabaseError", "DatabaseOpenError", "SchemaVersionError", "WorkloadNotCommitted",
-    "UnsupportedOperation", "UnknownDatabaseKind", "InvalidQuery", "BadRecordLine", *_LAZY,
+    "ScheduleFnDatabase", "DatabaseError", "DatabaseOpenError", "ReadOnlyDatabase", "SchemaVersionError",
+    "WorkloadNotCommitted", "UnsupportedOperation", "UnknownDatabaseKind", "InvalidQuery", "BadRecordLine", *_LAZY,
 ]
 
 

@@ -2,8 +2,9 @@
 
 Semantics follow TVM (docs/tvm-formats.md section 2): `commit_workload` looks a module up under
 the view's `module_equality` and returns the stored workload (the token to use later);
-`commit_tuning_record` appends, and its workload must have been committed first; `get_top_k`
-gives at most k *valid* records of an equal workload by ascending mean run time, ties in commit
+`commit_tuning_record` appends, and its workload must have been committed first;
+`get_top_k(workload, top_k)` (TVM's parameter name, so `top_k=` works as in TVM) gives at most
+top_k *valid* records of an equal workload by ascending mean run time, ties in commit
 order; queries replay the best trace on the *stored* workload.
 
 Beyond TVM (docs/targets.md, "In the databases"): `get_top_k`, the queries and `dump_pruned`
@@ -58,10 +59,10 @@ class Database(abc.ABC):
         """Append a record; its workload must have been committed to this database."""
 
     @abc.abstractmethod
-    def get_top_k(self, workload: IRModule | PrimFunc | Workload, k: int,
+    def get_top_k(self, workload: IRModule | PrimFunc | Workload, top_k: int,
                   target: Target | str | dict[str, Any] | None = None) -> list[TuningRecord]:
-        """At most `k` valid records of an equal workload whose target matches `target` (any
-        when None), by ascending mean run time, ties in commit order. `k < 0` is an error."""
+        """At most `top_k` valid records of an equal workload whose target matches `target` (any
+        when None), by ascending mean run time, ties in commit order. `top_k < 0` is an error."""
 
     def get_measured(self, workload: IRModule | PrimFunc | Workload,
                      target: Target | str | dict[str, Any] | None = None) -> list[TuningRecord]:
@@ -215,12 +216,12 @@ def _context_stack() -> list[Database]:
     return stack
 
 
-def check_k(k: int) -> None:
-    """TVM: k < 0 is an error, k == 0 gives no records."""
-    if not isinstance(k, int) or isinstance(k, bool):
-        raise TypeError(f"k must be an int, got {type(k).__name__}")
-    if k < 0:
-        raise InvalidQuery(f"get_top_k: k must be >= 0, got {k}")
+def check_k(top_k: int) -> None:
+    """TVM: top_k < 0 is an error, top_k == 0 gives no records."""
+    if not isinstance(top_k, int) or isinstance(top_k, bool):
+        raise TypeError(f"get_top_k: top_k must be an int, got {type(top_k).__name__}")
+    if top_k < 0:
+        raise InvalidQuery(f"get_top_k: top_k must be >= 0, got {top_k}")
 
 
 def replay(record: TuningRecord) -> Schedule:

@@ -8,6 +8,11 @@ and how many provenance sources contributed. The figures come from one GROUP BY 
 `show_workload` resolves a hash (a unique prefix of msdb's structural hash, or TVM's decimal
 shash) and returns the workload's TVMScript with, per target, its best record's trace printed as
 schedule code (`def apply_trace(sch)`, as TVM prints a trace).
+
+Empty and broken results say why: `workload_listing` carries, beside the rows, a line naming
+the targets the records are for when a query target matched none (`no_match_message`; export
+raises it as `NoRecordMatched`), and a warning for records whose workload or target row is gone
+(rows deleted by hand; `dangling_note`): those records are left out, never a `KeyError`.
 """
 
 from __future__ import annotations
@@ -26,7 +31,8 @@ from msdb.records import Target
 if TYPE_CHECKING:
     from msdb.database.sqlite import SQLiteDatabase
 
-__all__ = ["CatalogRow", "WorkloadNotFound", "AmbiguousHash", "WorkloadDetails", "BestRecord", "list_workloads",
+__all__ = ["CatalogRow", "WorkloadNotFound", "AmbiguousHash", "NoRecordMatched", "WorkloadDetails", "BestRecord",
+           "WorkloadListing", "list_workloads", "workload_listing", "no_match_message", "dangling_note",
            "show_workload", "resolve_hash", "target_label", "format_table", "format_details",
            "TuningCurve", "tuning_curves"]
 
@@ -39,14 +45,21 @@ class AmbiguousHash(DatabaseError):
     """A hash prefix that several workloads share."""
 
 
+class NoRecordMatched(DatabaseError):
+    """A query target that no record of the database matches; the message lists the targets it has."""
+
+
 def target_label(config: dict[str, Any] | None) -> str:
     """A short target description for tables: the kind, then the attributes that tell devices
-    apart (`llvm -num-cores=1`, `cuda -arch=sm_80`); `-` for records without a target."""
+    apart (`llvm -num-cores=1`, `cuda -arch=sm_80`; not the defaults TVM fills in); `-` for
+    records without a target."""
     if config is None:
         return "-"
-    from msdb.records.target import cli_form
+    from msdb.records.target import KIND_DEFAULTS, cli_form
 
-    return cli_form(config, leave_out=("keys", "tag", "mtriple", "host"))
+    defaults = KIND_DEFAULTS.get(str(config.get("kind")), {})
+    shown = {key: value for key, value in config.items() if key not in defaults or defaults[key] != value}
+    return cli_form(shown, leave_out=("keys", "tag", "mtriple", "host"))
 
 
 @dataclass
@@ -79,9 +92,53 @@ class CatalogRow:
                 "best_us": self.best_us, "gflops": self.gflops, "sources": self.sources, "opaque": self.opaque}
 
 
+@dataclass
+class WorkloadListing:
+    """What `msdb ls` shows: the rows, why they are empty (`no_match`: no record matched the
+    query target, and which targets there are; None otherwise) and `warnings` (records left
+    out because their workload or target row is missing)."""
+
+    rows: list[CatalogRow]
+    no_match: str | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
 def list_workloads(db: SQLiteDatabase, *, target: Target | str | dict[str, Any] | None = None) -> list[CatalogRow]:
     """One `CatalogRow` per workload and target, in commit order of workloads and targets; with
     `target`, only targets matching it (msdb's policy) and only workloads that have such records."""
+    return workload_listing(db, target=target).rows
+
+
+def no_match_message(db: SQLiteDatabase, conn: Any, query: Target) -> str:
+    """The line for a query target that no record matches: it and the targets the records of
+    `db` are for (a user who typed `cuda` for an `llvm` database sees at once why)."""
+    r = M.tuning_record.c
+    known = set(db.matching_target_ids(conn, None))
+    labels = []
+    for (target_id,) in conn.execute(select(r.target_id).distinct().order_by(r.target_id)):
+        if target_id in known:
+            stored = db.target_of(conn, target_id)
+            label = "no target" if stored is None else target_label(stored.config)
+            if label not in labels:
+                labels.append(label)
+    head = f"no record matched target {target_label(query.config)!r} in {where(db)}"
+    if not labels:
+        return f"{head}: it holds no records"
+    return f"{head}; its records are for: {', '.join(labels)}"
+
+
+def dangling_note(kind: str, ids: set[int], records: int | None, db: SQLiteDatabase) -> str:
+    """The warning for records that point at `kind` rows ("workload" or "target") that do not
+    exist (deleted by hand): what is left out and how to list them."""
+    shown = ", ".join(str(i) for i in sorted(ids)[:5]) + (", ..." if len(ids) > 5 else "")
+    count = "records" if records is None else f"{records} record{'s' if records != 1 else ''}"
+    rows = f"{kind} row{'s' if len(ids) != 1 else ''} {shown}"
+    return (f"{count} of {rows} left out: {'that row does' if len(ids) == 1 else 'those rows do'} not exist "
+            f"in {where(db)} (deleted by hand?); `msdb verify` lists them")
+
+
+def workload_listing(db: SQLiteDatabase, *, target: Target | str | dict[str, Any] | None = None) -> WorkloadListing:
+    """`list_workloads`' rows with why they are empty and what was left out (`WorkloadListing`)."""
     query = Target.coerce(target)
     r, w = M.tuning_record.c, M.workload.c
     stats = (select(r.workload_id, r.target_id, func.count().label("n"),
@@ -92,11 +149,24 @@ def list_workloads(db: SQLiteDatabase, *, target: Target | str | dict[str, Any] 
     with db.engine.connect() as conn:
         workloads = {row.id: row for row in conn.execute(select(w.id, w.shash, w.name, w.flops, w.ir_format).order_by(w.id))}
         wanted = set(db.matching_target_ids(conn, query))
+        existing = set(db.matching_target_ids(conn, None))
         targets = {tid: db.target_of(conn, tid) for tid in wanted}
         groups: dict[int, list[Any]] = {}
+        lost_workloads: dict[int, int] = {}
+        lost_targets: dict[int, int] = {}
         for row in conn.execute(stats):
-            groups.setdefault(row.workload_id, []).append(row)
-    out: list[CatalogRow] = []
+            if row.target_id not in existing:
+                lost_targets[row.target_id] = lost_targets.get(row.target_id, 0) + int(row.n)
+            elif row.workload_id not in workloads:
+                lost_workloads[row.workload_id] = lost_workloads.get(row.workload_id, 0) + int(row.n)
+            else:
+                groups.setdefault(row.workload_id, []).append(row)
+        listing = WorkloadListing([])
+        if lost_workloads:
+            listing.warnings.append(dangling_note("workload", set(lost_workloads), sum(lost_workloads.values()), db))
+        if lost_targets:
+            listing.warnings.append(dangling_note("target", set(lost_targets), sum(lost_targets.values()), db))
+        out = listing.rows
     for workload_id, wl in workloads.items():
         rows = [g for g in groups.get(workload_id, []) if g.target_id in wanted]
         if not rows:
@@ -108,7 +178,10 @@ def list_workloads(db: SQLiteDatabase, *, target: Target | str | dict[str, Any] 
             out.append(CatalogRow(wl.shash, wl.name, wl.flops, None if config is None else config.config,
                                   int(g.n), int(g.valid or 0), None if g.best is None else float(g.best),
                                   int(g.sources), is_opaque(wl.ir_format)))
-    return out
+    if query is not None and not out:
+        with db.engine.connect() as conn:
+            listing.no_match = no_match_message(db, conn, query)
+    return listing
 
 
 def format_table(rows: list[CatalogRow]) -> str:
@@ -169,6 +242,7 @@ class WorkloadDetails:
     tvm_shash: str | None
     records: int
     best: list[BestRecord] = field(default_factory=list)
+    from_tvm: bool = False  # imported from a TVM log (its payload kept): the script has TVM's attributes
 
 
 def resolve_hash(db: SQLiteDatabase, text: str) -> int:
@@ -201,11 +275,13 @@ def show_workload(db: SQLiteDatabase, text: str, *, target: Target | str | dict[
     workload_id = resolve_hash(db, text)
     w, r, s = M.workload.c, M.tuning_record.c, M.source.c
     with db.engine.connect() as conn:
-        wl = conn.execute(select(w.shash, w.name, w.flops, w.script, w.ir_format, w.tvm_shash)
+        wl = conn.execute(select(w.shash, w.name, w.flops, w.script, w.ir_format, w.tvm_shash,
+                                 w.tvm_payload.is_not(None).label("from_tvm"))
                           .where(w.id == workload_id)).one()
         count = int(conn.execute(select(func.count()).select_from(M.tuning_record)
                                  .where(r.workload_id == workload_id)).scalar() or 0)
-        details = WorkloadDetails(wl.shash, wl.name, wl.flops, wl.script, is_opaque(wl.ir_format), wl.tvm_shash, count)
+        details = WorkloadDetails(wl.shash, wl.name, wl.flops, wl.script, is_opaque(wl.ir_format), wl.tvm_shash, count,
+                                  from_tvm=bool(wl.from_tvm))
         target_ids = [row[0] for row in conn.execute(select(r.target_id).where(r.workload_id == workload_id,
                                                                                r.is_valid == true())
                                                      .distinct().order_by(r.target_id))]
@@ -227,8 +303,19 @@ def show_workload(db: SQLiteDatabase, text: str, *, target: Target | str | dict[
     return details
 
 
+#: `msdb show`'s note on which of a workload's two printed forms it shows: the structural hash
+#: ignores the function attributes in which they differ, so one hash can print either way.
+SCRIPT_FORM_NOTE = {
+    True: "# script: as imported from TVM, with that TVM's function attributes (0.27: tirx.noalias, s_tir=True; "
+          "msdb's own form writes tir.noalias); the hash ignores them, so both forms are this workload",
+    False: "# script: msdb's form (tir.noalias; TVM 0.27 writes the same workload with tirx.noalias and "
+           "s_tir=True); the hash ignores them, so both forms are this workload",
+}
+
+
 def format_details(details: WorkloadDetails) -> str:
-    """`msdb show`'s text: the TVMScript, then per target the best trace as schedule code."""
+    """`msdb show`'s text: the TVMScript (after a note on which form it is in), then per target
+    the best trace as schedule code."""
     head = f"# workload {details.shash}"
     if details.name:
         head += f" ({details.name})"
@@ -238,7 +325,10 @@ def format_details(details: WorkloadDetails) -> str:
     facts.append(f"{details.records} record{'s' if details.records != 1 else ''}")
     if details.tvm_shash:
         facts.append(f"TVM shash {details.tvm_shash}")
-    parts = [head + ": " + ", ".join(facts), details.script.rstrip("\n")]
+    head += ": " + ", ".join(facts)
+    if not details.opaque:
+        head += "\n" + SCRIPT_FORM_NOTE[details.from_tvm]
+    parts = [head, details.script.rstrip("\n")]
     if not details.best:
         parts.append("# no valid record" + (" for this target" if details.records else ""))
     for best in details.best:

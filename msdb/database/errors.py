@@ -5,7 +5,7 @@ from __future__ import annotations
 from msdb.errors import MsdbError
 
 __all__ = [
-    "DatabaseError", "DatabaseOpenError", "SchemaVersionError", "WorkloadNotCommitted",
+    "DatabaseError", "DatabaseOpenError", "ReadOnlyDatabase", "SchemaVersionError", "WorkloadNotCommitted",
     "UnsupportedOperation", "UnknownDatabaseKind", "InvalidQuery", "BadRecordLine",
 ]
 
@@ -16,6 +16,10 @@ class DatabaseError(MsdbError):
 
 class DatabaseOpenError(DatabaseError):
     """A file or URL msdb cannot open as an msdb database; nothing in it was changed."""
+
+
+class ReadOnlyDatabase(DatabaseError):
+    """A write to a database opened read-only, or to a file this user cannot write; nothing was changed."""
 
 
 class SchemaVersionError(DatabaseOpenError):

@@ -86,15 +86,15 @@ class MemoryDatabase(Database):
             self._append_record(index, record)
         return len(resolved)
 
-    def get_top_k(self, workload: IRModule | PrimFunc | Workload, k: int,
+    def get_top_k(self, workload: IRModule | PrimFunc | Workload, top_k: int,
                   target: Target | str | dict[str, Any] | None = None) -> list[TuningRecord]:
-        check_k(k)
-        if k == 0:
+        check_k(top_k)
+        if top_k == 0:
             return []
         index = self._find(Workload.coerce(workload))
         if index is None:
             return []
-        return rank(((i, self._records[i]) for i in self._records_of[index]), k, Target.coerce(target))
+        return rank(((i, self._records[i]) for i in self._records_of[index]), top_k, Target.coerce(target))
 
     def get_measured(self, workload: IRModule | PrimFunc | Workload,
                      target: Target | str | dict[str, Any] | None = None) -> list[TuningRecord]:

@@ -1,8 +1,7 @@
 """Merge msdb databases (`msdb merge DEST SRC...`): the team-wide database out of everyone's.
 
 TVM can only union databases in memory at query time (mlc-llm#206) and cannot concatenate two
-work_dirs (record lines point at workload line numbers). msdb merges the SQL rows instead, in one
-transaction on DEST per SRC:
+work_dirs (record lines point at workload line numbers). msdb merges the SQL rows instead:
 
 - workloads are deduplicated by structural hash (opaque ones by TVM's shash, which is their
   key); a new one is copied with everything it holds (IR, TVMScript, TVM payload and shash);
@@ -14,10 +13,22 @@ transaction on DEST per SRC:
   matched on every column), and records that had none get one `merge` source naming SRC;
 - models and tasks are copied by name (`msdb.database.rows.ensure_task`; a task DEST already has
   keeps its weight).
+
+Transactions: SRC is read in one snapshot. DEST is written in transactions of about two seconds
+(`CHUNK_SECONDS`) each, with the lock left free a moment between them (`YIELD_SECONDS`): a
+merge of millions of records would otherwise hold DEST's write lock for minutes, and a tuner
+committing to DEST meanwhile gives up after its 30 s busy timeout. The first transaction holds
+the workloads (and the first records), the last one the tasks. Each
+transaction first learns the records other writers added since the previous one, so records
+stay deduplicated whoever writes beside the merge. A merge that fails or is killed part way
+keeps the transactions it committed, each whole; merging the same SRC again adds exactly the
+rest (docs/architecture.md, "Databases").
 """
 
 from __future__ import annotations
 
+import contextlib
+import sys
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
@@ -32,6 +43,7 @@ from msdb.database.rows import (
 )
 from msdb.database.sqlite import insert_record_rows
 from msdb.interop.progress import ProgressFn
+from msdb.interop.tvm.import_data import failed_runs
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
@@ -41,6 +53,13 @@ if TYPE_CHECKING:
 __all__ = ["MergeSummary", "merge_databases"]
 
 _BATCH = 5000
+#: How long one transaction of a merge may hold DEST's write lock, about (module docstring).
+CHUNK_SECONDS = 2.0
+#: How long a merge leaves the lock free between two transactions: longer than the 100 ms a
+#: waiting writer sleeps between tries (SQLite's busy handler, `SQLiteDatabase._write`), so one
+#: that waits gets its turn; SQLite's lock is not fair, and a merge that began again at once
+#: would starve it anyway.
+YIELD_SECONDS = 0.15
 _SOURCE_FIELDS = ("kind", "location", "sha256", "workload_sha256", "username", "host", "tvm_version", "msdb_version",
                   "created_at")
 _WORKLOAD_FIELDS = ("shash", "ignore_tensor_hash", "anchor_hash", "name", "flops", "script", "ir_format", "ir_blob",
@@ -62,7 +81,7 @@ class MergeSummary:
 
     def line(self) -> str:
         return (f"{self.source}: workloads: {self.workloads_new} new, {self.workloads_known} known; records: "
-                f"{self.records_new} new, {self.records_duplicate} duplicate, {self.records_invalid} invalid; "
+                f"{self.records_new} new, {self.records_duplicate} duplicate, {failed_runs(self.records_invalid)}; "
                 f"{self.seconds:.2f} s")
 
 
@@ -82,7 +101,9 @@ def merge_databases(dest: SQLiteDatabase, src: SQLiteDatabase, *, user: str | No
                                         M.task.c.weight).join(M.model, M.model.c.id == M.task.c.model_id)
                                  .order_by(M.task.c.id)).all()
         total = int(read.execute(select(func.count()).select_from(M.tuning_record)).scalar() or 0)
-        with dest.write_transaction(records=total) as conn:
+        chunks = _Chunks(dest, total)
+        try:
+            conn = chunks.begin()
             workload_map, known = _merge_workloads(conn, src_workloads, summary)
             target_map = {tid: dest.target_row_id_for_config(conn, config) for tid, config in src_targets.items()}
             sources = _SourceMap(conn, src_sources, summary, location=where(src), user=user, host=host)
@@ -93,6 +114,8 @@ def merge_databases(dest: SQLiteDatabase, src: SQLiteDatabase, *, user: str | No
                 select(r.workload_id, r.target_id, r.source_id, r.trace, r.trace_hash, r.run_secs, r.mean_run_secs,
                        r.is_valid, r.args_info).order_by(r.id))
             for batch in result.partitions(_BATCH):
+                if chunks.due():
+                    conn = sources.conn = chunks.next(keys, set(workload_map.values()))
                 rows = []
                 for row in batch:
                     workload_id = workload_map[row.workload_id]
@@ -116,8 +139,53 @@ def merge_databases(dest: SQLiteDatabase, src: SQLiteDatabase, *, user: str | No
                     progress("merging", done, total)
             for task in src_tasks:
                 ensure_task(conn, task.model, workload_map[task.workload_id], task.name, task.weight, keep_weight=True)
+        except BaseException:
+            chunks.abort(*sys.exc_info())
+            raise
+        chunks.commit()
     summary.seconds = time.perf_counter() - start
     return summary
+
+
+class _Chunks:
+    """DEST's write transactions of one merge, one after another, each held about
+    `CHUNK_SECONDS` (module docstring)."""
+
+    def __init__(self, dest: SQLiteDatabase, total: int) -> None:
+        self.dest = dest
+        self.total = total
+        self.stack = contextlib.ExitStack()
+        self.conn: Connection | None = None
+        self.started = 0.0
+
+    def begin(self) -> Connection:
+        self.stack = contextlib.ExitStack()
+        self.conn = conn = self.stack.enter_context(self.dest.write_transaction(records=self.total))
+        self.started = time.monotonic()
+        return conn
+
+    def due(self) -> bool:
+        return time.monotonic() - self.started >= CHUNK_SECONDS
+
+    def next(self, keys: set[tuple[Any, ...]], workload_ids: set[int]) -> Connection:
+        """Commit the current transaction and begin the next; `keys` learns the records other
+        writers added in between to the workloads of `workload_ids`."""
+        r = M.tuning_record.c
+        assert self.conn is not None
+        last_id = int(self.conn.execute(select(func.max(r.id))).scalar() or 0)
+        self.commit()
+        time.sleep(YIELD_SECONDS)
+        conn = self.begin()
+        for row in conn.execute(select(r.workload_id, r.target_id, r.trace_hash, r.run_secs).where(r.id > last_id)):
+            if row.workload_id in workload_ids:
+                keys.add((row.workload_id, row.target_id, row.trace_hash, row.run_secs))
+        return conn
+
+    def commit(self) -> None:
+        self.stack.close()
+
+    def abort(self, *exc_info: Any) -> None:
+        self.stack.__exit__(*exc_info)
 
 
 def _merge_workloads(conn: Connection, rows: Sequence[Any], summary: MergeSummary) -> tuple[dict[int, int], set[int]]:

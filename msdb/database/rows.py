@@ -138,18 +138,27 @@ def opaque_workload_row(*, tvm_shash: str, payload: str, payload_kind: str, reas
 def load_workload_ir(ir_format: str | None, ir_blob: bytes | None, script: str, *, label: str = "workload") -> IRModule:
     """The IR of a workload row: its blob when it is of `msdb.ir.codec.IR_FORMAT` and readable,
     else its TVMScript (the authoritative form; a damaged or foreign blob is logged and
-    skipped). An opaque row raises `MsdbError`: it has no IR."""
+    skipped). An opaque row raises `MsdbError`: it has no IR.
+
+    A blob is only a cache of the script and databases are shared, so any failure to read it
+    (a hostile one claiming 2^62 bytes, one whose shared nodes expand past
+    `msdb.ir.tree_size.MAX_TREE_NODES`, a bug) falls back to the script; only the script's own
+    errors reach the caller."""
     from msdb.ir.codec import IR_FORMAT, load_ir
     from msdb.ir.function import IRModule
+    from msdb.ir.tree_size import check_tree_size
 
     if is_opaque(ir_format):
         raise MsdbError(f"{label} is an opaque TVM payload: it has no IR msdb can read")
     if ir_format == IR_FORMAT and ir_blob is not None:
         try:
             node = load_ir(bytes(ir_blob))
-            return node if isinstance(node, IRModule) else IRModule.from_func(node)
-        except (pickle.UnpicklingError, AttributeError, TypeError, ValueError, EOFError, ImportError) as exc:
-            logger.warning("%s: IR blob unreadable (%s); parsing its script", label, exc)
+            mod = node if isinstance(node, IRModule) else IRModule.from_func(node)
+            check_tree_size(mod, "IR blob")
+            return mod
+        except Exception as exc:  # noqa: BLE001 - see the docstring
+            logger.warning("%s: IR blob unreadable (%s: %s); parsing its script", label, type(exc).__name__,
+                           str(exc)[:200])
     from msdb.ir import from_script
 
     return from_script(script)

@@ -60,9 +60,9 @@ class ScheduleFnDatabase(Database):
     def commit_tuning_record(self, record: TuningRecord) -> None:
         raise UnsupportedOperation("a ScheduleFnDatabase stores nothing; commit to a MemoryDatabase, JSONDatabase or SQLiteDatabase")
 
-    def get_top_k(self, workload: IRModule | PrimFunc | Workload, k: int,
+    def get_top_k(self, workload: IRModule | PrimFunc | Workload, top_k: int,
                   target: Target | str | dict[str, Any] | None = None) -> list[TuningRecord]:
-        check_k(k)
+        check_k(top_k)
         return []
 
     def get_all_tuning_records(self) -> list[TuningRecord]:

@@ -19,6 +19,26 @@ with `BEGIN IMMEDIATE`, so a read-then-write transaction never deadlocks against
 writer; every write is one transaction, so a process killed at any moment leaves every earlier
 commit intact.
 
+Read-only opening
+-----------------
+`SQLiteDatabase(path, read_only=True)` (every command that only reads: `ls`, `show`, `verify`,
+`export`, `plot`, a merge's sources) never creates, migrates or switches the journal mode of
+what it opens (docs/architecture.md, "Databases"): a file that is not yet an msdb database (a
+zero-byte file, an empty SQLite file) or has an older schema is refused with one line naming
+it, byte for byte as it was, and every write raises `ReadOnlyDatabase`. A file this user
+cannot write is opened so without being asked (it can be queried; a write, creating the
+schema or upgrading it raises `ReadOnlyDatabase` naming the file). SQLite opens the file
+with the URI parameter `mode=ro`; where this user cannot write the file or its folder (a
+read-only mount, another user's file) it adds `immutable=1`, because a `mode=ro` reader of a WAL
+database must create the `-wal`/`-shm` files beside it (impossible in a read-only folder, and
+files owned by the wrong user beside a shared one). `immutable=1` tells SQLite the file does
+not change: it takes no locks and ignores a `-wal` file, so commits still in one are not seen
+and a writer changing the file meanwhile can give wrong answers; it is for snapshots and
+read-only storage. A `mode=ro` reader that created the `-wal`/`-shm` pair of an idle database
+removes an empty pair again on `close()` (through a connection that only reads and closes
+last, as any SQLite reader's close does). An sqlite URL that says `mode=ro` or `immutable=1` itself
+(`sqlite:///file:/mnt/team.db?immutable=1&uri=true`) opens read-only the same way.
+
 Bulk commits
 ------------
 `commit_tuning_records` is the import path (budget: >= 20k records/s into a database of a
@@ -48,14 +68,15 @@ import logging
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
+from urllib.parse import parse_qsl, quote, unquote
 
 from sqlalchemy import Integer, bindparam, create_engine, event, func, insert, select, true, union_all
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.engine import URL, Connection, Engine, make_url
 
 from msdb.database import models as M
 from msdb.database.base import Database, check_k
-from msdb.database.errors import DatabaseOpenError, SchemaVersionError, WorkloadNotCommitted
+from msdb.database.errors import DatabaseOpenError, ReadOnlyDatabase, SchemaVersionError, WorkloadNotCommitted
 from msdb.database.migrate import HEAD, SchemaState, schema_state, upgrade
 from msdb.database.rows import (
     HASH_COLUMNS, SOURCE_KINDS, default_host, default_user, ensure_task, find_workload_id, insert_row, insert_source,
@@ -195,24 +216,57 @@ _WORKLOAD_IDS_AND_TARGETS = {
 }
 
 
-def _resolve_url(path_or_url: str | os.PathLike[str]) -> tuple[str, Path | None]:
-    """(SQLAlchemy URL, file path or None). Plain paths become sqlite URLs."""
+def _resolve_url(path_or_url: str | os.PathLike[str]) -> tuple[str, Path | None, bool]:
+    """(SQLAlchemy URL, file path or None, whether the URL itself asks for read-only access).
+    Plain paths become sqlite URLs; an SQLite URI filename (`sqlite:///file:PATH?...&uri=true`)
+    names its file too, and is read-only when it says `mode=ro` or `immutable=1`."""
     text = os.fspath(path_or_url)
     if "://" not in text:
         path = Path(text).expanduser().resolve()
-        return f"sqlite:///{path}", path
+        return f"sqlite:///{path}", path, False
     url = make_url(text)
-    if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:" \
-            and not url.database.startswith("file:"):
-        return text, Path(url.database).expanduser().resolve()
-    return text, None
+    if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
+        return text, None, False
+    if not url.database.startswith("file:"):
+        return text, Path(url.database).expanduser().resolve(), False
+    name, _, params = url.database[len("file:"):].partition("?")
+    options = dict(parse_qsl(params))
+    options.update({key: str(value) for key, value in url.query.items()})
+    read_only = options.get("mode") == "ro" or options.get("immutable", "0").lower() not in ("0", "false", "no", "off")
+    name = unquote(name)
+    if name.startswith("//"):  # file://HOST/PATH: only an empty host or localhost is allowed
+        name = "/" + name[2:].partition("/")[2]
+    if not name or name == ":memory:" or options.get("mode") == "memory":
+        return text, None, read_only
+    return text, Path(name).expanduser().resolve(), read_only
 
 
-def _check_file(path: Path) -> None:
+def writable(path: Path) -> bool:
+    """Whether this process may write `path` and create files beside it (what SQLite needs to
+    read a WAL database without `immutable=1`)."""
+    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+
+
+def _read_only_url(url: str, path: Path | None, immutable: bool) -> URL | str:
+    """The URL a read-only open connects with: the file as an SQLite URI with `mode=ro` (and
+    `immutable=1`), keeping the other query options of `url`; other URLs unchanged."""
+    if path is None or make_url(url).get_backend_name() != "sqlite":
+        return url
+    parsed = make_url(url)
+    query = {key: value for key, value in parsed.query.items() if key not in ("mode", "immutable", "uri")}
+    query.update({"mode": "ro", "uri": "true"})
+    if immutable:
+        query["immutable"] = "1"
+    return URL.create(parsed.drivername, database="file:" + quote(str(path), safe="/"), query=query)
+
+
+def _check_file(path: Path, *, must_exist: bool = False) -> None:
     """Refuse a path that cannot be an SQLite database, before SQLite touches it."""
     if path.is_dir():
         raise DatabaseOpenError(f"{path} is a directory, not a database file")
     if not path.exists():
+        if must_exist:
+            raise DatabaseOpenError(f"{path}: no such database file")
         if not path.parent.is_dir():
             raise DatabaseOpenError(f"cannot create database {path}: folder {path.parent} does not exist")
         return
@@ -224,6 +278,11 @@ def _check_file(path: Path) -> None:
     if head and head != SQLITE_MAGIC:
         raise DatabaseOpenError(f"{path} is not a SQLite database (it does not start with the SQLite header); "
                                 "nothing was changed")
+
+
+def _is_read_only_error(exc: BaseException) -> bool:
+    """Whether a driver error is SQLite's "attempt to write a readonly database"."""
+    return "readonly database" in str(getattr(exc, "orig", None) or exc)
 
 
 def _install_sqlite_settings(engine: Engine, busy_timeout_s: float) -> None:
@@ -275,20 +334,34 @@ class SQLiteDatabase(Database):
     """A tuning database in SQLite (default) or any SQLAlchemy database URL.
 
     `SQLiteDatabase("tuning.db", module_equality="structural")`. See the module docstring for
-    what opening checks and how queries use the indexes.
+    what opening checks, what `read_only=True` guarantees and how queries use the indexes.
     """
 
     def __init__(self, path_or_url: str | os.PathLike[str], module_equality: str = "structural", *,
-                 echo: bool = False, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
+                 echo: bool = False, busy_timeout_s: float = BUSY_TIMEOUT_S, read_only: bool = False) -> None:
         super().__init__(module_equality)
-        self.url, self.path = _resolve_url(path_or_url)
+        self.url, self.path, url_read_only = _resolve_url(path_or_url)
+        self._read_only_asked = read_only or url_read_only
         self._where = str(self.path) if self.path is not None else self.url
+        unwritable = False
         if self.path is not None:
-            _check_file(self.path)
+            _check_file(self.path, must_exist=self._read_only_asked)
+            if self.path.exists():
+                unwritable = not writable(self.path)
+            elif not os.access(self.path.parent, os.W_OK):
+                raise ReadOnlyDatabase(f"cannot create database {self.path}: this user cannot write its folder "
+                                       f"{self.path.parent} (permissions, a read-only mount)")
+        #: Nothing is written: asked for, or a file this user cannot write (which can still be read).
+        self.read_only = self._read_only_asked or unwritable
+        engine_url: URL | str = self.url
+        self._cleanup_wal = False
+        if self.read_only and self.path is not None and not url_read_only:
+            engine_url = _read_only_url(self.url, self.path, immutable=unwritable)
+            self._cleanup_wal = not unwritable
         connect_args: dict[str, Any] = {}
         if self.url.startswith("sqlite"):
             connect_args["timeout"] = busy_timeout_s
-        self._engine = create_engine(self.url, echo=echo, connect_args=connect_args)
+        self._engine = create_engine(engine_url, echo=echo, connect_args=connect_args)
         _install_sqlite_settings(self._engine, busy_timeout_s)
         self._busy_timeout_s = busy_timeout_s
         self._key = object()
@@ -299,10 +372,12 @@ class SQLiteDatabase(Database):
         try:
             self._open()
         except sa_exc.DatabaseError as exc:
-            self._engine.dispose()
+            self.close()
+            if _is_read_only_error(exc):
+                raise self._read_only_error() from None
             raise DatabaseOpenError(f"{self._where} cannot be opened as a database: {exc.orig}; nothing was changed") from None
         except BaseException:
-            self._engine.dispose()
+            self.close()
             raise
 
     # ---- opening ----
@@ -310,6 +385,9 @@ class SQLiteDatabase(Database):
         with self._engine.connect() as conn:
             state, revision, tables = schema_state(conn)
         self._refuse(state, revision, tables)
+        if self.read_only:
+            self._refuse_read_only(state, revision)
+            return
         if state is SchemaState.EMPTY:
             self._set_wal(page_size=PAGE_SIZE)
         if state in (SchemaState.EMPTY, SchemaState.BEHIND):
@@ -333,6 +411,35 @@ class SQLiteDatabase(Database):
                 f"{self._where} has schema revision {revision!r}, which msdb {msdb.__version__} does not know "
                 f"(its newest is {HEAD!r}); it was written by a newer msdb or another application. "
                 "Upgrade msdb to open it; nothing was changed")
+
+    def _refuse_read_only(self, state: SchemaState, revision: str | None) -> None:
+        """A read-only open takes only a database at this msdb's schema: creating or upgrading
+        one is a write (module docstring, "Read-only opening")."""
+        if state in (SchemaState.EMPTY, SchemaState.BEHIND) and not self._read_only_asked:
+            raise self._read_only_error()  # a writer's open of a file it cannot write
+        if state is SchemaState.EMPTY:
+            empty_file = self.path is not None and self.path.stat().st_size == 0
+            what = "an empty file (0 bytes)" if empty_file else "an empty database (no tables)"
+            raise DatabaseOpenError(
+                f"{self._where} is {what}, not an msdb database; it was opened read-only and nothing was "
+                "changed (`msdb import` or `msdb migrate` creates the schema)")
+        if state is SchemaState.BEHIND:
+            raise DatabaseOpenError(
+                f"{self._where} has msdb schema revision {revision or 'none'}, older than this msdb's {HEAD}; "
+                f"it was opened read-only, so it was not upgraded and nothing was changed: run `msdb migrate` on it "
+                "first")
+
+    def _read_only_error(self) -> ReadOnlyDatabase:
+        if self._read_only_asked:
+            return ReadOnlyDatabase(f"{self._where} was opened read-only; open it without read_only=True to write")
+        return ReadOnlyDatabase(
+            f"{self._where}: attempt to write a readonly database: this user cannot write the file or its folder "
+            "(permissions, a read-only mount); nothing was changed")
+
+    def _companion(self, suffix: str) -> Path:
+        """SQLite's `-wal` / `-shm` file beside the database file."""
+        assert self.path is not None
+        return self.path.with_name(self.path.name + suffix)
 
     def _set_wal(self, page_size: int | None = None) -> None:
         """WAL mode (persistent, set once per file); a page size only for a new file, where it
@@ -362,6 +469,8 @@ class SQLiteDatabase(Database):
                 cursor.close()
                 return
             except sqlite3.OperationalError as exc:
+                if _is_read_only_error(exc):
+                    raise self._read_only_error() from None
                 if "locked" not in str(exc):
                     raise
                 if time.monotonic() + pause > deadline:
@@ -378,7 +487,11 @@ class SQLiteDatabase(Database):
         """A connection in a write transaction (BEGIN IMMEDIATE on SQLite), committed on exit.
         If it rolls back, the ids cached for rows it inserted are forgotten too. `cache_kib`
         gives SQLite's page cache that size for the transaction (see `_bulk_cache_kib`); after
-        it ends the cache is set back to `CACHE_KIB`, which frees the pages above that."""
+        it ends the cache is set back to `CACHE_KIB`, which frees the pages above that. A
+        database opened read-only, or a file this user cannot write, raises `ReadOnlyDatabase`
+        naming the file."""
+        if self.read_only:
+            raise self._read_only_error()
         undo: list[Callable[[], None]] = []
         self._undo = undo
         try:
@@ -393,9 +506,11 @@ class SQLiteDatabase(Database):
                 finally:
                     if resized:
                         _set_cache_size(conn, CACHE_KIB)
-        except BaseException:
+        except BaseException as exc:
             for action in reversed(undo):
                 action()
+            if isinstance(exc, sa_exc.OperationalError) and _is_read_only_error(exc):
+                raise self._read_only_error() from None
             raise
         finally:
             self._undo = []
@@ -417,6 +532,30 @@ class SQLiteDatabase(Database):
 
     def close(self) -> None:
         self._engine.dispose()
+        if self._cleanup_wal:
+            self._cleanup_wal = False
+            self._remove_idle_wal()
+
+    def _remove_idle_wal(self) -> None:
+        """Remove an empty `-wal` and its `-shm`, which a `mode=ro` reader makes SQLite create
+        and cannot remove (module docstring, "Read-only opening"): a connection that may write
+        reads one row and closes, and SQLite deletes both files only if it is the last
+        connection. A log with commits in it is left alone (closing last would copy them into
+        the database file: a write)."""
+        import sqlite3
+
+        wal = self._companion("-wal")
+        try:
+            if not wal.exists() or wal.stat().st_size != 0:
+                return
+            conn = sqlite3.connect(f"file:{quote(str(self.path), safe='/')}?mode=rw", uri=True,
+                                   timeout=self._busy_timeout_s)
+            try:
+                conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+            finally:
+                conn.close()
+        except (OSError, sqlite3.Error) as exc:
+            logger.debug("%s: left SQLite's -wal/-shm files in place: %s", self._where, exc)
 
     @property
     def engine(self) -> Engine:
@@ -641,10 +780,10 @@ class SQLiteDatabase(Database):
             params[f"t{i}"] = target_id
         return list(conn.execute(self.top_k_statement(len(pairs)), params))
 
-    def get_top_k(self, workload: IRModule | PrimFunc | Workload, k: int,
+    def get_top_k(self, workload: IRModule | PrimFunc | Workload, top_k: int,
                   target: Target | str | dict[str, Any] | None = None) -> list[TuningRecord]:
-        check_k(k)
-        if k == 0:
+        check_k(top_k)
+        if top_k == 0:
             return []
         workload = Workload.coerce(workload)
         target = Target.coerce(target)
@@ -655,7 +794,7 @@ class SQLiteDatabase(Database):
             target_ids = self._targets.matching(target)
             if not target_ids:
                 return []
-            return [self._record_from_row(conn, row) for row in self._top_rows(conn, workload_ids, target_ids, k)]
+            return [self._record_from_row(conn, row) for row in self._top_rows(conn, workload_ids, target_ids, top_k)]
 
     def get_measured(self, workload: IRModule | PrimFunc | Workload,
                      target: Target | str | dict[str, Any] | None = None) -> list[TuningRecord]:

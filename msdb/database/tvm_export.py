@@ -52,6 +52,7 @@ class ExportSummary:
     pairs: int = 0
     skipped: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    warnings: list[str] = field(default_factory=list)  # records left out: their workload or target row is gone
 
     def line(self) -> str:
         text = (f"exported {self.records} records of {self.workloads} workloads "
@@ -65,7 +66,12 @@ def export_workdir(db: SQLiteDatabase, outdir: str | os.PathLike[str], *, top_k:
                    target: Target | str | dict[str, Any] | None = None,
                    progress: ProgressFn | None = None) -> ExportSummary:
     """Write the best `top_k` valid records of every workload and target (targets matching
-    `target` only, when given) as a TVM 0.27 work_dir at `outdir`; see the module docstring."""
+    `target` only, when given) as a TVM 0.27 work_dir at `outdir`; see the module docstring.
+    A `target` that no record matches raises `NoRecordMatched` (naming the targets there are)
+    and writes nothing; records whose workload or target row is gone are left out, with a
+    warning in the summary."""
+    from msdb.database.catalog import NoRecordMatched, dangling_note, no_match_message
+
     start = time.perf_counter()
     if top_k < 1:
         raise ExportError(f"--top-k must be at least 1, got {top_k}")
@@ -80,12 +86,22 @@ def export_workdir(db: SQLiteDatabase, outdir: str | os.PathLike[str], *, top_k:
            .order_by(r.mean_run_secs, r.id).limit(top_k))
     with db.engine.connect() as conn:
         wanted = set(db.matching_target_ids(conn, query))
-        pairs = [(row[0], row[1]) for row in conn.execute(
-            select(r.workload_id, r.target_id).where(r.is_valid == true()).distinct()
-            .order_by(r.workload_id, r.target_id)) if row[1] in wanted]
+        existing = set(db.matching_target_ids(conn, None))
+        every = conn.execute(select(r.workload_id, r.target_id).where(r.is_valid == true()).distinct()
+                             .order_by(r.workload_id, r.target_id)).all()
+        lost_targets = {row[1] for row in every if row[1] not in existing}
+        if lost_targets:
+            summary.warnings.append(dangling_note("target", lost_targets, None, db))
+        pairs = [(row[0], row[1]) for row in every if row[1] in wanted]
         workload_rows = {row.id: row for row in conn.execute(
             select(w.id, w.shash, w.tvm_payload, w.tvm_shash, w.ir_format, w.ir_blob, w.script)
             .where(w.id.in_(sorted({p[0] for p in pairs}))))} if pairs else {}
+        lost_workloads = {p[0] for p in pairs if p[0] not in workload_rows}
+        if lost_workloads:
+            summary.warnings.append(dangling_note("workload", lost_workloads, None, db))
+            pairs = [p for p in pairs if p[0] in workload_rows]
+        if query is not None and not pairs and not lost_workloads:
+            raise NoRecordMatched(no_match_message(db, conn, query) + "; nothing was written")
         workload_lines: list[str] = []
         record_lines: list[str] = []
         indexes: dict[int, int | None] = {}

@@ -28,15 +28,20 @@ never replayed.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import signal
+import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from sqlalchemy import select, update
 
 from msdb.database import models as M
-from msdb.database.location import database_file, is_behind, open_database, remove_database_file
+from msdb.database.errors import DatabaseOpenError
+from msdb.database.location import database_file, is_behind, open_database, refuse_in_memory
 from msdb.database.rows import (
     default_host, default_user, ensure_task, find_workload_id, insert_row, insert_source, keep_tvm_payload, opaque_shash,
     opaque_workload_row, record_keys_of, stored_ir, workload_row,
@@ -45,7 +50,7 @@ from msdb.errors import MsdbError
 from msdb.interop.progress import ProgressFn
 from msdb.interop.tvm.import_data import ImportAborted, ImportPlan, ImportSummary, ParsedWorkDir, RecordRow
 from msdb.interop.tvm.import_reader import WorkDirReader
-from msdb.interop.tvm.reading import expected_records, in_file_order, read_import, replay_plan
+from msdb.interop.tvm.reading import drop_lines, expected_records, in_file_order, read_import, replay_plan
 from msdb.interop.tvm.workdir import resolve_import_paths
 
 if TYPE_CHECKING:
@@ -55,8 +60,8 @@ if TYPE_CHECKING:
     from msdb.interop.tvm.grammar import ParsedWorkload
     from msdb.records import Target
 
-__all__ = ["ImportAborted", "ImportSummary", "ImportWriter", "commit_import", "import_plan", "import_tvm",
-           "import_logs"]
+__all__ = ["ImportAborted", "ImportInterrupted", "ImportSummary", "ImportWriter", "commit_import", "import_plan",
+           "import_tvm", "import_logs"]
 
 logger = logging.getLogger(__name__)
 
@@ -206,14 +211,17 @@ def commit_import(db: SQLiteDatabase, plan: ImportPlan, *, user: str | None = No
     """Phase 2 of a two-phase import: write the plan's good lines in one transaction."""
     summary = summary if summary is not None else ImportSummary()
     total = plan.n_records
-    with db.write_transaction(records=total) as conn:
-        writer = ImportWriter(db, conn, plan.targets, summary, user=user, host=host, model=model, progress=progress,
-                              total=total)
-        for wd in plan.workdirs:
-            writer.workloads(wd)
-            for start in range(0, len(wd.records), _WRITE_CHUNK):
-                writer.records(wd, wd.records[start:start + _WRITE_CHUNK])
-            writer.done(wd)
+    with _commit_hold(summary) as hold:
+        with db.write_transaction(records=total) as conn:
+            writer = ImportWriter(db, conn, plan.targets, summary, user=user, host=host, model=model,
+                                  progress=progress, total=total)
+            for wd in plan.workdirs:
+                writer.workloads(wd)
+                for start in range(0, len(wd.records), _WRITE_CHUNK):
+                    writer.records(wd, wd.records[start:start + _WRITE_CHUNK])
+                writer.done(wd)
+            hold()  # from here a Ctrl-C waits: the commit and `committed` are one step
+        summary.committed = True
     return summary
 
 
@@ -221,12 +229,20 @@ def import_plan(db: SQLiteDatabase, plan: ImportPlan, *, skip_bad: bool = False,
                 host: str | None = None, model: str | None = None, verify: bool = False,
                 progress: ProgressFn | None = None) -> ImportSummary:
     """Phase 2 with its checks: refuse bad lines unless `skip_bad`, replay when `verify`, then
-    `commit_import`. Raises `ImportAborted` before touching `db`."""
+    `commit_import`. Raises `ImportAborted` before touching `db`.
+
+    A record whose replay fails is a bad line like any other: it stops the import, or with
+    `skip_bad` is left out and listed in `replay_failures` (a trace TVM cannot replay aborts
+    TVM's whole load of the log, apache/tvm#16288)."""
     start = time.perf_counter()
     plan.check(skip_bad)
     summary = ImportSummary(bad_lines=list(plan.bad_lines))
     if verify:
-        summary.replayed, summary.replay_failures = replay_plan(plan, progress)
+        summary.replayed, failures = replay_plan(plan, progress)
+        if failures and not skip_bad:
+            raise ImportAborted(failures)
+        drop_lines(plan, failures)
+        summary.replay_failures = [str(failure) for failure in failures]
     commit_import(db, plan, user=user, host=host, model=model, summary=summary, progress=progress)
     summary.seconds = time.perf_counter() - start
     logger.info("import: %s", summary.line())
@@ -235,7 +251,8 @@ def import_plan(db: SQLiteDatabase, plan: ImportPlan, *, skip_bad: bool = False,
 
 def import_tvm(db: SQLiteDatabase, paths: Sequence[str | Path], *, skip_bad: bool = False, opaque: bool = False,
                user: str | None = None, host: str | None = None, model: str | None = None, verify: bool = False,
-               progress: ProgressFn | None = None, workers: int | None = None) -> ImportSummary:
+               progress: ProgressFn | None = None, workers: int | None = None,
+               unknown_kinds: bool = False) -> ImportSummary:
     """Import TVM work_dirs (or file pairs) into `db` in one transaction; see the module
     docstring. Raises `ImportAborted` (nothing written: the transaction is rolled back) when a
     line is bad and `skip_bad` is False, `WorkDirError` for a path that is not a work_dir.
@@ -243,15 +260,16 @@ def import_tvm(db: SQLiteDatabase, paths: Sequence[str | Path], *, skip_bad: boo
     Without `verify`, rows are written while the lines are still being parsed (in worker
     processes for a big log: `workers`, as in `read_import`), so that SQLite's share of the
     work overlaps the parsing; with `verify`, every trace is replayed before anything is
-    written (`read_import`, then `import_plan`)."""
+    written (`read_import`, then `import_plan`). `unknown_kinds`: keep trace instructions of
+    kinds TVM does not have (never replayable) instead of refusing their lines."""
     start = time.perf_counter()
     if verify:
-        plan = read_import(paths, opaque=opaque, progress=progress, workers=workers)
+        plan = read_import(paths, opaque=opaque, progress=progress, workers=workers, unknown_kinds=unknown_kinds)
         summary = import_plan(db, plan, skip_bad=skip_bad, user=user, host=host, model=model, verify=True,
                               progress=progress)
     else:
         summary = _import_streaming(db, paths, skip_bad=skip_bad, opaque=opaque, user=user, host=host, model=model,
-                                    progress=progress, workers=workers)
+                                    progress=progress, workers=workers, unknown_kinds=unknown_kinds)
     summary.seconds = time.perf_counter() - start
     logger.info("import: %s", summary.line())
     return summary
@@ -259,62 +277,232 @@ def import_tvm(db: SQLiteDatabase, paths: Sequence[str | Path], *, skip_bad: boo
 
 def _import_streaming(db: SQLiteDatabase, paths: Sequence[str | Path], *, skip_bad: bool, opaque: bool,
                       user: str | None, host: str | None, model: str | None, progress: ProgressFn | None,
-                      workers: int | None) -> ImportSummary:
+                      workers: int | None, unknown_kinds: bool = False) -> ImportSummary:
     """Read and write in one pass, inside one write transaction; bad lines that are not to be
     skipped raise `ImportAborted` at the end, which rolls everything back."""
     resolved = resolve_import_paths(paths)
     total = expected_records(resolved)
-    reader = WorkDirReader(opaque=opaque, progress=progress, total=total, workers=workers)
+    reader = WorkDirReader(opaque=opaque, progress=progress, total=total, workers=workers, unknown_kinds=unknown_kinds)
     reader.phase = "importing"  # one pass: reading and writing
     summary = ImportSummary()
-    with db.write_transaction(records=total) as conn:
-        writer = ImportWriter(db, conn, reader.targets, summary, user=user, host=host, model=model)
-        for workload, record in resolved:
-            reader.read(workload, record, sink=writer)
-        if progress is not None:
-            progress(reader.phase, reader.total, reader.total)
-        bad = in_file_order(reader.bad, resolved)
-        if bad and not skip_bad:
-            raise ImportAborted(bad)
-        summary.bad_lines = bad
+    with _commit_hold(summary) as hold:
+        with db.write_transaction(records=total) as conn:
+            writer = ImportWriter(db, conn, reader.targets, summary, user=user, host=host, model=model)
+            for workload, record in resolved:
+                reader.read(workload, record, sink=writer)
+            if progress is not None:
+                progress(reader.phase, reader.total, reader.total)
+            bad = in_file_order(reader.bad, resolved)
+            if bad and not skip_bad:
+                raise ImportAborted(bad)
+            summary.bad_lines = bad
+            hold()  # from here a Ctrl-C waits: the commit and `committed` are one step
+        summary.committed = True
     return summary
 
 
 def import_logs(location: str, paths: Sequence[str | Path], *, skip_bad: bool = False, opaque: bool = False,
                 user: str | None = None, host: str | None = None, model: str | None = None, verify: bool = False,
-                progress: ProgressFn | None = None) -> ImportSummary:
+                progress: ProgressFn | None = None, unknown_kinds: bool = False) -> ImportSummary:
     """`msdb import LOCATION PATH...`: import TVM work_dirs into the database at `location` (a
     path or URL; a missing file is created).
 
     The policy of the command, in one place:
-    - a missing or incomplete work_dir is refused before the database is opened;
+    - a missing or incomplete work_dir, and an in-memory database (the import would vanish
+      with the process), are refused before anything is opened;
     - with `verify`, or when the database has an older schema (which opening migrates), every
       line is read (and replayed) before the database is opened, so a refused import does not
       even migrate it; otherwise rows are written while the lines are read (`import_tvm`);
-    - a refused import into a file it created removes that file (and SQLite's `-wal`/`-shm`
-      beside it): nothing is left behind.
+    - a new file is built in a locked staging folder beside it and linked into place only once
+      committed, never over a file another process made meanwhile (then the import goes into
+      that file). A refused, failed or killed import into a new file leaves no file, and no
+      import ever deletes one (the next import removes a killed one's staging folder);
+    - Ctrl-C: before the commit nothing is written and `KeyboardInterrupt` is raised; once the
+      rows are committed where asked, an interrupt waits for the import to finish and raises
+      `ImportInterrupted` with the summary (docs/architecture.md, "Processes, temporary files
+      and interrupts").
     `seconds` of the summary covers all of it."""
+    global _SESSION
     start = time.perf_counter()
     resolve_import_paths(paths)
-    file = database_file(location)
-    created = file is not None and not file.exists()
+    refuse_in_memory(location, "msdb import")
     plan = None
     if verify or is_behind(location):
-        plan = read_import(paths, opaque=opaque, progress=progress)
+        plan = read_import(paths, opaque=opaque, progress=progress, unknown_kinds=unknown_kinds)
         plan.check(skip_bad)
-    db = open_database(location, create=True)
+    options: dict[str, Any] = dict(skip_bad=skip_bad, opaque=opaque, user=user, host=host, model=model,
+                                   verify=verify, progress=progress, unknown_kinds=unknown_kinds)
+    session = _Interrupts() if _SESSION is None and _in_main_thread() else None
+    if session is not None:
+        _SESSION = session
     try:
-        if plan is not None:
-            summary = import_plan(db, plan, skip_bad=skip_bad, user=user, host=host, model=model, verify=verify,
-                                  progress=progress)
-        else:
-            summary = import_tvm(db, paths, skip_bad=skip_bad, opaque=opaque, user=user, host=host, model=model,
-                                 progress=progress)
-    except BaseException:
-        db.close()
-        if created and file is not None:
-            remove_database_file(file)
-        raise
-    db.close()
+        file = database_file(location)
+        summary = None
+        if file is not None and not file.exists():
+            summary = _import_into_new_file(location, file, paths, plan, options)
+            if session is not None:
+                session.raise_pending()  # an interrupt while a new file was placed: nothing more
+        if summary is None:  # an existing database, or one another process created meanwhile
+            summary = _import_in_place(location, paths, plan, options)
+    finally:
+        if session is not None:
+            _SESSION = None
+            session.end()  # an interrupt held since the commit: raised now, with what was committed
     summary.seconds = time.perf_counter() - start
     return summary
+
+
+class ImportInterrupted(KeyboardInterrupt):
+    """Ctrl-C arrived after the import was committed; `summary` says what is in the database."""
+
+    def __init__(self, summary: ImportSummary) -> None:
+        super().__init__("interrupted after the import was committed")
+        self.summary = summary
+
+
+def _run_import(db: SQLiteDatabase, paths: Sequence[str | Path], plan: ImportPlan | None,
+                options: dict[str, Any]) -> ImportSummary:
+    if plan is not None:
+        return import_plan(db, plan, skip_bad=options["skip_bad"], user=options["user"], host=options["host"],
+                           model=options["model"], verify=options["verify"], progress=options["progress"])
+    return import_tvm(db, paths, **options)
+
+
+def _import_in_place(location: str, paths: Sequence[str | Path], plan: ImportPlan | None,
+                     options: dict[str, Any]) -> ImportSummary:
+    db = open_database(location, create=True)
+    try:
+        return _run_import(db, paths, plan, options)
+    finally:
+        db.close()
+
+
+def _import_into_new_file(location: str, file: Path, paths: Sequence[str | Path], plan: ImportPlan | None,
+                          options: dict[str, Any]) -> ImportSummary | None:
+    """Import into a new database in a staging folder beside `file`, then link it to `file`
+    (which fails if the name is taken: a link never replaces). None when another process
+    created `file` meanwhile: nothing was placed, import into that file instead."""
+    from sqlalchemy.engine import make_url
+
+    from msdb.staging import StagingDir
+
+    if not file.parent.is_dir():
+        raise DatabaseOpenError(f"cannot create database {file}: folder {file.parent} does not exist")
+    try:
+        stage = StagingDir.create(file.parent, f".{file.name}.import-")
+    except OSError as exc:
+        raise DatabaseOpenError(f"cannot create database {file}: {exc.strerror or exc}") from None
+    try:
+        temp = stage.path / file.name
+        temp_location = str(temp) if "://" not in location else \
+            make_url(location).set(database=str(temp)).render_as_string(hide_password=False)
+        db = open_database(temp_location, create=True)
+        try:
+            summary = _run_import(db, paths, plan, options)
+        finally:
+            db.close()
+        summary.committed = False  # committed in the staging copy only, until it is in place
+        _checkpoint(temp)
+        summary.committed = _link_no_replace(temp, file)
+    finally:
+        stage.remove()
+    if not summary.committed:
+        logger.info("%s was created by another process during the import; importing into it", file)
+        return None
+    return summary
+
+
+def _checkpoint(path: Path) -> None:
+    """Fold a WAL left beside `path` into it, so that the file alone holds the database."""
+    wal = path.with_name(path.name + "-wal")
+    if wal.exists() and wal.stat().st_size > 0:
+        import sqlite3
+
+        conn = sqlite3.connect(str(path))
+        try:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        finally:
+            conn.close()
+
+
+def _link_no_replace(source: Path, dest: Path) -> bool:
+    """Give `source` the name `dest` unless `dest` exists (False then). A hard link is atomic
+    and never replaces; where the file system has none, a rename after a check (a tiny race)."""
+    try:
+        os.link(source, dest)
+        return True
+    except FileExistsError:
+        return False
+    except OSError:
+        if os.path.lexists(dest):
+            return False
+        os.rename(source, dest)
+        return True
+
+
+class _Interrupts:
+    """Ctrl-C around an import's commit (see `import_logs`). `hold()` (called just before the
+    commit) makes SIGINT only noted, so the commit and the note that it happened cannot be
+    split; the note is raised at `end()` or `raise_pending()`: as `ImportInterrupted` when the
+    summary is committed, else as `KeyboardInterrupt`. Signal handlers exist in the main thread
+    only; elsewhere this does nothing (no SIGINT arrives there either)."""
+
+    def __init__(self) -> None:
+        self.pending = False
+        self.summary: ImportSummary | None = None
+        self._previous: Any = None
+        self._held = False
+
+    def hold(self, summary: ImportSummary) -> None:
+        self.summary = summary
+        # only Python's own Ctrl-C handler is replaced: an ignored SIGINT stays ignored, and
+        # someone else's handler stays theirs
+        if self._held or not _in_main_thread() or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+            return
+        self._previous = signal.signal(signal.SIGINT, self._note)
+        self._held = True
+
+    def _note(self, _signum: int, _frame: Any) -> None:
+        self.pending = True
+
+    def release(self) -> None:
+        if self._held:
+            signal.signal(signal.SIGINT, self._previous)
+            self._held = False
+
+    def raise_pending(self) -> None:
+        if self.pending:
+            self.pending = False
+            self.release()
+            if self.summary is not None and self.summary.committed:
+                raise ImportInterrupted(self.summary)
+            raise KeyboardInterrupt
+
+    def end(self) -> None:
+        self.release()
+        self.raise_pending()
+
+
+#: The interrupt handling of the `import_logs` call running now in the main thread (None
+#: outside one; other threads get no signals).
+_SESSION: _Interrupts | None = None
+
+
+def _in_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+@contextlib.contextmanager
+def _commit_hold(summary: ImportSummary) -> Iterator[Callable[[], None]]:
+    """A `hold()` to call just before a commit: from then on a Ctrl-C is held until the end of
+    the `import_logs` call, or, without one, of this block (then raised, as `ImportInterrupted`
+    once `summary.committed`)."""
+    session = _SESSION if _in_main_thread() else None
+    own = session is None
+    if session is None:
+        session = _Interrupts()
+    try:
+        yield lambda: session.hold(summary)
+    finally:
+        if own:
+            session.end()

@@ -74,19 +74,19 @@ class _Union(Database):
 class UnionDatabase(_Union):
     """Asks every child; the best mean run time wins, the earlier child on a tie."""
 
-    def get_top_k(self, workload: IRModule | PrimFunc | Workload, k: int,
+    def get_top_k(self, workload: IRModule | PrimFunc | Workload, top_k: int,
                   target: Target | str | dict[str, Any] | None = None) -> list[TuningRecord]:
-        check_k(k)
-        if k == 0:
+        check_k(top_k)
+        if top_k == 0:
             return []
         workload = Workload.coerce(workload)
         target = Target.coerce(target)
         merged: list[tuple[float, int, int, TuningRecord]] = []
         for child, db in enumerate(self.databases):
-            for position, record in enumerate(db.get_top_k(workload, k, target)):
+            for position, record in enumerate(db.get_top_k(workload, top_k, target)):
                 merged.append((record.mean_run_secs, child, position, record))
         merged.sort(key=lambda m: m[:3])
-        return [m[3] for m in merged[:k]]
+        return [m[3] for m in merged[:top_k]]
 
     def query_tuning_record(self, mod: IRModule | PrimFunc | Workload, target: Target | str | dict[str, Any] | None,
                             workload_name: str = "main") -> TuningRecord | None:
@@ -104,15 +104,15 @@ class UnionDatabase(_Union):
 class OrderedUnionDatabase(_Union):
     """Children in order; the first that has records for the workload and target answers."""
 
-    def get_top_k(self, workload: IRModule | PrimFunc | Workload, k: int,
+    def get_top_k(self, workload: IRModule | PrimFunc | Workload, top_k: int,
                   target: Target | str | dict[str, Any] | None = None) -> list[TuningRecord]:
-        check_k(k)
-        if k == 0:
+        check_k(top_k)
+        if top_k == 0:
             return []
         workload = Workload.coerce(workload)
         target = Target.coerce(target)
         for db in self.databases:
-            top = db.get_top_k(workload, k, target)
+            top = db.get_top_k(workload, top_k, target)
             if top:
                 return top
         return []

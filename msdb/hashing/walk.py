@@ -31,22 +31,31 @@ changes stored hashes: that is a schema migration that rehashes stored workloads
 
 Constant tensors (numpy arrays inside annotations or attributes) are written with their bytes,
 or with only their dtype and shape in ignore-tensor mode.
+
+Size: the stream is that of the tree, so a node object reached twice (IR is a DAG where a graph
+or a blob shares nodes) is written twice; the nodes with several children stop the walk with
+`TreeTooLarge` once the stream passes `MAX_TOKENS`, far beyond any real workload, instead of
+walking a tree of 2^300 nodes (`msdb.ir.tree_size`; decoders refuse such IR before it gets here).
 """
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Mapping
-from typing import Any, Callable
+from typing import Any, Callable, NoReturn
 
 from msdb.ir import expr as E
 from msdb.ir import stmt as S
 from msdb.ir.function import IRModule, PrimFunc
+from msdb.ir.tree_size import MAX_TREE_NODES, TreeTooLarge
 
 # Function attributes that never count (see the module docstring for why).
 IGNORED_FUNC_ATTRS = frozenset({"global_symbol", "tir.noalias", "tirx.noalias", "s_tir"})
 
 _pack_double = struct.Struct("<d").pack
+
+#: The longest stream written: a few tokens per node of the largest tree msdb accepts.
+MAX_TOKENS = 4 * MAX_TREE_NODES
 
 _STR_TOKENS: dict[str, str] = {}
 _STR_CACHE_LIMIT = 8192
@@ -60,6 +69,11 @@ def _s(text: str) -> str:
         if len(_STR_TOKENS) < _STR_CACHE_LIMIT:
             _STR_TOKENS[text] = token
     return token
+
+
+def _too_large() -> NoReturn:
+    raise TreeTooLarge(f"IR expands to more than {MAX_TOKENS:,} hash tokens (its nodes are shared so often that the "
+                       "tree is beyond any real workload); it cannot be hashed")
 
 
 def _float_bits(value: float) -> str:
@@ -210,6 +224,8 @@ def _string_imm(w: TokenWriter, node: E.StringImm) -> None:
 def _binary_handler(code: str) -> Callable[[TokenWriter, E.BinaryOp], None]:
     def handler(w: TokenWriter, node: E.BinaryOp) -> None:
         out = w.out
+        if len(out) > MAX_TOKENS:
+            _too_large()
         out.append(code)
         out.append(_s(node.dtype))
         a, b = node.a, node.b
@@ -231,6 +247,8 @@ def _not(w: TokenWriter, node: E.Not) -> None:
 
 def _select(w: TokenWriter, node: E.Select) -> None:
     out = w.out
+    if len(out) > MAX_TOKENS:
+        _too_large()
     out.append("Select")
     out.append(_s(node.dtype))
     _EXPR[type(node.condition)](w, node.condition)
@@ -247,6 +265,8 @@ def _cast(w: TokenWriter, node: E.Cast) -> None:
 
 def _call(w: TokenWriter, node: E.Call) -> None:
     out = w.out
+    if len(out) > MAX_TOKENS:
+        _too_large()
     out.append("Call")
     out.append(_s(node.dtype))
     out.append(_s(node.op))
@@ -258,6 +278,8 @@ def _call(w: TokenWriter, node: E.Call) -> None:
 
 def _buffer_load(w: TokenWriter, node: E.BufferLoad) -> None:
     out = w.out
+    if len(out) > MAX_TOKENS:
+        _too_large()
     out.append("Load")
     out.append(_s(node.dtype))
     write_buffer(w, node.buffer)
@@ -313,6 +335,8 @@ def write_value(w: TokenWriter, value: Any) -> None:
         out.append("E")
         _EXPR[type(value)](w, value)
     elif isinstance(value, (list, tuple)):
+        if len(out) > MAX_TOKENS:
+            _too_large()
         out.append("L%d" % len(value))
         for item in value:
             write_value(w, item)
@@ -383,12 +407,16 @@ def _evaluate(w: TokenWriter, node: S.Evaluate) -> None:
 
 
 def _seq(w: TokenWriter, node: S.SeqStmt) -> None:
+    if len(w.out) > MAX_TOKENS:
+        _too_large()
     w.out.append("Seq%d" % len(node.seq))
     for stmt in node.seq:
         _STMT[type(stmt)](w, stmt)
 
 
 def _if(w: TokenWriter, node: S.IfThenElse) -> None:
+    if len(w.out) > MAX_TOKENS:
+        _too_large()
     w.out.append("If")
     _EXPR[type(node.condition)](w, node.condition)
     _STMT[type(node.then_case)](w, node.then_case)

@@ -33,6 +33,12 @@ bools, strings, lists or nested dicts (`host`), `keys` defaults to the kind's TV
 to "", and a CUDA target gets TVM's defaults `max_num_threads=1024`, `thread_warp_size=32`. Old
 CLI strings (`"llvm -mcpu=skylake-avx512 -num-cores=4"`, `"cuda -arch=sm_80"`) parse to the
 same dict as TVM's dict form.
+
+Bounds: targets come from user files (every record line of a TVM log holds one), so a target
+string or config longer than `MAX_TARGET_CHARS` is refused before it is parsed, a string is
+split into words in linear time (`shlex` is quadratic in a word's length), and text that is not
+Unicode (a lone surrogate such as `"\\ud800"` in JSON) is refused: it could be stored but never
+written out again.
 """
 
 from __future__ import annotations
@@ -41,7 +47,6 @@ import functools
 import json
 import os
 import re
-import shlex
 from typing import Any, Collection, Mapping, NamedTuple
 
 from msdb.errors import MsdbError
@@ -88,6 +93,9 @@ KIND_KEYS: dict[str, tuple[str, ...]] = {
     "example_target_hook": (),
 }
 
+#: Kinds TVM registers for its own tests: accepted as TVM accepts them, never offered to a user.
+INTERNAL_KINDS = frozenset({"example_target_hook"})
+
 #: Defaults TVM fills in for a kind when the attribute is absent.
 KIND_DEFAULTS: dict[str, dict[str, Any]] = {
     "cuda": {"max_num_threads": 1024, "thread_warp_size": 32},
@@ -99,7 +107,20 @@ LIST_ATTRS = frozenset({"keys", "mattr", "libs", "cl-opt", "mllvm"})
 #: Attributes never compared, not even with strict=True.
 NEVER_COMPARED = frozenset({"tag", "keys"})
 
+#: The longest target string or config (as JSON) accepted: a hundred times the longest real one
+#: (a CUDA target with its host and every attribute is about 600 characters).
+MAX_TARGET_CHARS = 65536
+
 _KIND_RE = re.compile(r"^[a-z][a-z0-9_]*$")
+#: A lone surrogate: a code point JSON's `\uXXXX` can name but UTF-8 cannot encode.
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+#: One piece of a POSIX shell word (`shlex.split`'s rules without comments): plain characters, a
+#: single-quoted or double-quoted string, a backslash escape; or whitespace; or a quote or
+#: backslash that starts nothing (unclosed). Each alternative is decided by its first character,
+#: so splitting is linear in the string's length.
+_WORD_PIECE = re.compile(r"""([^ \t\r\n'"\\]+)|'([^']*)'|"((?:[^"\\]|\\.)*)"|\\(.)|([ \t\r\n]+)|(['"\\])""", re.S)
+_DQ_ESCAPE = re.compile(r'\\(["\\])')
+_DQ_TRAILING_ESCAPE = re.compile(r'(?:[^"\\]|\\.)*\\', re.S)
 _OPTION_RE = re.compile(r"^--?([A-Za-z_][A-Za-z0-9_\-.]*)(?:=(.*))?$", re.S)
 _INT_RE = re.compile(r"^[+-]?\d+$")
 #: Options TVM 0.27's target kinds declare as integers (`TargetKind.options_from_name`); TVM
@@ -120,6 +141,77 @@ class MatchKey(NamedTuple):
     device: str
 
 
+def _cut(text: str, limit: int = 200) -> str:
+    """`text`, cut to `limit` characters, to quote it in an error message."""
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _shown(text: str, limit: int = 200) -> str:
+    """`repr(text)`, of at most `limit` characters of it, to quote a value in an error message."""
+    return repr(text) if len(text) <= limit else repr(text[:limit]) + "..."
+
+
+def _split_words(text: str) -> list[str]:
+    """`shlex.split(text)` (POSIX rules, no comments), in linear time; `ValueError` as shlex
+    gives for an unclosed quote or a trailing backslash."""
+    words: list[str] = []
+    word: list[str] | None = None
+    for match in _WORD_PIECE.finditer(text):
+        plain, single, double, escaped, space, stray = match.groups()
+        if space is not None:
+            if word is not None:
+                words.append("".join(word))
+                word = None
+            continue
+        if stray is not None:
+            # shlex's words: a backslash with nothing to escape, also inside an unclosed "..."
+            if stray == "\\" or (stray == '"' and _DQ_TRAILING_ESCAPE.fullmatch(text, match.end())):
+                raise ValueError("No escaped character")
+            raise ValueError("No closing quotation")
+        if word is None:
+            word = []
+        if plain is not None:
+            word.append(plain)
+        elif single is not None:
+            word.append(single)
+        elif double is not None:
+            word.append(_DQ_ESCAPE.sub(r"\1", double))
+        else:
+            word.append(escaped)
+    if word is not None:
+        words.append("".join(word))
+    return words
+
+
+def _check_text(value: str, source: str) -> None:
+    if _SURROGATE.search(value):
+        raise TargetError(f"target {source}: {_shown(value)} holds a lone surrogate (U+D800-U+DFFF), which is not "
+                          "text; msdb could store it but never write it out again")
+
+
+def _check_size(value: Any, what: str) -> None:
+    """Refuse a target whose strings and items add up to more than `MAX_TARGET_CHARS` (counted
+    before anything is copied, printed or parsed)."""
+    budget = MAX_TARGET_CHARS
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            budget -= len(item)
+        elif isinstance(item, Mapping):
+            budget -= len(item)
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            budget -= len(item)
+            stack.extend(item)
+        else:
+            budget -= 1
+        if budget < 0:
+            raise TargetError(f"{what} is longer than {MAX_TARGET_CHARS:,} characters (a real target is a few "
+                              "hundred); is its tag or an attribute corrupted?")
+
+
 def _parse_cli_value(key: str, text: str) -> Any:
     if key in LIST_ATTRS:
         return [part for part in text.split(",") if part]
@@ -134,14 +226,18 @@ def _parse_cli_value(key: str, text: str) -> Any:
 
 def _canonical_value(value: Any, source: str) -> Any:
     """A JSON-able canonical copy of one attribute value."""
-    if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
+    if isinstance(value, str):
+        _check_text(value, source)
+        return value
+    if isinstance(value, bool) or value is None or isinstance(value, int):
         return value
     if isinstance(value, float):
         return int(value) if value.is_integer() else value
     if isinstance(value, (list, tuple)):
         return [_canonical_value(v, source) for v in value]
     if isinstance(value, Mapping):
-        return {str(k): _canonical_value(v, source) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+        return {_canonical_value(str(k), source): _canonical_value(v, source)
+                for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
     if isinstance(value, Target):
         return value.config
     raise TargetError(f"target {source}: attribute value {value!r} of type {type(value).__name__} is not a JSON value")
@@ -149,6 +245,8 @@ def _canonical_value(value: Any, source: str) -> Any:
 
 def _parse_string(text: str) -> dict[str, Any]:
     """TVM's CLI form: `kind -key=value -key=v1,v2 -flag`, or a JSON object."""
+    if len(text) > MAX_TARGET_CHARS:
+        _check_size(text, "target string")
     stripped = text.strip()
     if not stripped:
         raise TargetError("empty target string; give a kind such as 'llvm' or 'cuda -arch=sm_80'")
@@ -156,23 +254,25 @@ def _parse_string(text: str) -> dict[str, Any]:
         try:
             parsed = json.loads(stripped)
         except json.JSONDecodeError as exc:
-            raise TargetError(f"target string {text!r} looks like JSON but does not parse: {exc.msg} at column {exc.colno}") from None
+            where = "column" if exc.msg.endswith(" at") else "at column"  # "Unterminated string starting at"
+            raise TargetError(f"target string {_shown(text)} looks like JSON but does not parse: {exc.msg} {where} "
+                              f"{exc.colno}") from None
         if not isinstance(parsed, dict):
-            raise TargetError(f"target string {text!r} must be a JSON object")
+            raise TargetError(f"target string {_shown(text)} must be a JSON object")
         return parsed
     try:
-        words = shlex.split(stripped)
+        words = _split_words(stripped)
     except ValueError as exc:
-        raise TargetError(f"target string {text!r}: {exc}") from None
+        raise TargetError(f"target string {_shown(text)}: {exc}") from None
     kind, options = words[0], words[1:]
     if "/" in kind:
-        raise TargetError(f"target string {text!r}: target tags such as {kind!r} are not supported; "
+        raise TargetError(f"target string {_shown(text)}: target tags such as {_shown(kind)} are not supported; "
                           "give the kind and attributes instead (e.g. 'cuda -arch=sm_80')")
     config: dict[str, Any] = {"kind": kind}
     for word in options:
         match = _OPTION_RE.match(word)
         if match is None:
-            raise TargetError(f"target string {text!r}: option {word!r} is not of the form -key=value")
+            raise TargetError(f"target string {_shown(text)}: option {_shown(word)} is not of the form -key=value")
         key, value = match.group(1), match.group(2)
         config[key] = True if value is None else _parse_cli_value(key, value)
     return config
@@ -183,12 +283,13 @@ def _canonical(config: Mapping[str, Any], source: str) -> dict[str, Any]:
     if not isinstance(kind, str) or not kind:
         raise TargetError(f"target {source} has no 'kind' (expected e.g. {{'kind': 'llvm'}})")
     if not _KIND_RE.match(kind) or kind not in KIND_KEYS:
-        known = ", ".join(sorted(KIND_KEYS))
+        known = ", ".join(sorted(k for k in KIND_KEYS if k not in INTERNAL_KINDS))
         raise TargetError(f"target {source}: unknown target kind {kind!r}; known kinds: {known}")
     out: dict[str, Any] = {}
     for key, value in config.items():
         if not isinstance(key, str):
             raise TargetError(f"target {source}: attribute name {key!r} is not a string")
+        _check_text(key, source)
         if key == "host" and value is not None and not isinstance(value, Target):
             value = Target(value).config
         elif key in LIST_ATTRS and isinstance(value, str):
@@ -227,10 +328,11 @@ class Target:
             self._json: str = target._json
         else:
             if isinstance(target, str):
-                source = repr(target)
                 raw = _parse_string(target)
+                source = _shown(target)
             elif isinstance(target, Mapping):
-                source = repr(dict(target))
+                _check_size(target, "target config")
+                source = _cut(repr(dict(target)))
                 raw = dict(target)
             else:
                 raise TargetError(f"a target is a string or a config dict, got {type(target).__name__}: {target!r}")

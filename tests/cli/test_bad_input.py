@@ -69,7 +69,7 @@ def test_blank_lines_are_ignored_not_fatal(db: pathlib.Path, wd: pathlib.Path) -
     edit_lines(wd / WORKLOAD_FILE, lambda ls: ls[:1] + ["   \n"] + ls[1:])
     result = run("import", db, wd)
     assert result.exit_code == 0 and result.stderr == ""
-    assert result.stdout.startswith("workloads: 2 new, 0 known; records: 128 new, 0 duplicate, 1 invalid; ")
+    assert result.stdout.startswith("workloads: 2 new, 0 known; records: 128 new, 0 duplicate, 1 failed run (stored); ")
 
 
 def test_truncated_last_line(db: pathlib.Path, wd: pathlib.Path) -> None:
@@ -130,7 +130,7 @@ def test_target_option_that_does_not_parse(db: pathlib.Path, tmp_path: pathlib.P
         result = run(*command, "--target", "gpu -arch=sm_80")
         assert result.exit_code == 1
         assert result.stderr == ("Error: --target: target 'gpu -arch=sm_80': unknown target kind 'gpu'; known "
-                                 "kinds: c, composite, cuda, example_target_hook, ext_dev, hexagon, hybrid, llvm, "
+                                 "kinds: c, composite, cuda, ext_dev, hexagon, hybrid, llvm, "
                                  "metal, nvptx, opencl, rocm, stackvm, vulkan, webgpu\n")
         assert snapshot(db) == before
     assert not (tmp_path / "out").exists()
@@ -172,8 +172,9 @@ def test_a_bad_line_in_a_later_work_dir_writes_nothing_from_earlier_ones(db: pat
 @pytest.mark.parametrize("location, message", [
     ("postgresql://scott:tiger@localhost/msdb",
      "Error: cannot open database 'postgresql://scott:***@localhost/msdb': No module named 'psycopg'"),
-    ("nosuchdialect://x", "Error: cannot open database 'nosuchdialect://x': Can't load plugin: "
-                          "sqlalchemy.dialects:nosuchdialect"),
+    ("nosuchdialect://x", "Error: cannot open database 'nosuchdialect://x': unknown URL scheme 'nosuchdialect://'; "
+                          "give a file path or an SQLAlchemy URL such as sqlite:///PATH or postgresql://USER@HOST/DB "
+                          "(schemes: mariadb://, mssql://, mysql://, oracle://, postgresql://, sqlite://)"),
     ("sqlite:////nonexistent-msdb-dir/x.db", "Error: cannot create database /nonexistent-msdb-dir/x.db: folder "
                                              "/nonexistent-msdb-dir does not exist"),
 ])

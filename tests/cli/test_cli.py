@@ -65,11 +65,11 @@ def test_import_and_reimport_output(tmp_path: pathlib.Path) -> None:
     db = tmp_path / "db.sqlite"
     first = run("import", db, *TEAMS.values())
     assert first.exit_code == 0
-    assert masked(first.stdout) == ["workloads: 5 new, 1 known; records: 384 new, 0 duplicate, 1 invalid; T s"]
+    assert masked(first.stdout) == ["workloads: 5 new, 1 known; records: 384 new, 0 duplicate, 1 failed run (stored); T s"]
     assert first.stderr == ""
     before = snapshot(db)
     again = run("import", db, *TEAMS.values())
-    assert masked(again.stdout) == ["workloads: 0 new, 6 known; records: 0 new, 384 duplicate, 0 invalid; T s"]
+    assert masked(again.stdout) == ["workloads: 0 new, 6 known; records: 0 new, 384 duplicate, 0 failed runs; T s"]
     assert snapshot(db)[1:] == before[1:]
 
 
@@ -77,7 +77,7 @@ def test_import_a_pair_of_files_and_a_url(tmp_path: pathlib.Path) -> None:
     team = TEAMS["team_b"]
     result = run("import", f"sqlite:///{tmp_path / 'db.sqlite'}", team / WORKLOAD_FILE, team / RECORD_FILE)
     assert result.exit_code == 0
-    assert masked(result.stdout) == ["workloads: 2 new, 0 known; records: 128 new, 0 duplicate, 0 invalid; T s"]
+    assert masked(result.stdout) == ["workloads: 2 new, 0 known; records: 128 new, 0 duplicate, 0 failed runs; T s"]
 
 
 def test_merge_gives_what_importing_gives(teams_db: pathlib.Path, tmp_path: pathlib.Path) -> None:
@@ -87,14 +87,14 @@ def test_merge_gives_what_importing_gives(teams_db: pathlib.Path, tmp_path: path
     result = run("merge", dest, *(tmp_path / f"{team}.sqlite" for team in TEAMS))
     assert result.exit_code == 0
     assert masked(result.stdout) == [
-        f"{tmp_path / 'team_a.sqlite'}: workloads: 2 new, 0 known; records: 128 new, 0 duplicate, 1 invalid; T s",
-        f"{tmp_path / 'team_b.sqlite'}: workloads: 1 new, 1 known; records: 128 new, 0 duplicate, 0 invalid; T s",
-        f"{tmp_path / 'team_c.sqlite'}: workloads: 2 new, 0 known; records: 128 new, 0 duplicate, 0 invalid; T s",
+        f"{tmp_path / 'team_a.sqlite'}: workloads: 2 new, 0 known; records: 128 new, 0 duplicate, 1 failed run (stored); T s",
+        f"{tmp_path / 'team_b.sqlite'}: workloads: 1 new, 1 known; records: 128 new, 0 duplicate, 0 failed runs; T s",
+        f"{tmp_path / 'team_c.sqlite'}: workloads: 2 new, 0 known; records: 128 new, 0 duplicate, 0 failed runs; T s",
     ]
     assert record_keys(dest) == record_keys(teams_db)
     again = run("merge", dest, tmp_path / "team_b.sqlite")
     assert masked(again.stdout) == [
-        f"{tmp_path / 'team_b.sqlite'}: workloads: 0 new, 2 known; records: 0 new, 128 duplicate, 0 invalid; T s"]
+        f"{tmp_path / 'team_b.sqlite'}: workloads: 0 new, 2 known; records: 0 new, 128 duplicate, 0 failed runs; T s"]
 
 
 LS_TABLE = """\
@@ -128,8 +128,10 @@ def test_ls_best_latency_is_the_minimum_valid_mean_of_the_files(teams_db: pathli
 
 def test_ls_target_filter(teams_db: pathlib.Path) -> None:
     assert run("ls", teams_db, "--target", "llvm").stdout == LS_TABLE
-    assert run("ls", teams_db, "--target", "cuda -arch=sm_80").stdout == \
-        "hash  name  target  FLOPs  records  best_us  GFLOPS  sources\n"
+    nothing = run("ls", teams_db, "--target", "cuda -arch=sm_80")
+    assert (nothing.exit_code, nothing.stdout) == (0, "")
+    assert nothing.stderr == (f"no record matched target 'cuda -arch=sm_80' in {teams_db}; its records are for: "
+                              "llvm -num-cores=1\n")
 
 
 def test_show(teams_db: pathlib.Path) -> None:
@@ -186,7 +188,7 @@ def test_export(teams_db: pathlib.Path, tmp_path: pathlib.Path) -> None:
 def test_prune(db_copy: pathlib.Path) -> None:
     result = run("prune", db_copy, "--top-k", "2")
     assert result.exit_code == 0
-    assert masked(result.stdout) == ["kept 10 records, deleted 374; T s"]
+    assert re.fullmatch(r"kept 10 records, deleted 374; file \d+\.\d MB -> \d+\.\d MB; T s", *masked(result.stdout))
     assert "     2 " in run("ls", db_copy).stdout
     result = run("prune", db_copy, "--top-k", "0")
     assert result.exit_code == 1 and result.stderr.startswith("Error: --top-k must be at least 1 (got 0)")
@@ -301,28 +303,37 @@ def test_skip_bad_lists_lines_on_stderr(tmp_path: pathlib.Path) -> None:
     assert result.stderr == (f"{wd / RECORD_FILE}:4: record points at workload index 9, but database_workload.json "
                              "has 2 workload(s) (skipped)\n")
     assert masked(result.stdout) == [
-        "workloads: 2 new, 0 known; records: 128 new, 0 duplicate, 0 invalid; 1 bad line skipped; T s"]
+        "workloads: 2 new, 0 known; records: 128 new, 0 duplicate, 0 failed runs; 1 bad line skipped; T s"]
 
 
 def test_verify_option_of_import(tmp_path: pathlib.Path) -> None:
     wd = tmp_path / "wd"
     shutil.copytree(TEAMS["team_c"], wd)
     lines = (wd / RECORD_FILE).read_text().splitlines(keepends=True)
-    (wd / RECORD_FILE).write_text("".join([lines[0], lines[1].replace('"PadInput"', '"Nope"', 1)]))
-    result = run("import", tmp_path / "db.sqlite", wd, "--verify")
+    record = json.loads(lines[1])
+    tile = next(d for d in record[1][0][1] if isinstance(d[1], list))
+    tile[1][0] = 0  # a tile factor of 0: the trace fits the workload but does not replay
+    (wd / RECORD_FILE).write_text(lines[0] + json.dumps(record, separators=(",", ":")) + "\n")
+    result = run("import", tmp_path / "db.sqlite", wd, "--verify")  # a trace that fails is a bad line
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr.startswith(f"Error: {wd / RECORD_FILE}:2: replay failed: ")
+    assert result.stderr.rstrip("\n").endswith("; nothing was imported (--skip-bad imports the other lines)")
+    result = run("import", tmp_path / "db.sqlite", wd, "--verify", "--skip-bad")
     assert result.exit_code == 0
     assert result.stderr.startswith(f"{wd / RECORD_FILE}:2: replay failed: ")
+    assert result.stderr.rstrip("\n").endswith(" (skipped)")
     assert masked(result.stdout) == [
-        "workloads: 2 new, 0 known; records: 2 new, 0 duplicate, 0 invalid; 2 traces replayed, 1 failed; T s"]
+        "workloads: 2 new, 0 known; records: 1 new, 0 duplicate, 0 failed runs; 2 traces replayed, 1 failed; T s"]
 
 
 def test_progress_bars_on_stderr_for_big_jobs(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(common, "PROGRESS_THRESHOLD", 100)
     monkeypatch.setattr(common.ProgressBars.__init__, "__defaults__", (100,))
+    monkeypatch.setattr(common, "stderr_is_terminal", lambda: True)  # bars are drawn only on a terminal
     result = run("import", tmp_path / "db.sqlite", TEAMS["team_a"], TEAMS["team_b"])
     assert result.exit_code == 0
     assert "importing" in result.stderr  # one pass: rows are written while the lines are read
-    assert masked(result.stdout) == ["workloads: 3 new, 1 known; records: 256 new, 0 duplicate, 1 invalid; T s"]
+    assert masked(result.stdout) == ["workloads: 3 new, 1 known; records: 256 new, 0 duplicate, 1 failed run (stored); T s"]
 
 
 def test_debug_shows_the_traceback(tmp_path: pathlib.Path) -> None:

@@ -9,6 +9,7 @@ import pathlib
 import pytest
 
 from msdb.hashing import structural_equal, structural_hash
+from msdb.database.catalog import NoRecordMatched
 from msdb.database.location import open_database
 from msdb.database.tvm_export import ExportError, export_workdir
 from msdb.database.tvm_import import import_tvm
@@ -86,8 +87,10 @@ def test_top_k_orders_by_mean(teams_db: pathlib.Path, tmp_path: pathlib.Path) ->
 
 def test_target_filter(teams_db: pathlib.Path, tmp_path: pathlib.Path) -> None:
     assert _export(teams_db, tmp_path / "llvm", target="llvm -num-cores=8").records == 5  # num-cores is a knob
-    assert _export(teams_db, tmp_path / "cuda", target={"kind": "cuda", "arch": "sm_80"}).records == 0
-    assert (tmp_path / "cuda" / WORKLOAD_FILE).read_text() == ""
+    with pytest.raises(NoRecordMatched, match=r"no record matched target 'cuda -arch=sm_80' in .*teams.*; its records "
+                                               r"are for: llvm -num-cores=1; nothing was written$"):
+        _export(teams_db, tmp_path / "cuda", target={"kind": "cuda", "arch": "sm_80"})
+    assert not (tmp_path / "cuda").exists()
     assert _export(teams_db, tmp_path / "skx", target="llvm -mcpu=skylake-avx512").records == 5  # records say no mcpu
 
 

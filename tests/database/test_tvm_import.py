@@ -300,17 +300,24 @@ def test_paths_pairs_and_errors(tmp_path: pathlib.Path) -> None:
         read_import([tmp_path / "empty"])
 
 
-def test_verify_reports_traces_that_do_not_replay(tmp_path: pathlib.Path) -> None:
+def test_verify_refuses_traces_that_do_not_replay(tmp_path: pathlib.Path) -> None:
+    """A trace that fits its workload's blocks and loops but does not replay (a tile factor
+    of 0) is a bad line under `verify`: it stops the import, or is left out and listed with
+    `skip_bad` (issue 16)."""
     wd = copy_team("team_a", tmp_path / "wd")
 
     def edit(lines: list[str]) -> list[str]:
         record = json.loads(lines[1])
-        record[1][0][0][0][2][0] = "nosuchblock"  # GetSBlock of a block the workload does not have
+        record[1][0][1][0][1] = [0, 1, 1, 1]  # a tile factor of 0
         return [dumps(record) + "\n" for record in [json.loads(lines[0]), record]]
 
     edit_lines(wd / RECORD_FILE, edit)
-    summary = _import(tmp_path / "db.sqlite", wd, verify=True)
-    assert summary.replayed == 2 and summary.records_new == 2
+    db = tmp_path / "db.sqlite"
+    with pytest.raises(ImportAborted, match=r":2: replay failed: .*nothing was imported"):
+        _import(db, wd, verify=True)
+    assert query(db, "SELECT COUNT(*) FROM tuning_record") == [(0,)]
+    summary = _import(db, wd, verify=True, skip_bad=True)
+    assert summary.replayed == 2 and summary.records_new == 1
     assert len(summary.replay_failures) == 1
     assert summary.replay_failures[0].startswith(f"{wd / RECORD_FILE}:2: replay failed: ")
 

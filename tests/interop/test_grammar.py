@@ -129,7 +129,8 @@ def _edge_work_dir(root: pathlib.Path) -> pathlib.Path:
         _compact([0, [[[["GetSBlock", []]], []]] + records[5][1][1:]]),
         _compact([0, [records[5][1][0], None, None, None]]),              # null run_secs: kept, invalid
         _compact([0, [records[5][1][0], [1e10], None, None]]),            # a failure: kept, invalid
-        _compact([1, records[5][1]]),
+        _compact([1, json.loads(LINES[64])[1]]),                           # a record of the second workload
+        _compact([1, records[5][1]]),                                     # GMM's trace on dense: cannot belong
         _compact([3, records[5][1]]),                                     # a line that was not UTF-8
         _compact([5, records[5][1]]),                                     # an int shash: a bad line
     ]
@@ -157,7 +158,7 @@ def test_json_database_and_the_importer_accept_and_reject_the_same_lines(tmp_pat
                      "is not a decimal integer", "which is a bad line of", "but database_workload.json has 7", "expected a workload line",
                      "truncated JSON", "invalid JSON", "expected a record line", "run_secs must be a list",
                      "not a finite number", "bad target", "target must be a config object", "args_info",
-                     "points at instruction 999", "trace instruction 0 is not"):
+                     "points at instruction 999", "trace instruction 0 is not", "cannot belong to workload 1"):
         assert expected in reasons, expected
 
     (rows,) = [workdir.records for workdir in plan.workdirs]

@@ -20,10 +20,12 @@ import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Sequence
 
 from msdb.ir.codec import dump_ir, load_ir
 from msdb.ir.function import IRModule, PrimFunc
+from msdb.staging import StagingDir
 from msdb.tuner.measure.worker import Worker, WorkerCrashed, WorkerFailed, WorkerTimeout
 
 __all__ = ["BuilderInput", "BuilderResult", "LocalBuilder", "build_artifact"]
@@ -92,13 +94,26 @@ def _preload() -> None:
     jit.host_spec()
 
 
+#: A builder's artifact folder that no process holds and nothing changed for this long (seconds)
+#: is removed by the next builder.
+ARTIFACTS_STALE_S = 600.0
+
+
 class LocalBuilder:
     """Builds candidates in `max_workers` isolated processes, at most `timeout_sec` each."""
 
     def __init__(self, max_workers: int | None = None, timeout_sec: float = 30.0, artifact_dir: str | None = None) -> None:
         self.max_workers = max(1, int(max_workers or os.cpu_count() or 1))
         self.timeout_sec = float(timeout_sec)
-        self.artifact_dir = artifact_dir or tempfile.mkdtemp(prefix="msdb-build-")
+        # without a folder given, artifacts go to a staging folder that `close` removes and
+        # that a later builder removes if this process is killed (msdb.staging; untouched for
+        # ARTIFACTS_STALE_S, since an older msdb's tuner may be using one without a lock)
+        self._staging: StagingDir | None = None
+        if artifact_dir is None:
+            self._staging = StagingDir.create(Path(tempfile.gettempdir()), "msdb-build-",
+                                              min_age_s=ARTIFACTS_STALE_S)
+            artifact_dir = str(self._staging.path)
+        self.artifact_dir = artifact_dir
         self._workers: list[Worker] = []
         self._free: list[Worker] = []
         self._lock = threading.Lock()
@@ -148,11 +163,15 @@ class LocalBuilder:
             return list(pool.map(self._build_one, items))
 
     def close(self) -> None:
+        """Stop the workers; remove the artifacts when the builder chose their folder."""
         with self._lock:
             for worker in self._workers:
                 worker.close()
             self._workers.clear()
             self._free.clear()
+            if self._staging is not None:
+                self._staging.remove()
+                self._staging = None
 
     def __enter__(self) -> LocalBuilder:
         return self

@@ -10,6 +10,11 @@ spawn, which re-runs the caller's `__main__`), talking over two pipes with pickl
 A call that does not answer within its timeout gets the process killed (SIGKILL); a process that
 dies mid-call is reported with its signal. Either way a replacement is started at once, so the
 next candidate only waits for it if it arrives before the replacement is ready.
+
+A worker dies with the tuner however the tuner ends, SIGKILL included, even in the middle of a
+call (`msdb.lifeline`: the death signal and the lifeline pipe), and ignores Ctrl-C, which the
+terminal sends to the whole process group: the tuner decides what it means (docs/architecture.md,
+"Processes, temporary files and interrupts").
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ import time
 import traceback
 from multiprocessing.connection import Connection
 from typing import Any, Sequence
+
+from msdb.lifeline import ignore_sigint, lifeline_fds, start_process, watch_parent
 
 __all__ = ["Worker", "WorkerTimeout", "WorkerCrashed", "WorkerFailed", "WorkerError"]
 
@@ -79,14 +86,16 @@ class Worker:
         """Start the process (returns at once; readiness is awaited by the first call)."""
         to_child_r, to_child_w = os.pipe()
         to_parent_r, to_parent_w = os.pipe()
+        lifeline, _ = lifeline_fds()
         env = dict(os.environ)
         env.update(self.env)
         # the child must import exactly the msdb this process runs, wherever it came from
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-        cmd = [sys.executable, "-m", "msdb.tuner.measure.worker", str(to_child_r), str(to_parent_w), *self.preload]
+        cmd = [sys.executable, "-m", "msdb.tuner.measure.worker", str(to_child_r), str(to_parent_w), str(os.getpid()),
+               str(lifeline), *self.preload]
         try:
-            self._proc = subprocess.Popen(cmd, pass_fds=(to_child_r, to_parent_w), env=env,
-                                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+            self._proc = start_process(cmd, pass_fds=(to_child_r, to_parent_w, lifeline), env=env,
+                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
         finally:
             os.close(to_child_r)
             os.close(to_parent_w)
@@ -202,10 +211,14 @@ def _resolve(path: str) -> Any:
 
 
 def _child_main(argv: list[str]) -> int:
+    """argv: the fd to read calls from, the fd to answer on, the parent's pid, the parent's
+    lifeline fd, then the "module:function"s to run before reporting ready."""
+    ignore_sigint()
+    watch_parent(int(argv[2]), int(argv[3]))
     recv = Connection(int(argv[0]), writable=False)
     send = Connection(int(argv[1]), readable=False)
     try:
-        for name in argv[2:]:
+        for name in argv[4:]:
             _resolve(name)()
     except BaseException as err:  # report and exit: the parent sees why it never became ready
         send.send(("err", f"{type(err).__name__}: {err}"))

@@ -5,7 +5,8 @@ every generation (docs/tvm-formats.md section 1), and nothing about SQL.
   (`record_line`, `workload_line`); used by `JSONDatabase` and the importer alike.
 - `payload`, `encode`: workload payloads (TVM's object graph) decoded into msdb IR and encoded
   from it.
-- `trace_check`: a trace's JSON shape, and its rewrite to TVM 0.27's spelling.
+- `trace_check`: a trace's JSON shape, its instruction kinds, and its rewrite to TVM 0.27's
+  spelling; `trace_fit`: whether a trace can belong to its workload, without a replay.
 - `workdir`: the two files of a work_dir, their lines, bad-line reports, atomic writing.
 - `import_reader`, `reading`: reading whole work_dirs fast (parallel parsing workers), and
   replaying what was read; `import_data`: what reading yields.

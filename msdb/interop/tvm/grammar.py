@@ -36,8 +36,10 @@ from typing import TYPE_CHECKING, Any, Sequence
 from msdb.errors import MsdbError
 from msdb.interop.tvm.payload import PayloadError, decode_graph, graph_tvm_version, load_graph, payload_kind
 from msdb.interop.tvm.trace_check import (
-    legacy_kinds, needs_rewrite, normalize_trace_json, postproc_pattern, scan_trace, short_json, well_formed,
+    legacy_kinds, needs_rewrite, normalize_trace_json, postproc_pattern, scan_trace, short_json, tvm_kinds,
+    unknown_kind, well_formed,
 )
+from msdb.interop.tvm.trace_fit import TraceRefs, WorkloadBlocks, misfit, trace_refs, workload_blocks
 from msdb.records.ranking import mean_run_secs, ran, run_secs_text, sketch_is_valid
 from msdb.records.record import trace_hasher, trace_json_hash
 
@@ -46,7 +48,8 @@ if TYPE_CHECKING:
     from msdb.records import Target, TuningRecord, Workload
 
 __all__ = [
-    "BadTvmLine", "ParsedWorkload", "RecordFields", "LineParser", "trace_offset", "record_from_line", "record_line", "format_record_line",
+    "MAX_LINE_CHARS", "TOO_DEEP", "BadTvmLine", "ParsedWorkload", "RecordFields", "LineParser", "blocks_of",
+    "trace_offset", "record_from_line", "record_line", "format_record_line",
     "workload_line", "format_workload_line", "payload_of", "tvm_shash_of", "target_text", "workload_from_line",
 ]
 
@@ -96,6 +99,21 @@ _TWO = {2}
 _MAX_TAILS = 4096
 _MAX_SKETCHES = 50000
 _ENTER_POSTPROC = ',["EnterPostproc",[],[],[]]'
+#: (trace, workload) verdicts remembered by a parser (`LineParser._misfit`).
+_MAX_FITS = 65536
+
+#: The longest line msdb reads, in characters: a thousand times the longest workload line of a
+#: real log (a big fused workload's payload is tens of KB, a trace a few KB). Anything longer is
+#: a bad line before it is parsed, so a corrupted or hostile file cannot make msdb hold many
+#: copies of one huge value.
+MAX_LINE_CHARS = 1 << 25
+#: Why a line whose JSON nests deeper than Python's JSON scanner goes (~1000 levels) is bad;
+#: a TVM line nests a few levels.
+TOO_DEEP = "JSON nested too deeply (a TVM line nests a few levels; this one goes past a thousand)"
+
+
+def _too_long(text: str) -> str:
+    return f"line is {len(text):,} characters long; msdb reads lines of at most {MAX_LINE_CHARS:,}"
 
 
 def _all_finite(numbers: list[Any]) -> bool:
@@ -113,9 +131,10 @@ def _compact(text: str) -> bool:
 
 def _json_problem(text: str, exc: ValueError) -> str:
     if isinstance(exc, json.JSONDecodeError):
+        where = "column" if exc.msg.endswith(" at") else "at column"  # "Unterminated string starting at"
         if exc.msg.startswith("Unterminated") or exc.pos >= len(text.rstrip()) - 1:
-            return f"truncated JSON ({exc.msg} at column {exc.colno})"
-        return f"invalid JSON ({exc.msg} at column {exc.colno})"
+            return f"truncated JSON ({exc.msg} {where} {exc.colno})"
+        return f"invalid JSON ({exc.msg} {where} {exc.colno})"
     return f"invalid JSON ({exc})"
 
 
@@ -126,6 +145,18 @@ def _loads_tvm(text: str) -> Any:
 
         return tvm_json.loads(text)
     return json.loads(text)
+
+
+def blocks_of(workload: object) -> WorkloadBlocks | None:
+    """The blocks of a workload with decoded IR (a `ParsedWorkload`, a `Workload`), for
+    `trace_fit`; None for an opaque one or a placeholder."""
+    from msdb.ir.function import IRModule
+
+    try:
+        mod = getattr(workload, "mod", None)
+    except MsdbError:
+        return None  # a stored workload whose IR cannot be read: replay reports it
+    return workload_blocks(mod) if isinstance(mod, IRModule) else None
 
 
 def trace_offset(line: str) -> int | None:
@@ -139,10 +170,17 @@ class LineParser:
     """Reads work_dir lines (see the module docstring) and keeps what repeats across lines and
     files: decoded payloads, parsed targets (`targets`: target text -> `Target` or None),
     checked arg infos, sketches and line tails. `normalized` counts the record lines whose
-    trace was rewritten to TVM 0.27's form."""
+    trace was rewritten to TVM 0.27's form.
 
-    def __init__(self) -> None:
+    Besides the grammar, a record line is bad when its run_secs hold a negative time, when its
+    trace holds an instruction kind TVM does not have (`unknown_kinds=True` accepts those), and
+    when its trace cannot belong to the workload it points at (`msdb.interop.tvm.trace_fit`):
+    none of them can come from a MetaSchedule run, and each would mislead every later query."""
+
+    def __init__(self, *, unknown_kinds: bool = False) -> None:
         self.legacy = legacy_kinds()
+        #: the instruction kinds accepted (None: any)
+        self.kinds: frozenset[str] | None = None if unknown_kinds else tvm_kinds()
         self.targets: dict[str, Target | None] = {}
         self.target_errors: dict[str, str] = {}
         self.args_texts: dict[str, str | tuple[str]] = {}
@@ -150,21 +188,32 @@ class LineParser:
         #: `target,args_info]]` tails of record lines -> (target key, args_info text), see `_quick`.
         self.tails: dict[str, tuple[str, str | None]] = {}
         #: trace texts up to `,["EnterPostproc"` -> what `_sketch` found, see `_quick`.
-        self.sketches: dict[str, tuple[int, bool, Any] | tuple[()]] = {}
-        self.postproc = postproc_pattern(self.legacy)
+        self.sketches: dict[str, tuple[int, bool, Any, TraceRefs | None] | tuple[()]] = {}
+        self.postproc = postproc_pattern(self.legacy, self.kinds)
         self.normalized = 0
         #: identical trace texts share one string; arg infos parsed once per text
         self._trace_texts: dict[str, str] = {}
         self._args_values: dict[str, Any] = {}
+        #: id(workload or its module) -> (it, its blocks or None: not checked); see `_blocks`
+        self._block_tables: dict[int, tuple[object, WorkloadBlocks | None]] = {}
+        #: (id(refs) or refs, id(workload)) -> (workload, refs, why they do not fit or None)
+        self._fits: dict[tuple[Any, int], tuple[object, TraceRefs, str | None]] = {}
+        #: the last (refs, workload) the quick path found to fit: most lines repeat it
+        self._fit_refs: TraceRefs | None = None
+        self._fit_workload: object = None
 
     # ---- workload lines ----
     def workload(self, text: str, line: int = 0) -> ParsedWorkload | str:
         """The workload of a line (number `line`), or why the line is bad. A payload msdb cannot
         decode but can keep (`ParsedWorkload.is_opaque`) is the caller's to accept or refuse."""
+        if len(text) > MAX_LINE_CHARS:
+            return _too_long(text)
         try:
             value = json.loads(text)
         except ValueError as exc:
             return _json_problem(text, exc)
+        except RecursionError:
+            return TOO_DEEP
         if not (isinstance(value, list) and len(value) == 2 and all(isinstance(v, str) for v in value)):
             return 'expected a workload line ["<shash>", "<base64 payload>"]'
         shash, payload = value
@@ -184,9 +233,13 @@ class LineParser:
             graph = load_graph(payload)
         except PayloadError as exc:
             return str(exc)
+        except RecursionError:
+            return f"workload payload: {TOO_DEEP}"
         version = graph_tvm_version(graph)
         try:
             mod = decode_graph(graph)
+        except RecursionError:
+            return "workload graph nested too deeply to decode (more than about a thousand levels)"
         except PayloadError as exc:
             kind = payload_kind(exc)
             if kind is None:
@@ -199,65 +252,81 @@ class LineParser:
             hashes = {mode: structural_hash(mod, mode) for mode in HASH_MODES}
         except MsdbError as exc:
             return f"workload decoded but cannot be hashed: {exc}"
+        except RecursionError:
+            return "workload decoded but nested too deeply to hash (more than about a thousand levels)"
         return ParsedWorkload(0, "", payload, version, mod=mod, hashes=hashes)
 
     # ---- record lines ----
     def record(self, text: str, workloads: Sequence[object | None], workload_file: str) -> RecordFields | str:
         """The fields of a record line, or why it is bad. `workloads[i]` is None when line `i`
         of the workload file (named `workload_file` in reasons) is bad: a record pointing at it
-        is bad too."""
-        n_workloads = len(workloads)
-        quick = self._quick(text, n_workloads, workloads)
-        if quick is not None:
-            return quick
-        split = self._fast(text)
-        if split is None:
-            slow = self._slow(text)
-            if isinstance(slow, str):
-                return slow
-            split = slow
-        index, trace, trace_text, run_secs, target, target_key, args, args_key = split
-        if not 0 <= index < n_workloads:
-            return f"record points at workload index {index}, but {workload_file} has {n_workloads} workload(s)"
-        if workloads[index] is None:
-            return f"record points at workload index {index}, which is a bad line of {workload_file}"
-        if trace_text is not None and not _compact(trace_text):
-            trace_text = None  # not TVM's compact writer output: store (and hash) TVM's spelling
-        problem, needs_normalizing = scan_trace(trace, self.legacy)
-        if problem is not None:
-            return problem
-        if needs_normalizing:
-            trace = normalize_trace_json(trace)
-            self.normalized += 1
-            trace_text = None
-        if trace_text is None:
-            from msdb.schedule.tvm_json import dumps
-
-            trace_text = dumps(trace)
-        if run_secs is not None:
-            types = set(map(type, run_secs)) if type(run_secs) is list else {str}
-            if not types <= _FLOAT_INT:
-                # numbers read from TVM's `\\xHH` dialect are `JsonFloat`s (float subclasses)
-                if not all(t is int or issubclass(t, float) for t in types):
-                    return f"run_secs must be a list of numbers or null, got {short_json(run_secs)}"
-                run_secs = [float(x) for x in run_secs]  # TVM 0.27 spells the value, not the text read
-            if not _all_finite(run_secs):
-                return f"run_secs {short_json(run_secs)} holds a value that is not a finite number"
-        valid = ran(run_secs) and sketch_is_valid(trace[0])
-        if target_key not in self.targets:
-            problem = self.target_errors.get(target_key) or self._parse_target(target_key, target)
+        is bad too. A workload is checked against the traces pointing at it when it is a
+        `WorkloadBlocks` or has a decoded `mod` (else it is a placeholder: not checked)."""
+        if len(text) > MAX_LINE_CHARS:
+            return _too_long(text)
+        try:  # costs nothing unless raised (a line nested past the JSON scanner's limit)
+            n_workloads = len(workloads)
+            quick = self._quick(text, n_workloads, workloads)
+            if quick is not None:
+                return quick
+            split = self._fast(text)
+            if split is None:
+                slow = self._slow(text)
+                if isinstance(slow, str):
+                    return slow
+                split = slow
+            index, trace, trace_text, run_secs, target, target_key, args, args_key = split
+            if not 0 <= index < n_workloads:
+                return f"record points at workload index {index}, but {workload_file} has {n_workloads} workload(s)"
+            if workloads[index] is None:
+                return f"record points at workload index {index}, which is a bad line of {workload_file}"
+            if trace_text is not None and not _compact(trace_text):
+                trace_text = None  # not TVM's compact writer output: store (and hash) TVM's spelling
+            problem, needs_normalizing = scan_trace(trace, self.legacy, self.kinds)
             if problem is not None:
                 return problem
-        args_text: str | None = None
-        if args is not None:
-            cached = self.args_texts.get(args_key)
-            if cached is None:
-                cached = self.args_texts[args_key] = self._check_args(args)
-            if type(cached) is tuple:
-                return cached[0]
-            args_text = cached  # type: ignore[assignment]
-        return (index, target_key, trace_text, trace_json_hash(trace_text), run_secs_text(run_secs),
-                mean_run_secs(run_secs), valid, args_text)
+            refs = trace_refs(trace[0])
+            if refs is not None:
+                problem = self._misfit(refs, refs, workloads[index])
+                if problem is not None:
+                    return (f"{problem}: this record cannot belong to workload {index} of {workload_file} "
+                            "(is the record file paired with its own workload file?)")
+            if needs_normalizing:
+                trace = normalize_trace_json(trace)
+                self.normalized += 1
+                trace_text = None
+            if trace_text is None:
+                from msdb.schedule.tvm_json import dumps
+
+                trace_text = dumps(trace)
+            if run_secs is not None:
+                types = set(map(type, run_secs)) if type(run_secs) is list else {str}
+                if not types <= _FLOAT_INT:
+                    # numbers read from TVM's `\\xHH` dialect are `JsonFloat`s (float subclasses)
+                    if not all(t is int or issubclass(t, float) for t in types):
+                        return f"run_secs must be a list of numbers or null, got {short_json(run_secs)}"
+                    run_secs = [float(x) for x in run_secs]  # TVM 0.27 spells the value, not the text read
+                if not _all_finite(run_secs):
+                    return f"run_secs {short_json(run_secs)} holds a value that is not a finite number"
+                if run_secs and min(run_secs) < 0:
+                    return f"run_secs {short_json(run_secs)} holds a negative time"
+            valid = ran(run_secs) and sketch_is_valid(trace[0])
+            if target_key not in self.targets:
+                problem = self.target_errors.get(target_key) or self._parse_target(target_key, target)
+                if problem is not None:
+                    return problem
+            args_text: str | None = None
+            if args is not None:
+                cached = self.args_texts.get(args_key)
+                if cached is None:
+                    cached = self.args_texts[args_key] = self._check_args(args)
+                if type(cached) is tuple:
+                    return cached[0]
+                args_text = cached  # type: ignore[assignment]
+            return (index, target_key, trace_text, trace_json_hash(trace_text), run_secs_text(run_secs),
+                    mean_run_secs(run_secs), valid, args_text)
+        except RecursionError:
+            return TOO_DEEP
 
     def tuning_record(self, text: str, workloads: Sequence[Workload | None], workload_file: str) -> TuningRecord | str:
         """The `TuningRecord` of a record line, of the workload it points at (`record`'s
@@ -310,7 +379,7 @@ class LineParser:
                     sketch = self._sketch(text[start:enter])
                 if not sketch:
                     return None
-                n_insts, sketch_ok, sketch_hash = sketch
+                n_insts, sketch_ok, sketch_hash, refs = sketch
                 # the sketch is a complete list of instructions: `enter` lies between two of them;
                 # the rest of the instructions are checked as text (no legacy kind, no
                 # one-attribute Split), then the decisions are scanned; decisions may only point
@@ -331,7 +400,9 @@ class LineParser:
                     return None
                 if needs_rewrite(insts, self.legacy):
                     return None  # the general path rewrites it
-                n_insts, sketch_ok, sketch_hash = len(insts), sketch_is_valid(insts), None
+                if self.kinds is not None and unknown_kind(insts, self.kinds) is not None:
+                    return None
+                n_insts, sketch_ok, sketch_hash, refs = len(insts), sketch_is_valid(insts), None, trace_refs(insts)
             if text[end:end + 1] != ",":
                 return None
             run_secs, end2 = _scan_once(text, end + 1)
@@ -357,8 +428,14 @@ class LineParser:
         if not _compact(trace_text):
             return None
         if type(run_secs) is not list or not run_secs or not set(map(type, run_secs)) <= _FLOAT_INT \
-                or not _all_finite(run_secs):
+                or not _all_finite(run_secs) or min(run_secs) < 0:
             return None  # the general path reports it (or takes null and [])
+        if refs is not None:
+            workload = workloads[index]
+            if refs is not self._fit_refs or workload is not self._fit_workload:  # not the last line's pair
+                if self._misfit(id(refs), refs, workload) is not None:
+                    return None  # the general path says why
+                self._fit_refs, self._fit_workload = refs, workload
         if sketch_hash is None:
             trace_hash = trace_json_hash(trace_text)
         else:  # the same digest: the hash state after the sketch's bytes, fed the rest
@@ -368,19 +445,21 @@ class LineParser:
         return (index, tail[0], trace_text, trace_hash, run_secs_text(run_secs), mean_run_secs(run_secs),
                 sketch_ok and ran(run_secs), tail[1])
 
-    def _sketch(self, text: str) -> tuple[int, bool, Any] | tuple[()]:
+    def _sketch(self, text: str) -> tuple[int, bool, Any, TraceRefs | None] | tuple[()]:
         """(instruction count, whether the first is not EnterPostproc, the trace hash's state
-        after these bytes) of a trace's text up to its first `,["EnterPostproc",...`, when that
-        is `[[` and whole, well-formed, compact instructions that need no rewriting; () when not
-        (the line then takes another path). Remembered per text."""
-        result: tuple[int, bool, Any] | tuple[()] = ()
+        after these bytes, what the instructions say about their workload) of a trace's text up
+        to its first `,["EnterPostproc",...`, when that is `[[` and whole, well-formed, compact
+        instructions of known kinds that need no rewriting; () when not (the line then takes
+        another path). Remembered per text."""
+        result: tuple[int, bool, Any, TraceRefs | None] | tuple[()] = ()
         if text.startswith("[[") and _compact(text):
             try:
                 insts, end = _scan_once(text[1:] + "]", 0)
             except (StopIteration, ValueError):
                 insts, end = None, -1
-            if end == len(text) and well_formed(insts) and not needs_rewrite(insts, self.legacy):
-                result = (len(insts), sketch_is_valid(insts), trace_hasher(text))
+            if end == len(text) and well_formed(insts) and not needs_rewrite(insts, self.legacy) and (
+                    self.kinds is None or unknown_kind(insts, self.kinds) is None):
+                result = (len(insts), sketch_is_valid(insts), trace_hasher(text), trace_refs(insts))
         if len(self.sketches) < _MAX_SKETCHES:
             self.sketches[text] = result
         return result
@@ -410,6 +489,36 @@ class LineParser:
         if len(self.tails) < _MAX_TAILS:
             self.tails[text[start:]] = tail
         return tail
+
+    def _misfit(self, key: Any, refs: TraceRefs, workload: object) -> str | None:
+        """Why a trace saying `refs` cannot belong to `workload` (`trace_fit.misfit`), or None;
+        remembered per (`key`, workload): `key` is `refs` or, for the quick path's long-lived
+        sketch refs, their id."""
+        cache_key = (key, id(workload))
+        hit = self._fits.get(cache_key)
+        if hit is not None and hit[0] is workload and (hit[1] is refs or hit[1] == refs):
+            return hit[2]
+        blocks = self._blocks(workload)
+        problem = None if blocks is None else misfit(refs, blocks)
+        if len(self._fits) < _MAX_FITS:
+            self._fits[cache_key] = (workload, refs, problem)
+        return problem
+
+    def _blocks(self, workload: object) -> WorkloadBlocks | None:
+        """The blocks of a workload entry (see `record`), or None when it is not checked."""
+        if type(workload) is WorkloadBlocks:
+            return workload
+        hit = self._block_tables.get(id(workload))
+        if hit is not None and hit[0] is workload:
+            return hit[1]
+        # ParsedWorkloads of one payload share its decoded module: walk each module once
+        mod = getattr(workload, "mod", None) if isinstance(workload, ParsedWorkload) else None
+        known = self._block_tables.get(id(mod)) if mod is not None else None
+        blocks = known[1] if known is not None and known[0] is mod else blocks_of(workload)
+        if mod is not None:
+            self._block_tables[id(mod)] = (mod, blocks)
+        self._block_tables[id(workload)] = (workload, blocks)  # one entry per workload line read
+        return blocks
 
     @staticmethod
     def _fast(text: str) -> tuple[Any, ...] | None:

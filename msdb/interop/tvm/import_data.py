@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from msdb.records import Target
 
 __all__ = ["ImportAborted", "ImportPlan", "ImportSummary", "ParsedWorkDir", "ParsedWorkload", "RecordRow",
-           "RecordSink"]
+           "RecordSink", "failed_runs"]
 
 
 class ImportAborted(MsdbError):
@@ -89,6 +89,13 @@ class ImportPlan:
             raise ImportAborted(self.bad_lines)
 
 
+def failed_runs(count: int) -> str:
+    """How import and merge summaries count the new records that are failed runs: stored (TVM
+    stores them too) and never ranked best; worded so that nobody reads them as lines that were
+    rejected (those are "bad lines")."""
+    return f"{count} failed run{'s' if count != 1 else ''}" + (" (stored)" if count else "")
+
+
 @dataclass
 class ImportSummary:
     """What an import did. `records_invalid` counts the new records TVM ranks as invalid (failed
@@ -105,10 +112,13 @@ class ImportSummary:
     replay_failures: list[str] = field(default_factory=list)
     sources: list[int] = field(default_factory=list)
     seconds: float = 0.0
+    #: Whether the rows are committed where the user asked for them (so an interrupt that
+    #: arrives now must not be reported as "nothing imported").
+    committed: bool = False
 
     def line(self) -> str:
         text = (f"workloads: {self.workloads_new} new, {self.workloads_known} known; records: {self.records_new} new, "
-                f"{self.records_duplicate} duplicate, {self.records_invalid} invalid")
+                f"{self.records_duplicate} duplicate, {failed_runs(self.records_invalid)}")
         if self.bad_lines:
             text += f"; {len(self.bad_lines)} bad line{'s' if len(self.bad_lines) != 1 else ''} skipped"
         if self.replayed or self.replay_failures:

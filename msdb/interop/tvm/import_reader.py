@@ -9,22 +9,25 @@ the `ParsedWorkDir`.
 
 Speed (>= 20k records/s, docs/benchmarks.md): besides the grammar's quick path, a big record
 file is parsed by forked worker processes, a stretch of lines each (`_parse_chunk`), while the
-parent hands finished stretches to the sink and hashes the file in a thread.
+parent hands finished stretches to the sink and hashes the file in a thread. The workers die
+with the parent however it ends and leave Ctrl-C to it (`_start_worker`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 from msdb.errors import MsdbError
 from msdb.interop.progress import ProgressFn
-from msdb.interop.tvm.grammar import LineParser, ParsedWorkload, trace_offset
+from msdb.interop.tvm.grammar import LineParser, ParsedWorkload, blocks_of, trace_offset
 from msdb.interop.tvm.import_data import ParsedWorkDir, RecordSink
 from msdb.interop.tvm.workdir import NOT_UTF8, BadLine, WorkDirError, file_lines, nonblank_lines
+from msdb.lifeline import close_write_end, ignore_sigint, lifeline_fds, sigint_blocked, watch_parent
 
 if TYPE_CHECKING:
     from msdb.records import Target
@@ -46,10 +49,13 @@ class WorkDirReader:
     checked sketches, is learnt once) and the bad lines found (`bad`).
 
     `opaque`: a payload msdb cannot decode (TVM's <= 0.21 graph format, a node type msdb's IR
-    lacks) is kept as an opaque workload instead of being a bad line."""
+    lacks) is kept as an opaque workload instead of being a bad line. `unknown_kinds`: a trace
+    instruction of a kind TVM does not have is kept instead of making its line bad."""
 
-    def __init__(self, *, opaque: bool, progress: ProgressFn | None, total: int, workers: int | None = 1) -> None:
-        self.lines = LineParser()
+    def __init__(self, *, opaque: bool, progress: ProgressFn | None, total: int, workers: int | None = 1,
+                 unknown_kinds: bool = False) -> None:
+        self.lines = LineParser(unknown_kinds=unknown_kinds)
+        self.unknown_kinds = unknown_kinds
         self.workers = workers
         self.opaque = opaque
         self.progress = progress
@@ -163,20 +169,28 @@ class WorkDirReader:
         from concurrent.futures import ProcessPoolExecutor
 
         global _FORK_TEXT
-        valid = [w is not None for w in wd.workloads]
+        # what each workload line is to a worker: None (a bad line), its blocks (the traces
+        # pointing at it are checked against them) or True (not checked: opaque)
+        shapes = [None if w is None else (blocks_of(w) or True) for w in wd.workloads]
         # several chunks per worker even for a smaller log, so that writing the first chunks
         # overlaps parsing the last ones
         per_chunk = min(_CHUNK, max(_MIN_CHUNK, _estimated_lines(text) // (4 * workers)))
-        tasks = [(lo, hi, str(path), wd.workload_path.name, valid) for lo, hi in _line_chunks(text, per_chunk)]
+        tasks = [(lo, hi, str(path), wd.workload_path.name, shapes, self.unknown_kinds)
+                 for lo, hi in _line_chunks(text, per_chunk)]
         _FORK_TEXT = text
         n_lines = 0  # lines of the chunks done so far: the number of the next chunk's first line, minus one
         try:
             # an executor, not multiprocessing.Pool: a worker killed from outside (the OOM
             # killer) raises BrokenProcessPool here instead of leaving the import, and the
             # write transaction it holds open, waiting forever
-            pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+            # each worker dies with this process, whatever kills it, and leaves Ctrl-C to it
+            # (docs/architecture.md, "Processes, temporary files and interrupts")
+            read_end, write_end = lifeline_fds()
+            pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
+                                       initializer=_start_worker, initargs=(os.getpid(), read_end, write_end))
             try:
-                results = pool.map(_parse_chunk, tasks)  # forks the workers (all at once, under "fork")
+                with sigint_blocked():  # the workers start with Ctrl-C blocked, then ignore it
+                    results = pool.map(_parse_chunk, tasks)  # forks the workers (all at once, under "fork")
                 digest.start()  # its thread starts after the fork: a forked child has only the main thread
                 for count, records, bad, targets, errors, normalized in _checked(results, path):
                     rows = []
@@ -245,7 +259,6 @@ _FORK_TEXT: str | None = None
 
 def _worker_count(requested: int | None, n_lines: int) -> int:
     import multiprocessing
-    import os
 
     if requested is not None:
         wanted = requested
@@ -299,13 +312,13 @@ def _parse_chunk(task: tuple[Any, ...]) -> tuple[Any, ...]:
     """Worker: the record lines of text[lo:hi] of the forked parent's `_FORK_TEXT` through the
     grammar. Line numbers are counted from the chunk's start (the parent adds the lines before
     it); a trace that is its line's own text comes back as offsets into the text."""
-    lo, hi, path_text, workload_file, valid = task
+    lo, hi, path_text, workload_file, shapes, unknown_kinds = task
     text = _FORK_TEXT
     assert text is not None
     path = Path(path_text)
-    parser = _worker_parser()
+    parser = _worker_parser(unknown_kinds)
     normalized = parser.normalized
-    workloads = [_PLACEHOLDER if ok else None for ok in valid]
+    workloads = [_PLACEHOLDER if shape is True else shape for shape in shapes]
     out: list[tuple[Any, ...]] = []
     bad: list[BadLine] = []
     lines = text[lo:hi].split("\n")
@@ -329,17 +342,27 @@ def _parse_chunk(task: tuple[Any, ...]) -> tuple[Any, ...]:
     return len(lines), out, bad, targets, parser.target_errors, parser.normalized - normalized
 
 
+def _start_worker(parent_pid: int, read_end: int, write_end: int) -> None:
+    """Worker: watch the parent (a worker must not outlive an import killed even by SIGKILL)
+    and ignore SIGINT (Ctrl-C reaches the whole process group; the parent alone decides what it
+    means, so a worker prints no traceback)."""
+    ignore_sigint()
+    close_write_end(write_end)
+    watch_parent(parent_pid, read_end)
+
+
 _PLACEHOLDER = object()
 #: A worker process's line parser, kept across its tasks: what it learnt (sketches, line tails,
 #: targets) is the same for every chunk of a log, and learning it again per chunk cost a
 #: tenth of the parse.
-_WORKER_PARSER: list[LineParser] = []
+_WORKER_PARSER: dict[bool, LineParser] = {}
 
 
-def _worker_parser() -> LineParser:
-    if not _WORKER_PARSER:
-        _WORKER_PARSER.append(LineParser())
-    return _WORKER_PARSER[0]
+def _worker_parser(unknown_kinds: bool) -> LineParser:
+    parser = _WORKER_PARSER.get(unknown_kinds)
+    if parser is None:
+        parser = _WORKER_PARSER[unknown_kinds] = LineParser(unknown_kinds=unknown_kinds)
+    return parser
 
 
 def _target_from_canonical(config: str) -> Target:

@@ -10,7 +10,9 @@ indices. 0.24+ names TensorIR nodes `tirx.*` / `s_tir.*` (buffers are `ir.Var`s 
 workload as an opaque payload (`payload_kind` names the two kinds of payload msdb keeps opaque).
 
 Every node is decoded once and memoized by index, so a variable or buffer referenced from many
-places becomes one msdb object (identity is what binds loops and blocks in msdb IR).
+places becomes one msdb object (identity is what binds loops and blocks in msdb IR). A graph
+whose tree, shared nodes counted each time they are reached, is beyond any real workload is
+refused (`msdb.ir.tree_size`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from msdb.errors import MsdbError
 from msdb.ir import expr as E
 from msdb.ir import stmt as S
 from msdb.ir.function import IRModule, PrimFunc
+from msdb.ir.tree_size import TreeTooLarge, check_tree_size
 
 __all__ = [
     "PayloadError", "LegacyPayloadError", "UnsupportedNodeError", "LEGACY_GRAPH", "UNSUPPORTED_GRAPH", "payload_kind",
@@ -111,9 +114,14 @@ def decode_graph(graph: dict[str, Any]) -> IRModule:
         raise PayloadError("TVM object graph has no 'root_index'")
     root = _GraphDecoder(graph["nodes"]).decode(graph["root_index"])
     if isinstance(root, PrimFunc):
-        return IRModule.from_func(root)
+        root = IRModule.from_func(root)
     if not isinstance(root, IRModule):
         raise PayloadError(f"workload graph's root is a {type(root).__name__}, not an IRModule")
+    try:
+        # nodes are shared by index: a graph of a few KB can stand for a tree no walk finishes
+        check_tree_size(root, "workload graph")
+    except TreeTooLarge as exc:
+        raise PayloadError(str(exc)) from None
     return root
 
 

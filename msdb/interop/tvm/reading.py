@@ -19,17 +19,19 @@ from msdb.interop.tvm.import_data import ImportPlan
 from msdb.interop.tvm.import_reader import WorkDirReader, estimated_lines
 from msdb.interop.tvm.workdir import BadLine, resolve_import_paths
 
-__all__ = ["read_import", "replay_plan", "expected_records", "in_file_order"]
+__all__ = ["read_import", "replay_plan", "drop_lines", "expected_records", "in_file_order"]
 
 
 def read_import(paths: Sequence[str | Path], *, opaque: bool = False, progress: ProgressFn | None = None,
-                workers: int | None = None) -> ImportPlan:
+                workers: int | None = None, unknown_kinds: bool = False) -> ImportPlan:
     """Read and check every work_dir; no database is touched. `paths` are work_dirs and files
     (see `msdb.interop.tvm.workdir.resolve_import_paths`). `workers`: processes that parse a
     big record file in parallel (None: one per CPU, up to 8, for files of more than 4,000
-    lines; 1: none). The result does not depend on it."""
+    lines; 1: none). The result does not depend on it. `unknown_kinds`: keep trace
+    instructions of kinds TVM does not have instead of refusing their lines."""
     resolved = resolve_import_paths(paths)
-    reader = WorkDirReader(opaque=opaque, progress=progress, total=expected_records(resolved), workers=workers)
+    reader = WorkDirReader(opaque=opaque, progress=progress, total=expected_records(resolved), workers=workers,
+                           unknown_kinds=unknown_kinds)
     workdirs = [reader.read(workload, record) for workload, record in resolved]
     if progress is not None:
         progress(reader.phase, reader.total, reader.total)
@@ -65,14 +67,22 @@ def _order(pairs: list[tuple[Path, Path]], path: Path) -> int:
     return len(pairs) * 2
 
 
-def replay_plan(plan: ImportPlan, progress: ProgressFn | None = None) -> tuple[int, list[str]]:
+def drop_lines(plan: ImportPlan, lines: Sequence[BadLine]) -> None:
+    """Remove the record rows of `lines` (record file and line) from the plan."""
+    gone = {(line.path, line.line) for line in lines}
+    for wd in plan.workdirs:
+        if any(path == wd.record_path for path, _ in gone):
+            wd.records = [row for row in wd.records if (wd.record_path, row[0]) not in gone]
+
+
+def replay_plan(plan: ImportPlan, progress: ProgressFn | None = None) -> tuple[int, list[BadLine]]:
     """Replay every distinct (workload, trace) of the plan on the decoded workload, as TVM does
-    when it loads a log; returns (replayed, ["path:line: replay failed: reason", ...]). Opaque
-    workloads are never replayed."""
+    when it loads a log; returns (replayed, the record lines whose replay failed, as
+    `path:line: replay failed: reason`). Opaque workloads are never replayed."""
     from msdb.schedule import Schedule, Trace
 
     seen: dict[tuple[int, str], str | None] = {}
-    failures: list[str] = []
+    failures: list[BadLine] = []
     total = plan.n_records
     done = replayed = 0
     for wd in plan.workdirs:
@@ -94,7 +104,7 @@ def replay_plan(plan: ImportPlan, progress: ProgressFn | None = None) -> tuple[i
                     seen[key] = f"{type(exc).__name__}: {exc}"
                 replayed += 1
             if seen[key] is not None:
-                failures.append(f"{wd.record_path}:{number}: replay failed: {seen[key]}")
+                failures.append(BadLine(wd.record_path, number, f"replay failed: {seen[key]}"))
             if progress is not None and done % 100 == 0:
                 progress("replaying", done, total)
     if progress is not None:

@@ -150,9 +150,20 @@ def write_workdir(out: pathlib.Path, workload_text: str, record_text: str) -> No
     """Write a work_dir's two files atomically: into a fresh directory beside `out`, flushed,
     then renamed into place (an existing `out` is moved aside first and removed after), so a
     killed writer leaves the old work_dir or the new one, never a half-written file TVM would
-    abort on. Call `check_output_dir(out)` first."""
+    abort on. Call `check_output_dir(out)` first.
+
+    The folders beside `out` (`.OUT.export-*`, `.OUT.old-*`) are locked while in use; those a
+    killed export left behind are removed first, and a moved-aside work_dir whose replacement
+    never arrived is put back (`msdb.staging`; docs/architecture.md, "Processes, temporary
+    files and interrupts")."""
+    from msdb.staging import StagingDir, lock_path, sweep, unlock
+
     parent = out.parent
-    staging = pathlib.Path(tempfile.mkdtemp(prefix=f".{out.name}.export-", dir=parent))
+    sweep(parent, (f".{out.name}.export-", f".{out.name}.old-"), keep=lambda path: _put_back(path, out))
+    stage = StagingDir.create(parent, f".{out.name}.export-")
+    staging = stage.path
+    old: pathlib.Path | None = None
+    old_lock: int | None = None
     try:
         for name, text in ((WORKLOAD_FILE, workload_text), (RECORD_FILE, record_text)):
             with open(staging / name, "w", encoding="utf-8", newline="\n") as handle:
@@ -160,8 +171,9 @@ def write_workdir(out: pathlib.Path, workload_text: str, record_text: str) -> No
                 handle.flush()
                 os.fsync(handle.fileno())
         os.chmod(staging, 0o755)
-        old: pathlib.Path | None = None
         if out.exists():
+            # locked before it is moved: a concurrent export's sweep leaves it alone
+            old_lock = lock_path(out, wait=True)
             old = pathlib.Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=parent))
             old.rmdir()
             os.rename(out, old)
@@ -172,11 +184,26 @@ def write_workdir(out: pathlib.Path, workload_text: str, record_text: str) -> No
                 os.rename(old, out)  # put the previous work_dir back
             raise
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        stage.remove()
+        unlock(old_lock)
         raise
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
     _fsync_dir(parent)
+    unlock(old_lock)
+    stage.release()
+
+
+def _put_back(old: pathlib.Path, out: pathlib.Path) -> bool:
+    """A moved-aside work_dir whose export was killed before the new one took its place: put
+    it back when `out` is missing (True); otherwise it is a leftover (False)."""
+    if old.name.startswith(f".{out.name}.old-") and not os.path.lexists(out):
+        try:
+            os.rename(old, out)
+        except OSError:
+            return False
+        return True
+    return False
 
 
 def _fsync_dir(path: pathlib.Path) -> None:

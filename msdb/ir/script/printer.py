@@ -29,6 +29,7 @@ from msdb.ir import expr as E
 from msdb.ir import stmt as S
 from msdb.ir.function import IRModule, PrimFunc
 from msdb.ir.script import ops
+from msdb.ir.tree_size import check_tree_size
 
 _HEADER_MODULE = "# from tvm.script import ir as I\n# from tvm.script import tirx as T\n"
 _HEADER_FUNC = "# from tvm.script import tirx as T\n"
@@ -69,7 +70,11 @@ _LOOP_NAMES = {
 
 def to_script(node: IRModule | PrimFunc) -> str:
     """TVMScript text for a module (`@I.ir_module class Module`) or a function
-    (`@T.prim_func def main`)."""
+    (`@T.prim_func def main`). The text is that of the tree: IR whose shared nodes expand it
+    beyond any real workload raises `TreeTooLarge` (`msdb.ir.tree_size`) instead of printing
+    for hours."""
+    if isinstance(node, (IRModule, PrimFunc)):
+        check_tree_size(node, "IR to print")
     if isinstance(node, IRModule):
         lines = [_HEADER_MODULE, "@I.ir_module", "class Module:"]
         if node.attrs:

@@ -1,0 +1,126 @@
+"""Staging folders: hidden temporary folders beside an output, which the next run removes when
+the process that made them died (docs/architecture.md, "Processes, temporary files and
+interrupts").
+
+An output written atomically (an export's work_dir, a new database, the tuner's artifacts) is
+first written into a fresh folder and renamed into place. A process killed before the rename
+cannot remove its folder, so every run first sweeps the folders of its kind (`sweep`): the
+process that owns a folder holds an exclusive `flock` on it for as long as it uses it, so a
+folder whose lock can be taken belongs to nobody and is removed, and a folder in use is left
+alone (a concurrent export, a parallel import). Where the file system has no locks, only
+folders untouched for a day are removed.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+__all__ = ["StagingDir", "sweep", "lock_path", "unlock"]
+
+logger = logging.getLogger(__name__)
+
+#: Without file locks, a staging folder untouched this long (seconds) is taken as abandoned.
+STALE_AFTER_S = 24 * 3600.0
+#: A folder this young and still empty may be one whose maker has not locked it yet.
+_FRESH_S = 60.0
+
+
+def lock_path(path: Path, *, wait: bool = False) -> int | None:
+    """An fd of `path` holding an exclusive flock on it; None when the file system has no
+    locks. `wait=False` raises `BlockingIOError` when another process holds it."""
+    import fcntl
+
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise
+    except OSError as exc:
+        os.close(fd)
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+            raise BlockingIOError(exc.errno, exc.strerror) from None
+        logger.debug("%s: no file locks here (%s)", path, exc)
+        return None
+    return fd
+
+
+def unlock(fd: int | None) -> None:
+    if fd is not None:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+class StagingDir:
+    """A fresh folder `<parent>/<prefix>XXXXXXXX`, locked until `release` or `remove`. Make it
+    with `StagingDir.create`, which first sweeps the abandoned folders of the same prefix."""
+
+    def __init__(self, path: Path, fd: int | None) -> None:
+        self.path = path
+        self._fd = fd
+
+    @classmethod
+    def create(cls, parent: Path, prefix: str, *, min_age_s: float = 0.0) -> StagingDir:
+        """A new staging folder; `min_age_s` as for `sweep`."""
+        sweep(parent, (prefix,), min_age_s=min_age_s)
+        path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+        return cls(path, lock_path(path))
+
+    def release(self) -> None:
+        """Drop the lock (the folder was renamed into place, or removed)."""
+        unlock(self._fd)
+        self._fd = None
+
+    def remove(self) -> None:
+        """Remove the folder (if still there) and drop the lock."""
+        shutil.rmtree(self.path, ignore_errors=True)
+        self.release()
+
+
+def sweep(parent: Path, prefixes: tuple[str, ...], *, keep: Callable[[Path], bool] | None = None,
+          min_age_s: float = 0.0) -> list[Path]:
+    """Remove the folders in `parent` named `<prefix>...` that no live process holds (see the
+    module docstring); returns them. `keep(path)` may take a folder over instead (it is called
+    with the folder locked, and returns True when it moved or kept the folder). `min_age_s`:
+    also spare folders changed more recently than that (for a shared folder such as /tmp, where
+    a long-running process of an older msdb may use one without a lock)."""
+    try:
+        entries = [entry for entry in os.scandir(parent)
+                   if entry.name.startswith(prefixes) and entry.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []
+    removed = []
+    now = time.time()
+    for entry in entries:
+        path = Path(entry.path)
+        try:
+            fd = lock_path(path)
+        except BlockingIOError:
+            continue  # in use
+        except OSError:
+            continue  # gone meanwhile, or unreadable: not ours to judge
+        try:
+            age = now - path.stat().st_mtime
+            if age < (STALE_AFTER_S if fd is None else min_age_s):
+                continue
+            if age < _FRESH_S and not any(path.iterdir()):
+                continue  # made a moment ago; its maker may be about to lock it
+            if keep is not None and keep(path):
+                continue
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+            logger.info("removed %s, left behind by a process that died", path)
+        except OSError:
+            continue
+        finally:
+            unlock(fd)
+    return removed
