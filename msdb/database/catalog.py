@@ -343,37 +343,53 @@ def format_details(details: WorkloadDetails) -> str:
 class TuningCurve:
     """One run's best latency after each of its measurements (`msdb plot`): `label` names the
     source (kind, location, who, when), `best_us[i]` the best mean after i + 1 records (None
-    while no record of the run was valid)."""
+    while no record of the run was valid); `last_id` is the id of the last record counted, where
+    `tuning_curves(..., since=...)` continues."""
 
     source_id: int | None
     label: str
     best_us: list[float | None]
+    last_id: int = 0
 
 
-def tuning_curves(db: SQLiteDatabase, text: str, *,
-                  target: Target | str | dict[str, Any] | None = None) -> tuple[str, list[TuningCurve]]:
+def tuning_curves(db: SQLiteDatabase, text: str, *, target: Target | str | dict[str, Any] | None = None,
+                  since: list[TuningCurve] | None = None) -> tuple[str, list[TuningCurve]]:
     """(structural hash, one curve per source) of the workload `text` names, in commit order,
-    records of targets that `target` matches (all when None)."""
+    records of targets that `target` matches (all when None).
+
+    `since`: curves this function returned earlier for the same workload and target; they are
+    continued (copies; new sources appended) with the records committed after the last one they
+    counted, so a hub page that shows the curves of a workload with 100k records reads only the
+    new ones (record ids are commit order and never reused)."""
     query = Target.coerce(target)
     workload_id = resolve_hash(db, text)
-    w, r, s = M.workload.c, M.tuning_record.c, M.source.c
+    w, r = M.workload.c, M.tuning_record.c
     curves: dict[int | None, TuningCurve] = {}
+    after = 0
+    for old in since or ():
+        curves[old.source_id] = TuningCurve(old.source_id, old.label, list(old.best_us), old.last_id)
+        after = max(after, old.last_id)
     with db.engine.connect() as conn:
         shash = conn.execute(select(w.shash).where(w.id == workload_id)).scalar_one()
         wanted = set(db.matching_target_ids(conn, query))
-        rows = conn.execute(select(r.source_id, r.target_id, r.mean_run_secs, r.is_valid)
-                            .where(r.workload_id == workload_id).order_by(r.id))
-        for row in rows:
-            if row.target_id not in wanted:
+        # After a first pass, only the newest records are wanted: `workload_id + 0` keeps SQLite on
+        # the primary key's range instead of the workload's whole range of the top-k index.
+        workload_match = (r.workload_id + 0 == workload_id) if after else (r.workload_id == workload_id)
+        rows = conn.execute(select(r.id, r.source_id, r.target_id, r.mean_run_secs, r.is_valid)
+                            .where(workload_match, r.id > after).order_by(r.id))
+        for record_id, source_id, target_id, mean_run_secs, is_valid in rows:
+            if target_id not in wanted:
                 continue
-            curve = curves.get(row.source_id)
+            curve = curves.get(source_id)
             if curve is None:
-                curve = curves[row.source_id] = TuningCurve(row.source_id, _source_label(conn, row.source_id), [])
-            best = curve.best_us[-1] if curve.best_us else None
-            if row.is_valid and row.mean_run_secs is not None:
-                us = float(row.mean_run_secs) * 1e6
-                best = us if best is None else min(best, us)
-            curve.best_us.append(best)
+                curve = curves[source_id] = TuningCurve(source_id, _source_label(conn, source_id), [])
+            best_us = curve.best_us
+            best = best_us[-1] if best_us else None
+            if is_valid and mean_run_secs is not None:
+                us = float(mean_run_secs) * 1e6
+                best = us if best is None or us < best else best
+            best_us.append(best)
+            curve.last_id = record_id
     return shash, list(curves.values())
 
 

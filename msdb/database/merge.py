@@ -23,6 +23,10 @@ transaction first learns the records other writers added since the previous one,
 stay deduplicated whoever writes beside the merge. A merge that fails or is killed part way
 keeps the transactions it committed, each whole; merging the same SRC again adds exactly the
 rest (docs/architecture.md, "Databases").
+
+A caller merging many small SRCs into one DEST in turn (`msdb pull` merges each page it reads)
+passes one `DedupCache`: the dedup keys DEST's records had are then read once, not once per
+SRC; each merge first learns the records other writers added since the previous one.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
 from sqlalchemy import func, select
@@ -50,7 +54,7 @@ if TYPE_CHECKING:
 
     from msdb.database.sqlite import SQLiteDatabase
 
-__all__ = ["MergeSummary", "merge_databases"]
+__all__ = ["MergeSummary", "DedupCache", "merge_databases"]
 
 _BATCH = 5000
 #: How long one transaction of a merge may hold DEST's write lock, about (module docstring).
@@ -85,9 +89,36 @@ class MergeSummary:
                 f"{self.seconds:.2f} s")
 
 
+@dataclass
+class DedupCache:
+    """DEST's dedup keys, kept across merges into the same DEST (module docstring): `keys` holds
+    every record key of the workloads in `loaded`, as of DEST's record `last_id`."""
+
+    keys: set[tuple[Any, ...]] = field(default_factory=set)
+    loaded: set[int] = field(default_factory=set)
+    last_id: int | None = None
+
+    def learn(self, conn: Connection) -> None:
+        """Add the keys of records DEST got since `last_id` (other writers) to `keys`."""
+        if self.last_id is None:
+            return
+        r = M.tuning_record.c
+        for row in conn.execute(select(r.workload_id, r.target_id, r.trace_hash, r.run_secs)
+                                .where(r.id > self.last_id)):
+            if row.workload_id in self.loaded:
+                self.keys.add((row.workload_id, row.target_id, row.trace_hash, row.run_secs))
+
+    def reset(self) -> None:
+        """Forget everything (a merge that failed may have rolled back keys it noted)."""
+        self.keys.clear()
+        self.loaded.clear()
+        self.last_id = None
+
+
 def merge_databases(dest: SQLiteDatabase, src: SQLiteDatabase, *, user: str | None = None, host: str | None = None,
-                    progress: ProgressFn | None = None) -> MergeSummary:
-    """Copy what `src` has and `dest` lacks into `dest`, in one transaction (module docstring)."""
+                    progress: ProgressFn | None = None, cache: DedupCache | None = None) -> MergeSummary:
+    """Copy what `src` has and `dest` lacks into `dest`, in one transaction (module docstring).
+    `cache`: DEST's dedup keys from earlier merges into it, updated by this one."""
     start = time.perf_counter()
     if (dest.path is not None and dest.path == src.path) or (dest.path is None and dest.url == src.url):
         raise DatabaseError(f"cannot merge {where(src)} into itself")
@@ -107,8 +138,10 @@ def merge_databases(dest: SQLiteDatabase, src: SQLiteDatabase, *, user: str | No
             workload_map, known = _merge_workloads(conn, src_workloads, summary)
             target_map = {tid: dest.target_row_id_for_config(conn, config) for tid, config in src_targets.items()}
             sources = _SourceMap(conn, src_sources, summary, location=where(src), user=user, host=host)
-            keys: set[tuple[Any, ...]] = set()
-            loaded: set[int] = set()
+            if cache is not None:
+                cache.learn(conn)
+            keys: set[tuple[Any, ...]] = cache.keys if cache is not None else set()
+            loaded: set[int] = cache.loaded if cache is not None else set()
             done = 0
             result = read.execution_options(stream_results=True, yield_per=_BATCH).execute(
                 select(r.workload_id, r.target_id, r.source_id, r.trace, r.trace_hash, r.run_secs, r.mean_run_secs,
@@ -139,10 +172,21 @@ def merge_databases(dest: SQLiteDatabase, src: SQLiteDatabase, *, user: str | No
                     progress("merging", done, total)
             for task in src_tasks:
                 ensure_task(conn, task.model, workload_map[task.workload_id], task.name, task.weight, keep_weight=True)
+            if cache is not None:
+                # new workloads' keys are all in `keys`: they have no records but those merged
+                loaded |= set(workload_map.values()) - known
+                cache.last_id = int(conn.execute(select(func.max(r.id))).scalar() or 0)
         except BaseException:
+            if cache is not None:  # what this merge noted may be rolled back: start over next time
+                cache.reset()
             chunks.abort(*sys.exc_info())
             raise
-        chunks.commit()
+        try:
+            chunks.commit()
+        except BaseException:
+            if cache is not None:
+                cache.reset()
+            raise
     summary.seconds = time.perf_counter() - start
     return summary
 

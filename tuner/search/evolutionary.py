@@ -10,9 +10,10 @@ slot, 5% random picks; 5 rounds in a row with nothing new to measure end the tas
 
 Beyond TVM: while the cost model cannot rank yet (XGBoost below its warm-up of 100 measured
 candidates, or the random model), its scores are noise, and TVM still evolves 2,048 mutants a
-round under them (random mutants of random parents); msdb measures fresh random samples of
-the design spaces instead, without those replays, and evolves from the first round in which the
-model ranks (at once when it was pretrained on a shared database).
+round under them. msdb instead measures half a round of mutants of what was measured, parents
+drawn by their measured speed, and half a round of fresh random samples of the design spaces,
+for a tenth of the replays; it evolves from the first round
+in which the model ranks (at once when it was pretrained on a shared database).
 
 And a trace whose every decision is fixed always replays to the same post-processed
 schedule, and the search keeps meeting the same traces (a parent kept unmutated, two mutations
@@ -79,16 +80,18 @@ class EvolutionarySearch(SearchStrategy):
         wanted = self._round_size()
         if wanted == 0 or self._empty_iters >= self.num_empty_iters_before_early_stop:
             return None
-        if self._model_ranks():
-            measured = self._pick_best_from_database(int(self.population_size * self.init_measured_ratio))
-            unmeasured = self._sample_init_population(self.population_size - len(measured))
-        else:  # scores would be noise: evolving under them is a random walk; sample instead
-            measured, unmeasured = [], self._sample_init_population(max(self.init_min_unmeasured, 2 * wanted))
+        ranks = self._model_ranks()
+        measured, speeds = self._pick_best_from_database(int(self.population_size * self.init_measured_ratio))
+        want_unmeasured = self.population_size - len(measured) if ranks else max(self.init_min_unmeasured, wanted)
+        unmeasured = self._sample_init_population(want_unmeasured)
         if len(unmeasured) < self.init_min_unmeasured:
             logger.warning("task %r: only %d random samples of the design space succeeded (want %d); the task ends",
                            self._context().task_name, len(unmeasured), self.init_min_unmeasured)
             return None
-        bests = self._evolve_with_cost_model(measured + unmeasured, wanted) if self._model_ranks() else []
+        if ranks:
+            bests = self._evolve_with_cost_model(measured + unmeasured, wanted)
+        else:  # the model's scores would be noise: mutate what measured fast instead
+            bests = self._mutants_of_measured(measured, speeds, (wanted + 1) // 2) if measured else []
         picks = self._pick_with_eps_greedy(unmeasured, bests, wanted)
         if not picks:
             self._empty_iters += 1
@@ -131,18 +134,33 @@ class EvolutionarySearch(SearchStrategy):
             del self._replays[next(iter(self._replays))]
         self._replays[key] = sch
 
-    def _pick_best_from_database(self, count: int) -> list[Schedule]:
+    def _pick_best_from_database(self, count: int) -> tuple[list[Schedule], list[float]]:
         """The database's best `count` measured schedules of the workload on the target,
-        replayed with their decisions (warm start: they are parents, never re-measured)."""
+        replayed with their decisions (warm start: they are parents, never re-measured), and
+        each one's speed relative to the best (1 for the best)."""
         context = self._context()
         if self.database is None or count <= 0:
-            return []
-        picked = []
+            return [], []
+        picked, costs = [], []
         for record in self.database.get_top_k(context.mod, count, context.target):  # type: ignore[arg-type]
             sch = self._apply(record.trace)
             if sch is not None:
                 picked.append(sch)
-        return picked
+                costs.append(record.mean_run_secs)
+        best = min(costs, default=1.0)
+        return picked, [best / cost if cost > 0 else 0.0 for cost in costs]
+
+    def _mutants_of_measured(self, measured: list[Schedule], speeds: list[float], count: int) -> list[Schedule]:
+        """`count` mutants of measured schedules, parents drawn by measured speed (what the
+        evolution does under a model's scores, one generation deep, with the measurements as
+        the scores), in random order."""
+        mutators = self._mutators()
+        if not mutators:
+            return []
+        children = self._next_generation(measured, np.asarray(speeds, dtype=np.float64), mutators, size=count,
+                                         mutate_prob=1.0)
+        self.rng.shuffle(children)
+        return children
 
     def _sample_init_population(self, count: int) -> list[Schedule]:
         """Random samples of the design spaces (every decision drawn anew), at least
@@ -218,23 +236,23 @@ class EvolutionarySearch(SearchStrategy):
         total = sum(probs.values())
         return [(m, p / total) for m, p in probs.items()] if total > 0 else []
 
-    def _next_generation(self, population: list[Schedule], scores: np.ndarray,
-                         mutators: list[tuple[Any, float]]) -> list[Schedule]:
-        """A new population of `population_size`: each slot draws a parent by score and mutates
-        it (probability `genetic_mutate_prob`, mutator by weight), retrying up to
-        `genetic_max_fail_count` times; an unmutated parent is taken once at most; the last
-        resort is the parent itself."""
+    def _next_generation(self, population: list[Schedule], scores: np.ndarray, mutators: list[tuple[Any, float]],
+                         size: int | None = None, mutate_prob: float | None = None) -> list[Schedule]:
+        """A new population of `population_size` (or `size`): each slot draws a parent by score
+        and mutates it (probability `genetic_mutate_prob`, or `mutate_prob`; mutator by weight),
+        retrying up to `genetic_max_fail_count` times; an unmutated parent is taken once at
+        most; the last resort is the parent itself."""
         weights = scores / scores.sum() if scores.sum() > 0 else np.full(len(population), 1.0 / len(population))
         cumulative = np.cumsum(weights)
         taken: set[int] = set()
         out = []
-        for _ in range(self.population_size):
+        for _ in range(self.population_size if size is None else size):
             parent_index = 0
             child = None
             for _ in range(self.genetic_max_fail_count + 1):
                 parent_index = min(int(np.searchsorted(cumulative, self.rng.random() * cumulative[-1], side="right")),
                                    len(population) - 1)
-                mutator = self._draw_mutator(mutators)
+                mutator = self._draw_mutator(mutators, mutate_prob)
                 if mutator is None:
                     if parent_index not in taken:
                         taken.add(parent_index)
@@ -250,12 +268,14 @@ class EvolutionarySearch(SearchStrategy):
             out.append(child if child is not None else population[parent_index])
         return out
 
-    def _draw_mutator(self, mutators: list[tuple[Any, float]]) -> Any:
-        """None (no mutation) with probability 1 - genetic_mutate_prob, else a mutator by weight."""
+    def _draw_mutator(self, mutators: list[tuple[Any, float]], mutate_prob: float | None = None) -> Any:
+        """None (no mutation) with probability 1 - genetic_mutate_prob (or `mutate_prob`), else a
+        mutator by weight."""
+        prob = self.genetic_mutate_prob if mutate_prob is None else mutate_prob
         draw = self.rng.random()
-        if draw >= self.genetic_mutate_prob or not mutators:
+        if draw >= prob or not mutators:
             return None
-        draw /= self.genetic_mutate_prob
+        draw /= prob
         for mutator, prob in mutators:
             draw -= prob
             if draw < 0:

@@ -1,0 +1,185 @@
+"""Reading a hub over HTTP: datasette's JSON API with the standard library only (`msdb.hub.pull`,
+`msdb.hub.remote`).
+
+Every failure a hub can cause (down, slow, an HTML page or JSON of the wrong shape where
+datasette's JSON was expected, a served file that does not match its manifest) is one
+`HubError` naming the hub's URL and what to check. Rows come back as dicts; datasette's
+`{"$base64": true, "encoded": ...}` spelling of BLOBs is decoded to bytes.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import json
+import socket
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any, Iterable
+
+from msdb.errors import MsdbError
+
+__all__ = ["HubError", "HubClient", "TIMEOUT_S", "normalize_url", "parse_time"]
+
+#: Seconds one HTTP request to a hub may take (connect and read).
+TIMEOUT_S = 30.0
+#: Ask datasette not to count, facet or suggest facets: sync pages only need the rows.
+_LEAN = (("_nocount", "1"), ("_nofacet", "1"), ("_nosuggest", "1"))
+
+
+class HubError(MsdbError):
+    """A hub could not be read: down, too slow, or not answering with msdb's datasette JSON."""
+
+
+def normalize_url(url: str) -> str:
+    """A hub's base URL with one trailing slash; anything but http(s) is refused."""
+    parts = urllib.parse.urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise HubError(f"{url!r} is not a hub URL; pass the http(s) base URL a hub is served at, e.g. "
+                       f"http://127.0.0.1:8001/")
+    path = parts.path if parts.path.endswith("/") else parts.path + "/"
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+
+
+def parse_time(value: Any) -> _dt.datetime | None:
+    """A DateTime column as datasette returns it (SQLite's text) -> datetime."""
+    if value is None or isinstance(value, _dt.datetime):
+        return value
+    return _dt.datetime.fromisoformat(str(value))
+
+
+def _decode(value: Any) -> Any:
+    if isinstance(value, dict) and value.get("$base64") is True and isinstance(value.get("encoded"), str):
+        return base64.b64decode(value["encoded"])
+    return value
+
+
+class HubClient:
+    """A hub at `url` (`http://host:port/`): its database, tables and metadata as JSON."""
+
+    def __init__(self, url: str, *, timeout_s: float = TIMEOUT_S) -> None:
+        self.url = normalize_url(url)
+        self.timeout_s = timeout_s
+        self._database: str | None = None
+        #: The canned queries of `database` (read with it).
+        self.queries: frozenset[str] = frozenset()
+
+    # ---- raw requests ----
+    def get_json(self, path: str, params: Iterable[tuple[str, str]] = ()) -> Any:
+        """GET `path` (relative to the base URL) with query `params`; the parsed JSON body."""
+        query = urllib.parse.urlencode(list(params))
+        address = self.url + path.lstrip("/") + (f"?{query}" if query else "")
+        request = urllib.request.Request(address, headers={"Accept": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                body = response.read()
+                content_type = response.headers.get("Content-Type", "")
+        except urllib.error.HTTPError as exc:
+            raise HubError(f"hub {self.url}: {address} answered HTTP {exc.code} {exc.reason}; check the URL and "
+                           f"that it serves an msdb database") from None
+        except (socket.timeout, TimeoutError):
+            raise HubError(f"hub {self.url}: no answer within {self.timeout_s:g} s ({address}); the hub is down "
+                           f"or overloaded, try again later") from None
+        except urllib.error.URLError as exc:
+            reason = exc.reason
+            if isinstance(reason, (socket.timeout, TimeoutError)):
+                raise HubError(f"hub {self.url}: no answer within {self.timeout_s:g} s ({address}); the hub is "
+                               f"down or overloaded, try again later") from None
+            raise HubError(f"hub {self.url} cannot be reached: {reason}; check the URL and that the hub is "
+                           f"running") from None
+        except (ConnectionError, OSError) as exc:
+            raise HubError(f"hub {self.url} cannot be reached: {exc}; check the URL and that the hub is "
+                           f"running") from None
+        if "json" not in content_type.lower():
+            kind = content_type.split(";")[0] or "no content type"
+            raise HubError(f"hub {self.url}: {address} answered {kind}, not JSON; is this the base URL of a "
+                           f"datasette hub (msdb serve / msdb publish)?")
+        try:
+            return json.loads(body)
+        except ValueError as exc:
+            raise HubError(f"hub {self.url}: {address} answered malformed JSON ({exc})") from None
+
+    def wrong(self, what: str) -> HubError:
+        """The error for JSON of an unexpected shape."""
+        return HubError(f"hub {self.url}: {what}; is this an msdb hub served by a compatible datasette?")
+
+    # ---- the database ----
+    @property
+    def database(self) -> str:
+        """The name of the served database that holds msdb's tables (checked once)."""
+        if self._database is None:
+            listed = self.get_json("-/databases.json")
+            if not isinstance(listed, list) or not all(isinstance(d, dict) and "name" in d for d in listed):
+                raise self.wrong("/-/databases.json is not a list of databases")
+            names = [str(d["name"]) for d in listed if not str(d["name"]).startswith("_")]
+            for name in names:
+                tables = self.get_json(f"{urllib.parse.quote(name)}.json")
+                if isinstance(tables, dict) and any(isinstance(t, dict) and t.get("name") == "tuning_record"
+                                                    for t in tables.get("tables", [])):
+                    self._database = name
+                    self.queries = frozenset(str(q.get("name")) for q in tables.get("queries") or []
+                                             if isinstance(q, dict))
+                    break
+            else:
+                raise self.wrong(f"none of its databases ({', '.join(names) or 'none'}) has a tuning_record table")
+        return self._database
+
+    def database_info(self) -> dict[str, Any]:
+        """The `/-/databases.json` entry of `database` (path, hash of an immutable file, ...)."""
+        for entry in self.get_json("-/databases.json"):
+            if isinstance(entry, dict) and entry.get("name") == self.database:
+                return entry
+        raise self.wrong(f"database {self.database!r} is gone from /-/databases.json")
+
+    def manifest(self) -> dict[str, Any] | None:
+        """The publish manifest the hub serves in its metadata (`msdb.hub.publish`), or None for a
+        live database."""
+        metadata = self.get_json("-/metadata.json")
+        if not isinstance(metadata, dict):
+            raise self.wrong("/-/metadata.json is not an object")
+        manifest = metadata.get("msdb_manifest")
+        if manifest is None:
+            return None
+        if not isinstance(manifest, dict):
+            raise self.wrong("its metadata's msdb_manifest is not an object")
+        return manifest
+
+    def check_manifest(self) -> dict[str, Any] | None:
+        """Compare the served file's sha256 with the manifest's: a snapshot replaced or damaged
+        after publishing (or a manifest of another one) is refused."""
+        manifest = self.manifest()
+        if manifest is None:
+            return None
+        served = self.database_info().get("hash")
+        expected = manifest.get("sha256")
+        if served is not None and served != expected:
+            raise HubError(f"hub {self.url}: the served snapshot's sha256 {served} does not match its manifest's "
+                           f"{expected}; the snapshot changed after `msdb publish`: publish it again")
+        return manifest
+
+    def rows(self, table: str, params: Iterable[tuple[str, str]] = ()) -> tuple[list[dict[str, Any]], Any]:
+        """One page of `table` as dicts (BLOBs decoded) and datasette's `next` token."""
+        data = self.get_json(f"{urllib.parse.quote(self.database)}/{table}.json",
+                             [("_shape", "objects"), *_LEAN, *params])
+        if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
+            raise self.wrong(f"its {table} table JSON has no list of rows")
+        rows = data["rows"]
+        for row in rows:
+            if not isinstance(row, dict):
+                raise self.wrong(f"its {table} table JSON rows are not objects")
+            for key, value in row.items():
+                if isinstance(value, dict):
+                    row[key] = _decode(value)
+        return rows, data.get("next")
+
+    def all_rows(self, table: str, params: Iterable[tuple[str, str]] = ()) -> list[dict[str, Any]]:
+        """Every row of `table` matching `params`, following keyset pages by id."""
+        out: list[dict[str, Any]] = []
+        after = 0
+        while True:
+            page, more = self.rows(table, [*params, ("id__gt", str(after)), ("_sort", "id"), ("_size", "max")])
+            out.extend(page)
+            if not page or more is None:
+                return out
+            after = int(page[-1]["id"])

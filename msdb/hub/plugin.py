@@ -1,0 +1,344 @@
+"""msdb's datasette plugin (docs/architecture.md, "Hub"): how msdb's tables look in datasette.
+
+Registered as an ordinary datasette plugin (entry point `datasette`, name `msdb`), so a plain
+`datasette team.sqlite` renders msdb's tables the same way `msdb serve` does:
+
+- `render_cell`: a trace (column `trace`, wherever it appears: table pages, row pages, canned
+  queries) as the schedule code TVM prints (`def apply_trace(sch): ...`); a workload's `script`
+  as TVMScript highlighted with Pygments; latencies (seconds columns) in microseconds, with
+  GFLOPS when the workload's FLOPs are known; a workload hash as a link to its workload page;
+  the IR blob and TVM payload clipped (they are for machines, and would fill the page).
+- `register_routes`: the workload page `/-/msdb/<database>/workload/<hash>`: TVMScript, the best
+  record per target as schedule code, and the tuning curves (best latency against trials, one
+  line per source) as inline SVG: the page loads nothing from the network.
+
+Only HTML changes: the JSON API (what `msdb pull` reads) returns the stored values untouched.
+Every renderer returns None for a value it cannot read, so datasette shows it raw.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from datasette import hookimpl
+from markupsafe import Markup, escape
+
+if TYPE_CHECKING:
+    from msdb.database.catalog import TuningCurve, WorkloadDetails
+    from msdb.database.sqlite import SQLiteDatabase
+
+__all__ = ["render_cell", "register_routes", "trace_html", "script_html", "curve_svg", "workload_url",
+           "WORKLOAD_ROUTE"]
+
+log = logging.getLogger(__name__)
+
+#: Columns holding seconds (TVM's run times), shown in microseconds.
+SECONDS_COLUMNS = frozenset({"mean_run_secs", "best_secs", "secs"})
+#: Columns already in microseconds (the canned queries compute them).
+MICROSECONDS_COLUMNS = frozenset({"latency_us", "best_us", "weighted_us"})
+#: Lines of schedule code or TVMScript shown in a table cell; the workload page shows all.
+MAX_CELL_LINES = 400
+#: Characters of the TVM payload shown; it is base64 for machines.
+PAYLOAD_CHARS = 80
+
+WORKLOAD_ROUTE = r"^/-/msdb/(?P<database>[^/]+)/workload/(?P<hash>[0-9A-Za-z]{1,20})$"
+
+
+def workload_url(datasette: Any, database: str, shash: str) -> str:
+    """The workload page of `shash` in `database`, under datasette's base_url."""
+    return datasette.urls.path(f"/-/msdb/{database}/workload/{shash}")
+
+
+def _clip(lines: list[str], limit: int) -> tuple[str, int]:
+    """The first `limit` lines joined, and how many were left out."""
+    return "\n".join(lines[:limit]), max(0, len(lines) - limit)
+
+
+def trace_html(text: str, *, max_lines: int = MAX_CELL_LINES) -> Markup | None:
+    """A trace's JSON text as TVM's schedule code in a `<pre>`, or None when it is not a trace."""
+    from msdb.errors import MsdbError
+    from msdb.schedule import Trace
+
+    try:
+        code = Trace.from_json(text).as_apply_trace()
+    except (MsdbError, ValueError, TypeError, KeyError, IndexError, RecursionError):
+        return None
+    shown, left = _clip(code.splitlines(), max_lines)
+    more = f"\n# ... {left} more lines" if left else ""
+    return Markup('<pre class="msdb-trace" style="max-height:30em;overflow:auto;margin:0">{}</pre>').format(
+        shown + more)
+
+
+def script_html(text: str, *, max_lines: int | None = MAX_CELL_LINES) -> Markup:
+    """TVMScript highlighted by Pygments (inline styles, so no stylesheet is needed)."""
+    from pygments import highlight
+    from pygments.formatters import HtmlFormatter
+    from pygments.lexers import PythonLexer
+
+    lines = text.splitlines()
+    left = 0
+    if max_lines is not None:
+        text, left = _clip(lines, max_lines)
+        if left:
+            text += f"\n# ... {left} more lines"
+    html = highlight(text, PythonLexer(), HtmlFormatter(noclasses=True, cssclass="msdb-script"))
+    return Markup(f'<div style="max-height:30em;overflow:auto">{html}</div>')
+
+
+def _us(seconds: float) -> str:
+    return f"{seconds * 1e6:,.2f} us"
+
+
+def _latency_html(seconds: float, flops: int | None) -> Markup:
+    gflops = f" ({flops / seconds / 1e9:,.2f} GFLOPS)" if flops and seconds > 0 else ""
+    return Markup("{}{}").format(_us(seconds), gflops)
+
+
+def _row_value(row: Any, key: str) -> Any:
+    try:
+        return row[key]
+    except (KeyError, IndexError, TypeError):
+        return None
+
+
+#: (datasette id, database, workload id) -> FLOPs; workload rows never change their FLOPs.
+_FLOPS: dict[tuple[int, str, int], int | None] = {}
+
+
+async def _workload_flops(datasette: Any, database: str, workload_id: Any) -> int | None:
+    if not isinstance(workload_id, int):
+        return None
+    key = (id(datasette), database, workload_id)
+    if key not in _FLOPS:
+        result = await datasette.get_database(database).execute(
+            "SELECT flops FROM workload WHERE id = ?", [workload_id])
+        rows = list(result.rows)
+        _FLOPS[key] = rows[0][0] if rows else None
+    return _FLOPS[key]
+
+
+async def _render(row: Any, value: Any, column: str, table: str | None, database: str, datasette: Any) -> Any:
+    if value is None:
+        return None
+    if column == "trace" and isinstance(value, str) and value.lstrip().startswith("["):
+        return trace_html(value)
+    if column == "script" and isinstance(value, str) and table in ("workload", None):
+        return script_html(value)
+    if column in SECONDS_COLUMNS and isinstance(value, (int, float)):
+        flops = _row_value(row, "flops")
+        if flops is None and table == "tuning_record":
+            flops = await _workload_flops(datasette, database, _row_value(row, "workload_id"))
+        return _latency_html(float(value), flops)
+    if column in MICROSECONDS_COLUMNS and isinstance(value, (int, float)):
+        return f"{value:,.2f} us"
+    if column == "gflops" and isinstance(value, (int, float)):
+        return f"{value:,.2f} GFLOPS"
+    if column == "run_secs" and isinstance(value, str):
+        try:
+            runs = json.loads(value)
+            return ", ".join("failed" if float(r) >= 1e9 else _us(float(r)) for r in runs)
+        except (ValueError, TypeError):
+            return None
+    if column == "shash" and isinstance(value, str) and table in ("workload", None):
+        return Markup('<a href="{}">{}</a>').format(workload_url(datasette, database, value), value)
+    if column == "ir_blob" and isinstance(value, bytes):
+        return Markup("<em>{} bytes of IR (not shown)</em>").format(len(value))
+    if column == "tvm_payload" and isinstance(value, str) and len(value) > PAYLOAD_CHARS:
+        return Markup("<code>{}</code>&hellip; <em>({} characters)</em>").format(value[:PAYLOAD_CHARS], len(value))
+    return None
+
+
+@hookimpl
+def render_cell(row: Any, value: Any, column: str, table: str | None, database: str, datasette: Any) -> Any:
+    """Datasette's hook: see the module docstring. Returns an awaitable (datasette awaits it)."""
+    return _render(row, value, column, table, database, datasette)
+
+
+# ---------------------------------------------------------------- the workload page
+
+_OPEN: dict[str, SQLiteDatabase] = {}
+_OPEN_LOCK = threading.Lock()
+
+
+def _database_for(path: str, immutable: bool) -> SQLiteDatabase:
+    """msdb's read-only view of a served file, opened once per file: the same way datasette
+    reads it (`immutable=1` for a snapshot served `-i`, so no lock or `-wal` file is touched)."""
+    from msdb.database.sqlite import SQLiteDatabase
+
+    key = f"{path}|{immutable}"
+    with _OPEN_LOCK:
+        db = _OPEN.get(key)
+        if db is None:
+            location = f"sqlite:///file:{quote(path)}?immutable=1&uri=true" if immutable else path
+            db = _OPEN[key] = SQLiteDatabase(location, read_only=True)
+        return db
+
+
+#: (file, immutable, structural hash) -> the workload's curves as last computed, most recently
+#: used last; continued with only the newer records on the next request (`tuning_curves(since=)`).
+_CURVES: OrderedDict[tuple[str, bool, str], list[TuningCurve]] = OrderedDict()
+CURVE_CACHE_SIZE = 256
+
+
+def _workload_data(path: str, immutable: bool, text: str) -> tuple[WorkloadDetails, list[TuningCurve]]:
+    from msdb.database.catalog import show_workload, tuning_curves
+
+    db = _database_for(path, immutable)
+    details = show_workload(db, text)
+    key = (path, immutable, details.shash)
+    with _OPEN_LOCK:
+        since = _CURVES.get(key)
+    _, curves = tuning_curves(db, details.shash, since=since)
+    with _OPEN_LOCK:
+        _CURVES[key] = curves
+        _CURVES.move_to_end(key)
+        while len(_CURVES) > CURVE_CACHE_SIZE:
+            _CURVES.popitem(last=False)
+    return details, curves
+
+
+def _steps(best_us: list[float | None]) -> list[tuple[int, float]]:
+    """The corners of a best-so-far curve drawn as steps: where it starts, each trial where it
+    drops (the old value, then the new), and its last trial. A run of 100k trials whose best
+    changed 30 times is drawn with about 60 points."""
+    points: list[tuple[int, float]] = []
+    prev: float | None = None
+    for i, us in enumerate(best_us):
+        if us is None or us == prev:
+            continue
+        if prev is not None:
+            points.append((i, prev))
+        points.append((i, us))
+        prev = us
+    if prev is not None and points[-1][0] != len(best_us) - 1:
+        points.append((len(best_us) - 1, prev))
+    return points
+
+
+#: Line colours of the chart, one per source, cycled.
+COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
+
+
+def curve_svg(curves: list[TuningCurve], *, width: int = 720, height: int = 320) -> str:
+    """The tuning curves as an inline SVG line chart: best latency (us) against the source's
+    trials, one line per source, with axes and a legend. Self-contained: no script, no fonts
+    or files from the network."""
+    left, right, top, bottom = 70, 20, 20, 40
+    legend_h = 18 * len(curves)
+    total_h = height + legend_h
+    points = [(i, us) for c in curves for i, us in enumerate(c.best_us) if us is not None]
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="msdb-curves" width="{width}" height="{total_h}" '
+             f'viewBox="0 0 {width} {total_h}" role="img" aria-label="tuning curves" '
+             'style="font-family:sans-serif;font-size:12px;background:#fff">']
+    plot_w, plot_h = width - left - right, height - top - bottom
+    parts.append(f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#999"/>')
+    if not points:
+        parts.append(f'<text x="{left + 10}" y="{top + 20}">no valid measurement yet</text></svg>')
+        return "".join(parts)
+    max_x = max(1, max(len(c.best_us) for c in curves) - 1)
+    lo, hi = min(us for _, us in points), max(us for _, us in points)
+    if hi - lo < 1e-9:
+        lo, hi = lo * 0.9, hi * 1.1 + 1e-9
+
+    def xy(i: int, us: float) -> tuple[float, float]:
+        return left + plot_w * i / max_x, top + plot_h * (1 - (us - lo) / (hi - lo))
+
+    for k in range(5):  # y ticks
+        us = lo + (hi - lo) * k / 4
+        _, y = xy(0, us)
+        parts.append(f'<line x1="{left - 4}" x2="{left}" y1="{y:.1f}" y2="{y:.1f}" stroke="#999"/>'
+                     f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{us:,.1f}</text>')
+    for k in range(5):  # x ticks
+        i = round(max_x * k / 4)
+        x, _ = xy(i, lo)
+        parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top + plot_h}" y2="{top + plot_h + 4}" stroke="#999"/>'
+                     f'<text x="{x:.1f}" y="{top + plot_h + 16}" text-anchor="middle">{i + 1}</text>')
+    parts.append(f'<text x="{left + plot_w / 2:.1f}" y="{height - 4}" text-anchor="middle">trials</text>'
+                 f'<text x="14" y="{top + plot_h / 2:.1f}" text-anchor="middle" '
+                 f'transform="rotate(-90 14 {top + plot_h / 2:.1f})">best latency (us)</text>')
+    for n, curve in enumerate(curves):
+        colour = COLOURS[n % len(COLOURS)]
+        coords = " ".join("{:.1f},{:.1f}".format(*xy(i, us)) for i, us in _steps(curve.best_us))
+        if coords:
+            parts.append(f'<polyline class="msdb-curve" fill="none" stroke="{colour}" stroke-width="2" '
+                         f'points="{coords}"/>')
+        y = height + 18 * n + 12
+        parts.append(f'<line x1="{left}" x2="{left + 20}" y1="{y - 4}" y2="{y - 4}" stroke="{colour}" stroke-width="2"/>'
+                     f'<text x="{left + 26}" y="{y}">{escape(curve.label)}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+PAGE = """{% extends "base.html" %}
+{% block title %}workload {{ details.shash }}{% endblock %}
+{% block crumbs %}<p class="crumbs"><a href="{{ urls.instance() }}">home</a> /
+<a href="{{ urls.database(database) }}">{{ database }}</a> /
+<a href="{{ urls.table(database, 'workload') }}">workload</a></p>{% endblock %}
+{% block content %}
+<h1>Workload {{ details.shash }}{% if details.name %} ({{ details.name }}){% endif %}</h1>
+<p>{% if details.flops is not none %}{{ "{:,}".format(details.flops) }} FLOPs, {% endif %}{{ details.records }}
+record{{ "" if details.records == 1 else "s" }}{% if details.tvm_shash %}, TVM shash {{ details.tvm_shash }}{% endif %}.
+<a href="{{ urls.table(database, 'tuning_record') }}?workload_id={{ workload_id }}">All its records</a>.</p>
+<h2>Tuning curves</h2>
+<p>Best latency after each trial, one line per source.</p>
+<div class="msdb-chart">{{ svg }}</div>
+<h2>Best schedule per target</h2>
+{% for best in bests %}
+<h3 class="msdb-best">{{ best.label }}: {{ best.latency }}</h3>
+<p>record <a href="{{ urls.row(database, 'tuning_record', best.record_id) }}">{{ best.record_id }}</a>{% if best.source %}, {{ best.source }}{% endif %}</p>
+{{ best.code }}
+{% else %}
+<p>No valid record.</p>
+{% endfor %}
+<h2>TVMScript</h2>
+{{ script }}
+{% endblock %}
+"""
+
+
+async def workload_page(datasette: Any, request: Any) -> Any:
+    """`/-/msdb/<database>/workload/<hash>` (see the module docstring)."""
+    from datasette.utils.asgi import NotFound, Response
+
+    from msdb.database.catalog import AmbiguousHash, WorkloadNotFound, target_label
+    from msdb.errors import MsdbError
+
+    name = request.url_vars["database"]
+    await datasette.ensure_permissions(request.actor, [("view-database", name), "view-instance"])
+    try:
+        served = datasette.get_database(name)
+    except KeyError:
+        raise NotFound(f"no database {name!r}") from None
+    if served.path is None:
+        raise NotFound(f"database {name!r} is not a file")
+    text = request.url_vars["hash"]
+    loop = asyncio.get_running_loop()
+    try:
+        details, curves = await loop.run_in_executor(None, _workload_data, served.path, not served.is_mutable, text)
+    except (WorkloadNotFound, AmbiguousHash) as exc:
+        return Response.html(f"<h1>Not found</h1><p>{escape(str(exc))}</p>", status=404)
+    except MsdbError as exc:  # not an msdb database, or an older schema: say so, not a traceback
+        log.warning("workload page of %s: %s", name, exc)
+        return Response.html(f"<h1>Cannot read this database</h1><p>{escape(str(exc))}</p>", status=500)
+    row = await served.execute("SELECT id FROM workload WHERE shash = ?", [details.shash])
+    workload_id = next(iter(row.rows))[0]
+    bests = [{"label": target_label(b.target), "latency": _latency_html(b.mean_run_secs, b.flops),
+              "record_id": b.record_id, "source": b.source,
+              "code": trace_html(b.trace, max_lines=10**9) or Markup("<pre>{}</pre>").format(b.trace)}
+             for b in details.best]
+    template = datasette.jinja_env.from_string(PAGE)
+    context = {"database": name, "details": details, "workload_id": workload_id, "bests": bests,
+               "svg": Markup(curve_svg(curves)), "script": script_html(details.script, max_lines=None)}
+    return Response.html(await datasette.render_template(template, context, request=request))
+
+
+@hookimpl
+def register_routes(datasette: Any) -> list[tuple[str, Any]]:
+    """Datasette's hook: the workload page."""
+    return [(WORKLOAD_ROUTE, workload_page)]

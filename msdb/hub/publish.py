@@ -1,0 +1,188 @@
+"""`msdb publish DB OUTDIR`: a read-only snapshot of a database for a hub (docs/architecture.md, "Hub").
+
+OUTDIR receives:
+- `snapshot.sqlite`: a consistent copy (`VACUUM INTO`, one read transaction of DB, so tuners may
+  write to DB meanwhile), in rollback-journal mode (served immutable, it is never written), with
+  private provenance blanked: `source.username`, `source.host` and `source.location` (file paths,
+  URLs) become NULL unless `keep_provenance`; the copy is vacuumed again afterwards so the
+  blanked values are not left in free pages;
+- `manifest.json`: msdb version, schema revision, row counts, the snapshot's sha256;
+- `metadata.json`: datasette's metadata (`msdb.hub.metadata` when present), with the manifest
+  under `msdb_manifest` so a puller can check the served file against it (`msdb.hub.pull`).
+
+It is written into a temporary folder beside OUTDIR and renamed into place: a failed or killed
+publish leaves OUTDIR as it was. An OUTDIR holding an earlier publish is replaced; any other
+non-empty OUTDIR is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+import shutil
+import sqlite3
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from msdb.database.errors import DatabaseError
+
+__all__ = ["PublishResult", "publish", "serve_command", "SNAPSHOT_NAME", "MANIFEST_NAME", "METADATA_NAME",
+           "PRIVATE_SOURCE_COLUMNS", "file_sha256"]
+
+SNAPSHOT_NAME = "snapshot.sqlite"
+MANIFEST_NAME = "manifest.json"
+METADATA_NAME = "metadata.json"
+#: `source` columns that say who, where and which files: left out of a snapshot by default.
+PRIVATE_SOURCE_COLUMNS = ("username", "host", "location")
+_COUNTED = ("workload", "tuning_record", "target", "source", "model", "task")
+
+
+@dataclass
+class PublishResult:
+    """What `publish` wrote."""
+
+    outdir: Path
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def snapshot(self) -> Path:
+        return self.outdir / SNAPSHOT_NAME
+
+    @property
+    def metadata(self) -> Path:
+        return self.outdir / METADATA_NAME
+
+    def command(self, *, host: str = "127.0.0.1", port: int = 8001) -> str:
+        return serve_command(self.outdir, host=host, port=port)
+
+
+def serve_command(outdir: str | os.PathLike[str], *, host: str = "127.0.0.1", port: int = 8001) -> str:
+    """The shell command that serves a publish directory immutable, with arbitrary SQL off."""
+    out = Path(outdir)
+    return " ".join(shlex.quote(part) for part in (
+        "datasette", "serve", "-i", str(out / SNAPSHOT_NAME), "-m", str(out / METADATA_NAME), "--setting",
+        "default_allow_sql", "off", "-h", host, "-p", str(port)))
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def publish(db: str | os.PathLike[str], outdir: str | os.PathLike[str], *, keep_provenance: bool = False) -> PublishResult:
+    """Write a publish directory for the SQLite database file `db` into `outdir` (module docstring)."""
+    import msdb
+    from msdb.database.location import database_file
+    from msdb.database.migrate import schema_state, SchemaState
+
+    source = database_file(str(db))
+    if source is None or not source.is_file():
+        raise DatabaseError(f"cannot publish {db}: not an SQLite database file; pass the path of one")
+    out = Path(outdir)
+    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / MANIFEST_NAME).is_file())):
+        raise DatabaseError(f"cannot publish into {out}: it exists and is not an earlier publish directory; "
+                            f"pass a new or empty folder")
+    parent = out.absolute().parent
+    parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.publish-", dir=parent))
+    os.chmod(staging, 0o755)  # mkdtemp makes it private; a publish directory is for serving
+    try:
+        snapshot = staging / SNAPSHOT_NAME
+        _snapshot(source, snapshot)
+        with sqlite3.connect(snapshot) as conn:
+            from sqlalchemy import create_engine
+
+            engine = create_engine(f"sqlite:///{snapshot}")
+            try:
+                with engine.connect() as sa_conn:
+                    state, revision, _tables = schema_state(sa_conn)
+            finally:
+                engine.dispose()
+            if state is not SchemaState.CURRENT:
+                raise DatabaseError(f"cannot publish {source}: its schema is {revision or 'not msdb'}, not this "
+                                    f"msdb's; run `msdb migrate {source}` first")
+            if not keep_provenance:
+                conn.execute(f"UPDATE source SET {', '.join(f'{c} = NULL' for c in PRIVATE_SOURCE_COLUMNS)}")
+                conn.commit()
+                conn.execute("VACUUM")
+            counts = {table: int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]) for table in _COUNTED}
+            max_record_id = int(conn.execute("SELECT coalesce(max(id), 0) FROM tuning_record").fetchone()[0])
+        conn.close()
+        manifest = {
+            "msdb_version": msdb.__version__, "schema_revision": revision, "counts": counts,
+            "max_record_id": max_record_id, "snapshot": SNAPSHOT_NAME, "sha256": file_sha256(snapshot),
+            "provenance": "kept" if keep_provenance else "private columns removed",
+        }
+        (staging / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+        metadata = _metadata(source)
+        metadata["msdb_manifest"] = manifest
+        (staging / METADATA_NAME).write_text(json.dumps(metadata, indent=2, sort_keys=True) + "\n")
+        _swap_into_place(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return PublishResult(out, manifest)
+
+
+def _snapshot(source: Path, snapshot: Path) -> None:
+    """`VACUUM INTO` (one consistent read of `source`), then rollback-journal mode."""
+    uri = f"{source.absolute().as_uri()}?mode=ro"
+    try:
+        with sqlite3.connect(uri, uri=True, timeout=30) as conn:
+            conn.execute("VACUUM INTO ?", (str(snapshot),))
+        conn.close()
+    except sqlite3.DatabaseError as exc:
+        raise DatabaseError(f"cannot publish {source}: {exc}") from None
+    conn = sqlite3.connect(snapshot)
+    try:
+        conn.execute("PRAGMA journal_mode=DELETE")
+    finally:
+        conn.close()
+
+
+def _metadata(source: Path) -> dict[str, Any]:
+    """datasette's metadata for the snapshot: `msdb.hub.metadata`'s when that module offers it,
+    else a title and the hidden internal tables."""
+    try:
+        from msdb.hub import metadata as hub_metadata
+    except ImportError:
+        hub_metadata = None  # type: ignore[assignment]
+    build = getattr(hub_metadata, "build_metadata", None) if hub_metadata is not None else None
+    if callable(build):
+        try:
+            built = build(Path(SNAPSHOT_NAME).stem, immutable=True, title=f"msdb hub: {source.stem}")
+            if isinstance(built, dict):
+                return dict(built)
+        except TypeError:
+            pass
+    name = Path(SNAPSHOT_NAME).stem
+    return {
+        "title": f"msdb hub: {source.stem}",
+        "description": "TVM MetaSchedule tuning records published with msdb (read-only).",
+        "databases": {name: {"allow_sql": False, "tables": {"alembic_version": {"hidden": True}}}},
+    }
+
+
+def _swap_into_place(staging: Path, out: Path) -> None:
+    """Rename the finished `staging` folder to `out`; an earlier publish there is replaced."""
+    if out.exists() and any(out.iterdir()):
+        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.absolute().parent))
+        os.rmdir(old)
+        os.rename(out, old)
+        try:
+            os.rename(staging, out)
+        except BaseException:
+            os.rename(old, out)
+            raise
+        shutil.rmtree(old, ignore_errors=True)
+        return
+    if out.exists():
+        os.rmdir(out)
+    os.rename(staging, out)
