@@ -11,18 +11,15 @@ import http.server
 import shutil
 import socket
 import sqlite3
-import subprocess
 import sys
 import threading
-import time
-import urllib.request
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 
 from msdb.hub.publish import METADATA_NAME, SNAPSHOT_NAME, publish
-from tests.hub.serving import ROOT, free_port, make_team_db
+from tests.hub.serving import ROOT, make_team_db, running_server
 
 __all__ = ["ROOT", "make_team_db", "published", "hub_server", "contents", "file_digest", "fake_hub", "SERVERS"]
 
@@ -48,44 +45,12 @@ def _command(kind: str, outdir: Path, port: int) -> list[str]:
     return base
 
 
-def _answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as response:
-            return int(response.status) == 200
-    except OSError:
-        return False
-
-
 @contextlib.contextmanager
 def hub_server(outdir: Path, log: Path, kind: str = "msdb-serve", timeout: float = 60.0) -> Iterator[str]:
-    """A hub serving the publish directory `outdir` in a subprocess; yields its base URL (with a
-    trailing slash) once `/-/versions.json` answers; stopped on exit."""
-    for _attempt in range(3):
-        port = free_port()
-        with open(log, "w") as err:
-            proc = subprocess.Popen(_command(kind, outdir, port), stdout=subprocess.DEVNULL, stderr=err, cwd=ROOT)
-        base = f"http://127.0.0.1:{port}/"
-        deadline = time.monotonic() + timeout
-        try:
-            while proc.poll() is None and not _answers(f"{base}-/versions.json"):
-                if time.monotonic() > deadline:
-                    pytest.fail(f"{kind} did not answer within {timeout:g} s: {log.read_text()}")
-                time.sleep(0.02)  # poll interval, not synchronization
-            if proc.poll() is not None:
-                if "address already in use" in log.read_text().lower():
-                    continue
-                pytest.fail(f"{kind} exited with {proc.returncode}: {log.read_text()}")
-            yield base
-            return
-        finally:
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
-    pytest.fail(f"{kind} found no free port in 3 tries")
+    """A hub serving the publish directory `outdir` in a subprocess (`SERVERS`); yields its base
+    URL (with a trailing slash) once it answers; stopped on exit."""
+    with running_server(lambda port: _command(kind, outdir, port), log, kind, timeout) as base:
+        yield base + "/"
 
 
 def contents(path: Path) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], list[tuple[Any, ...]]]:

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import httpx
 import pytest
@@ -54,15 +54,15 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def running_hub(path: Path, log: Path, timeout: float = 60.0) -> Iterator[str]:
-    """`msdb serve PATH --port P` in a subprocess; yields its base URL once `/-/versions.json`
-    answers. A port taken between choosing and binding (the server then exits) is retried on
-    another. The server is stopped (SIGTERM, then SIGKILL) on exit."""
+def running_server(command: Callable[[int], list[str]], log: Path, what: str,
+                   timeout: float = 60.0) -> Iterator[str]:
+    """`command(port)` in a subprocess; yields its base URL (no trailing slash) once
+    `/-/versions.json` answers. A port taken between choosing and binding (the server then
+    exits) is retried on another. The server is stopped (SIGTERM, then SIGKILL) on exit."""
     for _attempt in range(3):
         port = free_port()
         with open(log, "w") as err:
-            proc = subprocess.Popen([sys.executable, "-m", "msdb.cli.main", "serve", str(path), "--port", str(port)],
-                                    stdout=subprocess.DEVNULL, stderr=err, cwd=ROOT)
+            proc = subprocess.Popen(command(port), stdout=subprocess.DEVNULL, stderr=err, cwd=ROOT)
         base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + timeout
         try:
@@ -73,12 +73,12 @@ def running_hub(path: Path, log: Path, timeout: float = 60.0) -> Iterator[str]:
                 except httpx.TransportError:
                     pass
                 if time.monotonic() > deadline:
-                    pytest.fail(f"msdb serve did not answer within {timeout:g} s: {log.read_text()}")
+                    pytest.fail(f"{what} did not answer within {timeout:g} s: {log.read_text()}")
                 time.sleep(0.02)  # poll interval, not synchronization
             if proc.poll() is not None:
-                if "address already in use" in log.read_text():
+                if "address already in use" in log.read_text().lower():
                     continue
-                pytest.fail(f"msdb serve exited with {proc.returncode}: {log.read_text()}")
+                pytest.fail(f"{what} exited with {proc.returncode}: {log.read_text()}")
             yield base
             return
         finally:
@@ -89,4 +89,12 @@ def running_hub(path: Path, log: Path, timeout: float = 60.0) -> Iterator[str]:
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
-    pytest.fail("msdb serve found no free port in 3 tries")
+    pytest.fail(f"{what} found no free port in 3 tries")
+
+
+@contextlib.contextmanager
+def running_hub(path: Path, log: Path, timeout: float = 60.0) -> Iterator[str]:
+    """`msdb serve PATH --port P` (see `running_server`)."""
+    with running_server(lambda port: [sys.executable, "-m", "msdb.cli.main", "serve", str(path), "--port", str(port)],
+                        log, "msdb serve", timeout) as base:
+        yield base
