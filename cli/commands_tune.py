@@ -66,17 +66,26 @@ class _TuneProgress:
 @click.option("--seed", type=int, default=None, help="Seed of every random choice (default: from the clock).")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Build processes (default: the cores, at most 4).")
 @click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True, help="Threads a kernel may use.")
+@click.option("--cluster", metavar="tcp://HOST:8786", default=None,
+              help="Build and measure on this Dask cluster's workers (pip install 'msdb[dask]'; workers started with "
+                   "--nthreads 1 --resources measure=1).")
 def tune_command(db: str, script: str | None, zoo_name: str | None, target: Target | None, trials: int, per_iter: int,
-                 strategy: str, cost_model: str, seed: int | None, workers: int | None, threads: int) -> None:
+                 strategy: str, cost_model: str, seed: int | None, workers: int | None, threads: int,
+                 cluster: str | None) -> None:
     """Tune a workload and commit every measurement to DB (created when missing).
 
     The workload is a TVMScript file or a zoo workload. Every candidate is committed as it is
     measured (a failed one as [1e10]); running again continues: modules DB already measured
     for the workload and target are not measured again. Prints TVM's statistics table.
 
+    With --cluster, candidates are built and measured on a Dask cluster's workers (each with one
+    thread and the `measure` resource: `dask worker ADDRESS --nthreads 1 --resources measure=1`),
+    one candidate per worker at a time; this process commits the results.
+
     \b
     Example:
         msdb tune msdb.sqlite --zoo GMM --trials 64 --seed 0
+        msdb tune msdb.sqlite --zoo GMM --cluster tcp://farm:8786
         msdb plot msdb.sqlite <hash> -o curve.png
     """
     from msdb.database.location import refuse_in_memory
@@ -84,23 +93,58 @@ def tune_command(db: str, script: str | None, zoo_name: str | None, target: Targ
     from msdb.tuner.tune import tune_tir
 
     refuse_in_memory(db, "msdb tune")
+    if cluster is not None and workers is not None:
+        raise OptionError("--workers sets this machine's build processes; with --cluster the cluster's workers "
+                          "build: give one of them")
     name, mod = load_workload(script, zoo_name)
     database = open_db(db, create=True)
-    progress = _TuneProgress(trials)
-    builder = LocalBuilder(max_workers=workers) if workers is not None else None
+    builder: Any = LocalBuilder(max_workers=workers) if workers is not None else None
+    runner: Any = None
+    client: Any = None
     try:
-        result = tune_tir(mod, target, database, trials, per_iter, strategy=strategy, cost_model=cost_model, seed=seed,
-                          task_name=name, num_threads=threads, builder=builder, on_round=progress)
+        if cluster is not None:
+            client, builder, runner = _cluster_measure(cluster, threads)
+        progress = _TuneProgress(trials)
+        try:
+            result = tune_tir(mod, target, database, trials, per_iter, strategy=strategy, cost_model=cost_model,
+                              seed=seed, task_name=name, num_threads=threads, builder=builder, runner=runner,
+                              on_round=progress)
+        finally:
+            progress.close()
     finally:
-        progress.close()
-        if builder is not None:
-            builder.close()
+        for piece in (builder, runner, client):
+            if piece is not None:
+                piece.close()
         database.close()
     click.echo(result.table())
     for task in result.tasks:
         if task.miscomputing:
             click.echo(f"warning: {len(task.miscomputing)} fast record(s) of {task.name} compute wrong numbers and "
                        "were passed over", err=True)
+
+
+def _cluster_measure(address: str, threads: int) -> tuple[Any, Any, Any]:
+    """(client, DaskBuilder, DaskRunner) on one connection to the cluster at `address`."""
+    try:
+        from distributed import Client
+    except ImportError:
+        raise OptionError("--cluster needs Dask distributed: pip install 'msdb[dask]'") from None
+    from msdb.tuner.measure.dask import DaskBuilder, DaskClusterError, DaskRunner
+
+    try:
+        client = Client(address, timeout=30)
+    except (OSError, TimeoutError) as err:
+        raise DaskClusterError(f"--cluster {address}: cannot reach the Dask scheduler: {err}; start one with "
+                               "`dask scheduler` and pass its tcp://HOST:PORT") from None
+    builder = None
+    try:
+        builder = DaskBuilder(client)
+        return client, builder, DaskRunner(client, num_threads=threads)
+    except BaseException:
+        if builder is not None:
+            builder.close()
+        client.close()
+        raise
 
 
 @click.command(name="plot")

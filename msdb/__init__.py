@@ -23,6 +23,7 @@ _LAZY: dict[str, str] = {
     "MemoryDatabase": "msdb.database.memory",
     "JSONDatabase": "msdb.database.json_database",
     "SQLiteDatabase": "msdb.database.sqlite",
+    "SQLDatabase": "msdb.database.sqlite",
     "UnionDatabase": "msdb.database.union",
     "OrderedUnionDatabase": "msdb.database.union",
     "ScheduleFnDatabase": "msdb.database.schedule_fn",
@@ -55,7 +56,7 @@ if TYPE_CHECKING:
     from msdb.database.memory import MemoryDatabase
     from msdb.database.merge import merge_databases
     from msdb.database.schedule_fn import ScheduleFnDatabase
-    from msdb.database.sqlite import SQLiteDatabase
+    from msdb.database.sqlite import SQLDatabase, SQLiteDatabase
     from msdb.database.tvm_export import export_workdir
     from msdb.database.tvm_import import import_logs
     from msdb.database.union import OrderedUnionDatabase, UnionDatabase

@@ -34,7 +34,11 @@ if TYPE_CHECKING:
     from msdb.records.workload import Workload
     from msdb.tuner.candidate import MeasureCandidate
     from msdb.tuner.measure.builder import LocalBuilder
+    from msdb.tuner.measure.dask import DaskBuilder, DaskRunner
     from msdb.tuner.measure.runner import LocalRunner, RunnerResult
+
+    Builder = LocalBuilder | DaskBuilder  # builders and runners are interchangeable (see each module)
+    Runner = LocalRunner | DaskRunner
 
 __all__ = ["tune_tir", "tune_tasks", "TuneResult", "TaskResult", "tuning_statistics", "check_record"]
 
@@ -99,7 +103,7 @@ def tuning_statistics(tasks: Sequence[TaskResult]) -> str:
 def tune_tir(mod: IRModule | PrimFunc, target: Target | str | None, database: Database, max_trials_global: int,
              num_trials_per_iter: int = 64, *, space: Any = "post-order-apply", strategy: Any = "evolutionary",
              cost_model: Any = "xgb", seed: int | None = None, task_name: str = "main", num_threads: int = 1,
-             builder: LocalBuilder | None = None, runner: LocalRunner | None = None,
+             builder: Builder | None = None, runner: Runner | None = None,
              on_round: RoundFn | None = None, check_best: bool = True, pretrain: bool = True) -> TuneResult:
     """Tune one workload on `target` (default: this host with `num_threads` cores) for at
     most `max_trials_global` measurements; every measurement is committed to `database`."""
@@ -113,7 +117,7 @@ def tune_tir(mod: IRModule | PrimFunc, target: Target | str | None, database: Da
 def tune_tasks(tasks: Sequence[TuneContext], task_weights: Sequence[float], database: Database,
                max_trials_global: int, num_trials_per_iter: int = 64, *, max_trials_per_task: int | None = None,
                cost_model: Any = "xgb", task_scheduler: str | TaskScheduler = "gradient",
-               builder: LocalBuilder | None = None, runner: LocalRunner | None = None, seed: int | None = None,
+               builder: Builder | None = None, runner: Runner | None = None, seed: int | None = None,
                on_round: RoundFn | None = None, check_best: bool = True, location: str | None = None,
                pretrain: bool = True) -> TuneResult:
     """Tune `tasks` (each a TuneContext with its module, target, space generator and search
@@ -235,13 +239,36 @@ class _RecordSink:
         self.database.commit_tuning_record(record, source_id=self.source_id)  # type: ignore[call-arg]
 
 
-def _measure(task: TaskRecord, candidates: list[MeasureCandidate], builder: LocalBuilder, runner: LocalRunner,
+def _measure(task: TaskRecord, candidates: list[MeasureCandidate], builder: Builder, runner: Runner,
              sink: _RecordSink) -> list[RunnerResult]:
-    """Build the round in parallel, run each candidate, commit each result as it comes."""
+    """Build the round in parallel, run each candidate (a farm runs several at once), commit each
+    result as it comes."""
     from msdb.tuner.measure.builder import BuilderInput
     from msdb.tuner.measure.runner import RunnerInput, RunnerResult
 
-    built = builder.build([BuilderInput(c.sch.mod, task.ctx.target) for c in candidates])
+    build_inputs = [BuilderInput(c.sch.mod, task.ctx.target) for c in candidates]
+    fused = getattr(runner, "build_and_run_as_completed", None)
+    if fused is not None and getattr(builder, "client", None) is getattr(runner, "client", None):
+        # a Dask farm builds and measures each candidate in one task on one worker (one round trip)
+        done: list[RunnerResult | None] = [None] * len(candidates)
+        for i, result in fused(build_inputs, builder.timeout_sec + runner.timeout_sec):
+            sink.commit(task.ctx, candidates[i], result)
+            done[i] = result
+        return [r if r is not None else RunnerResult(None, "no result") for r in done]
+    built = builder.build(build_inputs)
+    run_as_completed = getattr(runner, "run_as_completed", None)
+    if run_as_completed is not None:
+        # a farm (DaskRunner) measures the whole round at once, one candidate per worker
+        out: list[RunnerResult | None] = [None] * len(candidates)
+        inputs = [RunnerInput(b.artifact_path, "cpu", c.args_info) for c, b in zip(candidates, built)]
+        for i, result in run_as_completed(inputs):
+            if built[i].artifact_path is None:
+                result = RunnerResult(None, f"build failed: {built[i].error_msg}")
+            else:
+                _remove_artifact(built[i].artifact_path)
+            sink.commit(task.ctx, candidates[i], result)
+            out[i] = result
+        return [r if r is not None else RunnerResult(None, "no result") for r in out]
     results = []
     for candidate, build in zip(candidates, built):
         if build.artifact_path is None:

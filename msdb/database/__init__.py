@@ -6,8 +6,9 @@ Views:
 - `MemoryDatabase`: in memory.
 - `JSONDatabase`: TVM's two-file work_dir layout (reads any TVM generation through the one TVM
   line grammar, writes what TVM 0.27 loads, appends under a file lock).
-- `SQLiteDatabase`: SQLAlchemy (SQLite file by default, any URL), schema from the Alembic
-  migrations in `msdb.schema`; loaded lazily because it imports SQLAlchemy.
+- `SQLiteDatabase` (also `SQLDatabase`): SQLAlchemy (SQLite file by default, any URL:
+  PostgreSQL for a team server), schema from the Alembic migrations in `msdb.schema`; loaded
+  lazily because it imports SQLAlchemy.
 - `UnionDatabase`, `OrderedUnionDatabase`: several databases read as one.
 - `ScheduleFnDatabase`: answers from a schedule function.
 
@@ -39,6 +40,7 @@ from msdb.database.union import OrderedUnionDatabase, UnionDatabase
 #: Names loaded on first use (they import SQLAlchemy): name -> module.
 _LAZY = {
     "SQLiteDatabase": "msdb.database.sqlite",
+    "SQLDatabase": "msdb.database.sqlite",
     "open_database": "msdb.database.location",
     "import_tvm": "msdb.database.tvm_import",
     "import_logs": "msdb.database.tvm_import",

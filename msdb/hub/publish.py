@@ -2,7 +2,8 @@
 
 OUTDIR receives:
 - `snapshot.sqlite`: a consistent copy (`VACUUM INTO`, one read transaction of DB, so tuners may
-  write to DB meanwhile), in rollback-journal mode (served immutable, it is never written), with
+  write to DB meanwhile; from a server database such as PostgreSQL, a merge into a new SQLite
+  file reading one REPEATABLE READ snapshot, issue 14), in rollback-journal mode (served immutable, it is never written), with
   private provenance blanked: `source.username`, `source.host` and `source.location` (file paths,
   URLs) become NULL unless `keep_provenance`; the copy is vacuumed again afterwards so the
   blanked values are not left in free pages;
@@ -83,8 +84,9 @@ def publish(db: str | os.PathLike[str], outdir: str | os.PathLike[str], *, keep_
     from msdb.database.migrate import schema_state, SchemaState
 
     source = database_file(str(db))
-    if source is None or not source.is_file():
-        raise DatabaseError(f"cannot publish {db}: not an SQLite database file; pass the path of one")
+    server = str(db) if source is None and "://" in str(db) and not str(db).startswith("sqlite") else None
+    if server is None and (source is None or not source.is_file()):
+        raise DatabaseError(f"cannot publish {db}: not an SQLite database file or a server URL; pass the path of one")
     out = Path(outdir)
     if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / MANIFEST_NAME).is_file())):
         raise DatabaseError(f"cannot publish into {out}: it exists and is not an earlier publish directory; "
@@ -95,7 +97,11 @@ def publish(db: str | os.PathLike[str], outdir: str | os.PathLike[str], *, keep_
     os.chmod(staging, 0o755)  # mkdtemp makes it private; a publish directory is for serving
     try:
         snapshot = staging / SNAPSHOT_NAME
-        _snapshot(source, snapshot)
+        if server is not None:
+            _snapshot_server(server, snapshot)
+        else:
+            assert source is not None
+            _snapshot(source, snapshot)
         with sqlite3.connect(snapshot) as conn:
             from sqlalchemy import create_engine
 
@@ -106,8 +112,8 @@ def publish(db: str | os.PathLike[str], outdir: str | os.PathLike[str], *, keep_
             finally:
                 engine.dispose()
             if state is not SchemaState.CURRENT:
-                raise DatabaseError(f"cannot publish {source}: its schema is {revision or 'not msdb'}, not this "
-                                    f"msdb's; run `msdb migrate {source}` first")
+                raise DatabaseError(f"cannot publish {source or server}: its schema is {revision or 'not msdb'}, not this "
+                                    f"msdb's; run `msdb migrate {source or server}` first")
             if not keep_provenance:
                 conn.execute(f"UPDATE source SET {', '.join(f'{c} = NULL' for c in PRIVATE_SOURCE_COLUMNS)}")
                 conn.commit()
@@ -121,7 +127,7 @@ def publish(db: str | os.PathLike[str], outdir: str | os.PathLike[str], *, keep_
             "provenance": "kept" if keep_provenance else "private columns removed",
         }
         (staging / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-        metadata = _metadata(source)
+        metadata = _metadata(source if source is not None else Path(_server_name(str(server))))
         metadata["msdb_manifest"] = manifest
         (staging / METADATA_NAME).write_text(json.dumps(metadata, indent=2, sort_keys=True) + "\n")
         _swap_into_place(staging, out)
@@ -129,6 +135,37 @@ def publish(db: str | os.PathLike[str], outdir: str | os.PathLike[str], *, keep_
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return PublishResult(out, manifest)
+
+
+def _server_name(url: str) -> str:
+    """The database name of a server URL (the hub's title)."""
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).database or "msdb"
+
+
+def _snapshot_server(url: str, snapshot: Path) -> None:
+    """A server database (PostgreSQL) copied into the new SQLite file `snapshot` by a merge,
+    which reads the server in one snapshot (`msdb.database.sqlite`, "PostgreSQL"); then
+    rollback-journal mode, as `_snapshot` leaves its copy."""
+    from msdb.database.location import open_database
+    from msdb.database.merge import merge_databases
+    from msdb.database.sqlite import SQLDatabase
+
+    server = open_database(url, read_only=True)
+    try:
+        copy = SQLDatabase(snapshot)
+        try:
+            merge_databases(copy, server)
+        finally:
+            copy.close()
+    finally:
+        server.close()
+    conn = sqlite3.connect(snapshot)
+    try:
+        conn.execute("PRAGMA journal_mode=DELETE")
+    finally:
+        conn.close()
 
 
 def _snapshot(source: Path, snapshot: Path) -> None:

@@ -170,8 +170,8 @@ def test_a_bad_line_in_a_later_work_dir_writes_nothing_from_earlier_ones(db: pat
 
 
 @pytest.mark.parametrize("location, message", [
-    ("postgresql://scott:tiger@localhost/msdb",
-     "Error: cannot open database 'postgresql://scott:***@localhost/msdb': No module named 'psycopg'"),
+    ("postgresql://scott:tiger@127.0.0.1:9/msdb",
+     "Error: postgresql://scott:***@127.0.0.1:9/msdb cannot be opened as a database: connection failed: "),
     ("nosuchdialect://x", "Error: cannot open database 'nosuchdialect://x': unknown URL scheme 'nosuchdialect://'; "
                           "give a file path or an SQLAlchemy URL such as sqlite:///PATH or postgresql://USER@HOST/DB "
                           "(schemes: mariadb://, mssql://, mysql://, oracle://, postgresql://, sqlite://)"),
@@ -181,9 +181,10 @@ def test_a_bad_line_in_a_later_work_dir_writes_nothing_from_earlier_ones(db: pat
 def test_db_url_that_cannot_be_opened(location: str, message: str, tmp_path: pathlib.Path) -> None:
     result = run("import", location, TEAMS["team_c"])
     assert (result.exit_code, result.stdout) == (1, "")
-    if "psycopg" in message and "psycopg2" in result.stderr:  # which driver SQLAlchemy names depends on its version
-        message = message.replace("psycopg'", "psycopg2'")
-    assert result.stderr == message + "\n"
+    if message.endswith("connection failed: "):  # the driver's own words follow (port 9 refuses)
+        assert result.stderr.startswith(message) and "tiger" not in result.stderr and result.stderr.count("\n") == 1
+    else:
+        assert result.stderr == message + "\n"
     for command in ("ls", "verify", "migrate"):
         other = run(command, location)
         assert other.exit_code == 1 and other.stderr.count("\n") == 1 and other.stderr.startswith("Error: ")

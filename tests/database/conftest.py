@@ -1,9 +1,11 @@
-"""One fixture, `view`, builds every kind of database view the behavioural suite runs on."""
+"""One fixture, `view`, builds every kind of database view the behavioural suite runs on, SQLite
+and PostgreSQL included (`postgres`: a fresh database on the session's throwaway server,
+tests/postgres_server.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import pytest
 
@@ -11,17 +13,39 @@ from msdb.database import (
     Database, JSONDatabase, MemoryDatabase, OrderedUnionDatabase, SQLiteDatabase, UnionDatabase,
 )
 
-VIEW_KINDS = ("memory", "json", "sqlite", "union", "ordered_union")
+from ..postgres_server import PostgresServer
+
+VIEW_KINDS = ("memory", "json", "sqlite", "postgres", "union", "ordered_union")
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One throwaway PostgreSQL server for the session, started on first use. PostgreSQL is part
+    of the test set-up (README, .ci/run), as chromium is: a missing one fails, never skips."""
+    server = PostgresServer.start()
+    if server is None:
+        pytest.fail("PostgreSQL is not installed (no initdb): `apt-get update && apt-get install -y postgresql` "
+                    "(the README's test command and .ci/run do it)")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_server: PostgresServer) -> str:
+    """A fresh, empty database on the session's PostgreSQL server."""
+    return postgres_server.url()
 
 
 class ViewFactory:
     """Opens views of one kind over storage in `tmp_path`; `reopen()` opens the same storage again
     (None for in-memory kinds)."""
 
-    def __init__(self, kind: str, tmp_path: Path) -> None:
+    def __init__(self, kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
         self.kind = kind
         self.tmp_path = tmp_path
+        self.request = request
         self.opened: list[Database] = []
+        self.urls: dict[str, str] = {}
 
     def __call__(self, module_equality: str = "structural", name: str = "db") -> Database:
         path = self.tmp_path / name
@@ -31,6 +55,10 @@ class ViewFactory:
             db = JSONDatabase(work_dir=path, module_equality=module_equality)
         elif self.kind == "sqlite":
             db = SQLiteDatabase(str(path) + ".sqlite", module_equality=module_equality)
+        elif self.kind == "postgres":
+            if name not in self.urls:
+                self.urls[name] = self.request.getfixturevalue("postgres_server").url()
+            db = SQLiteDatabase(self.urls[name], module_equality=module_equality)
         elif self.kind == "union":
             db = UnionDatabase(MemoryDatabase(module_equality))
         else:
@@ -45,17 +73,17 @@ class ViewFactory:
 
 @pytest.fixture(params=VIEW_KINDS)
 def view(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[..., Database]:
-    factory = ViewFactory(request.param, tmp_path)
+    factory = ViewFactory(request.param, tmp_path, request)
     yield factory
     factory.close()
 
 
-PERSISTENT_KINDS = tuple(kind for kind in VIEW_KINDS if kind in ("json", "sqlite", "ordered_union"))
+PERSISTENT_KINDS = tuple(kind for kind in VIEW_KINDS if kind in ("json", "sqlite", "postgres", "ordered_union"))
 
 
 @pytest.fixture(params=PERSISTENT_KINDS)
 def persistent_view(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[..., Database]:
     """The views whose records outlive the object: files on disk."""
-    factory = ViewFactory(request.param, tmp_path)
+    factory = ViewFactory(request.param, tmp_path, request)
     yield factory
     factory.close()

@@ -6,7 +6,8 @@ and never takes the tuner down.
 - `runner`: `LocalRunner`, `RunnerInput`, `RunnerResult` (timed runs in a worker);
 - `worker`: the worker process protocol both use (`python -m msdb.tuner.measure.worker`, which
   is why this package imports nothing until a name is asked for);
-- `timing`: TVM's `time_evaluator` semantics (number, repeat, min_repeat_ms, cache flush).
+- `timing`: TVM's `time_evaluator` semantics (number, repeat, min_repeat_ms, cache flush);
+- `dask`: `DaskBuilder`, `DaskRunner`, the same on a Dask cluster's workers (extra `dask`).
 """
 
 from __future__ import annotations
@@ -19,12 +20,14 @@ _LAZY = {
     "LocalBuilder": "msdb.tuner.measure.builder", "LocalRunner": "msdb.tuner.measure.runner",
     "RunnerInput": "msdb.tuner.measure.runner", "RunnerResult": "msdb.tuner.measure.runner",
     "TimingResult": "msdb.tuner.measure.timing",
+    "DaskBuilder": "msdb.tuner.measure.dask", "DaskRunner": "msdb.tuner.measure.dask",
 }
 
 __all__ = sorted(_LAZY)
 
 if TYPE_CHECKING:
     from msdb.tuner.measure.builder import BuilderInput, BuilderResult, LocalBuilder
+    from msdb.tuner.measure.dask import DaskBuilder, DaskRunner
     from msdb.tuner.measure.runner import LocalRunner, RunnerInput, RunnerResult
     from msdb.tuner.measure.timing import TimingResult
 

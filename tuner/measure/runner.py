@@ -24,7 +24,7 @@ from typing import Any, Sequence
 from msdb.records.ranking import FAILED_RUN_SECS
 from msdb.tuner.measure.worker import Worker, WorkerCrashed, WorkerFailed, WorkerTimeout
 
-__all__ = ["RunnerInput", "RunnerResult", "LocalRunner", "FAILED_RUN_SECS", "random_arguments"]
+__all__ = ["RunnerInput", "RunnerResult", "LocalRunner", "FAILED_RUN_SECS", "random_arguments", "time_object"]
 
 logger = logging.getLogger(__name__)
 
@@ -84,13 +84,20 @@ def _cached_arguments(args: list[Any], seed: int) -> list[Any]:
 
 def _run_in_worker(artifact_path: str, number: int, repeat: int, min_repeat_ms: float, flush: bool,
                    num_threads: int | None, seed: int) -> tuple[list[float], float]:
-    from msdb.tuner.codegen.jit import TargetSpec, load_object, set_num_threads
-    from msdb.tuner.measure.timing import evaluate, flush_cpu_cache
-
     with open(artifact_path + ".json", "rb") as f:
         meta = json.loads(f.read())
     with open(artifact_path, "rb") as f:
         obj = f.read()
+    return time_object(obj, meta, number, repeat, min_repeat_ms, flush, num_threads, seed)
+
+
+def time_object(obj: bytes, meta: dict[str, Any], number: int, repeat: int, min_repeat_ms: float, flush: bool,
+                num_threads: int | None, seed: int) -> tuple[list[float], float]:
+    """Load object code and time its kernel (seconds per call of each repeat, and the seconds
+    spent in timed calls); shared by the local runner's workers and the Dask workers."""
+    from msdb.tuner.codegen.jit import TargetSpec, load_object, set_num_threads
+    from msdb.tuner.measure.timing import evaluate, flush_cpu_cache
+
     loaded = load_object(obj, TargetSpec(**meta["target"]))
     try:
         timed = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64)(loaded.address(meta["timed"]))
