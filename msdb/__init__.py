@@ -11,7 +11,8 @@ only inside the modules that need them. docs/architecture.md maps the packages b
 
 from __future__ import annotations
 
-import importlib
+from msdb.lazy import lazy_getattr
+
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
@@ -70,14 +71,7 @@ if TYPE_CHECKING:
     from msdb.schedule.trace import Trace
 
 
-def __getattr__(name: str) -> Any:
-    try:
-        module_name = _LAZY[name]
-    except KeyError:
-        raise AttributeError(f"module 'msdb' has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(module_name), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())
 
 
 def __dir__() -> list[str]:

@@ -192,8 +192,10 @@ def _cost_model(cost_model: Any, seed: int | None, num_threads: int) -> Any:
     return CostModel.create(cost_model, seed=seed or 0, num_threads=num_threads)
 
 
-#: At most this many stored records of each workload go into pretraining (best to worst, evenly).
-PRETRAIN_PER_WORKLOAD = 64
+#: Pretraining reads at most this many stored records in all, spread over the workloads (at most
+#: 64 and at least 4 each, best to worst): each one is replayed and featurized, so a large shared
+#: database must not turn the start of every tuning run into minutes of replays.
+PRETRAIN_RECORDS = 1024
 
 
 def _pretrain(model: Any, database: Database, target: Target | None) -> None:
@@ -203,9 +205,17 @@ def _pretrain(model: Any, database: Database, target: Target | None) -> None:
     workloads = getattr(database, "workloads", None)
     if learn is None or workloads is None or target is None:
         return
-    records = [r for w in workloads() for r in database.get_top_k(w, PRETRAIN_PER_WORKLOAD)]
+    stored = workloads()
+    if not stored:
+        return
+    per_workload = max(4, min(64, PRETRAIN_RECORDS // len(stored)))
+    records: list[TuningRecord] = []
+    for workload in stored:
+        if len(records) >= PRETRAIN_RECORDS:
+            break
+        records.extend(database.get_top_k(workload, per_workload))
     if records:
-        added = learn(records, target, max_per_workload=PRETRAIN_PER_WORKLOAD)
+        added = learn(records, target, max_per_workload=per_workload)
         logger.info("cost model pretrained on %d stored records of %s targets", added, target.kind)
 
 

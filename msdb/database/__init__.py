@@ -24,7 +24,8 @@ write and find each kind of row.
 
 from __future__ import annotations
 
-import importlib
+from msdb.lazy import lazy_getattr
+
 from typing import Any
 
 from msdb.database.base import Database, create
@@ -59,8 +60,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'msdb.database' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())

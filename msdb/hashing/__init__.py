@@ -13,7 +13,8 @@ Modes (TVM's, docs/tvm-formats.md section 3, with msdb's normalization):
 
 from __future__ import annotations
 
-import importlib
+from msdb.lazy import lazy_getattr
+
 from typing import TYPE_CHECKING, Any
 
 #: Public name -> (module, attribute), imported on first use: naming a mode
@@ -38,11 +39,4 @@ if TYPE_CHECKING:
     from msdb.ir.arith.keys import expr_equal as structural_equal_expr
 
 
-def __getattr__(name: str) -> Any:
-    try:
-        module_name, attr = _LAZY[name]
-    except KeyError:
-        raise AttributeError(f"module 'msdb.hashing' has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(module_name), attr)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())

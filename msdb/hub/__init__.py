@@ -14,7 +14,8 @@ the same name as a submodule would be replaced by the module once it is imported
 
 from __future__ import annotations
 
-import importlib
+from msdb.lazy import lazy_getattr
+
 from typing import Any
 
 #: name -> (module, attribute), imported on first use.
@@ -29,11 +30,4 @@ _LAZY: dict[str, tuple[str, str]] = {
 __all__ = sorted(_LAZY)
 
 
-def __getattr__(name: str) -> Any:
-    try:
-        module_name, attr = _LAZY[name]
-    except KeyError:
-        raise AttributeError(f"module 'msdb.hub' has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(module_name), attr)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())

@@ -7,7 +7,8 @@ classes re-exported from `expr`, `stmt` and `function` (docs/architecture.md, "W
 
 from __future__ import annotations
 
-import importlib
+from msdb.lazy import lazy_getattr
+
 from typing import Any
 
 from msdb.ir.expr import (  # noqa: F401
@@ -48,10 +49,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    try:
-        module_name, attr = _LAZY[name]
-    except KeyError:
-        raise AttributeError(f"module 'msdb.ir' has no attribute {name!r}") from None
-    module = importlib.import_module(module_name)
-    return module if attr is None else getattr(module, attr)
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())

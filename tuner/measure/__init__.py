@@ -12,7 +12,8 @@ and never takes the tuner down.
 
 from __future__ import annotations
 
-import importlib
+from msdb.lazy import lazy_getattr
+
 from typing import TYPE_CHECKING, Any
 
 _LAZY = {
@@ -32,11 +33,4 @@ if TYPE_CHECKING:
     from msdb.tuner.measure.timing import TimingResult
 
 
-def __getattr__(name: str) -> Any:
-    try:
-        module_name = _LAZY[name]
-    except KeyError:
-        raise AttributeError(f"module 'msdb.tuner.measure' has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(module_name), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())

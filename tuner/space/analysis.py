@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from msdb.ir import expr as E
+from msdb.ir.arith import as_affine
 from msdb.ir import stmt as S
 from msdb.ir.function import PrimFunc
 from msdb.ir.functor import free_vars, post_order_visit
@@ -126,14 +127,13 @@ _NO_PATTERN = ReadWritePattern(False, False, False, False, False, False)
 
 
 def _var_with_shift(expr: E.PrimExpr) -> tuple[E.Var | None, bool]:
-    """(var, shifted) when `expr` is `var`, `var + c` or `var - c` (c a constant)."""
-    if type(expr) is E.Var:
-        return expr, False
-    if isinstance(expr, (E.Add, E.Sub)) and type(expr.a) is E.Var and E.const_int(expr.b) is not None:
-        return expr.a, True
-    if isinstance(expr, E.Add) and type(expr.b) is E.Var and E.const_int(expr.a) is not None:
-        return expr.b, True
-    return None, False
+    """(var, shifted) when `expr` is a variable plus a constant (TVM's AnalyzeVarWithShift),
+    read through msdb's one affine reader."""
+    form = as_affine(expr)
+    if form is None or len(form.terms) != 1:
+        return None, False
+    ((var, coef),) = form.terms.items()
+    return (var, form.const != 0) if coef == 1 else (None, False)
 
 
 def read_write_pattern(read: S.BufferRegion, write: S.BufferRegion) -> ReadWritePattern:

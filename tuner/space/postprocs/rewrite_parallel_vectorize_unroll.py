@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from msdb.errors import ScheduleError
 from msdb.ir import expr as E
 from msdb.ir import stmt as S
+from msdb.tuner.space.analysis import is_spatial
 from msdb.tuner.space.postprocs.base import Postproc
 from msdb.tuner.space.postprocs.loop_plan import NONE, plan_loops
 
@@ -165,7 +166,7 @@ def _rewrite_unroll(sch: Schedule, block: BlockRV, loop: LoopRV, hints: RootHint
         raise ScheduleError(f"the root block has both {UNROLL_EXPLICIT} and {UNROLL_IMPLICIT}; keep one")
     explicit = int(hints.unroll_explicit != NONE)
     max_step = hints.unroll_explicit + hints.unroll_implicit + 1
-    if max_step <= 0 or all(iv.iter_type == S.IterType.DATA_PAR for iv in sch.get(block).iter_vars):
+    if max_step <= 0 or is_spatial(sch.get(block)):
         return
     sch.annotate(loop, PRAGMA_AUTO_UNROLL_MAX_STEP, max_step)
     sch.annotate(loop, PRAGMA_UNROLL_EXPLICIT, explicit)
