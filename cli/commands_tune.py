@@ -12,10 +12,11 @@ from msdb.cli.common import OptionError, open_db, target_option
 
 if TYPE_CHECKING:
     from msdb.ir.function import IRModule
+    from msdb.model.graph import Model
     from msdb.records import Target
     from msdb.tuner.task_scheduler.base import TaskRecord
 
-__all__ = ["tune_command", "plot_command", "load_workload"]
+__all__ = ["tune_command", "plot_command", "load_workload", "load_model", "is_model_file"]
 
 
 def load_workload(script: str | None, zoo_name: str | None) -> tuple[str, IRModule]:
@@ -33,6 +34,32 @@ def load_workload(script: str | None, zoo_name: str | None) -> tuple[str, IRModu
 
     path = Path(script)  # type: ignore[arg-type]
     return path.stem, from_script(path.read_text(), str(path))
+
+
+def is_model_file(path: str | None) -> bool:
+    """Whether `msdb tune`'s file argument is a model (an ONNX file, or a Relax-style script with
+    an `@R.function main`) rather than one workload in TVMScript."""
+    if path is None:
+        return False
+    if path.lower().endswith(".onnx"):
+        return True
+    if not path.endswith(".py"):
+        return False
+    from msdb.model.relax_script import is_relax_script
+
+    try:
+        return is_relax_script(Path(path).read_text())
+    except (OSError, UnicodeDecodeError):
+        return False  # the workload branch reports the unreadable file
+
+
+def load_model(path: str, fuse: str | None) -> Model:
+    """The model in an ONNX file or a Relax-style script (with its `.npz` of weights beside it)."""
+    from msdb.model.loader import load
+
+    if fuse is not None and not path.lower().endswith(".onnx"):
+        raise OptionError("--fuse applies to ONNX models; a Relax script's functions are already fused")
+    return load(path, fuse=fuse or "tvm")
 
 
 class _TuneProgress:
@@ -55,7 +82,7 @@ class _TuneProgress:
 
 @click.command(name="tune")
 @click.argument("db", metavar="DB")
-@click.argument("script", metavar="[WORKLOAD.py]", required=False, type=click.Path(dir_okay=False))
+@click.argument("script", metavar="[WORKLOAD.py | MODEL]", required=False, type=click.Path(dir_okay=False))
 @click.option("--zoo", "zoo_name", metavar="NAME[:INDEX]", help="A workload of msdb's zoo (TVM's te_workload), e.g. GMM or C2D:0.")
 @target_option("The target to tune for (default: this machine, llvm with one core per --threads).")
 @click.option("--trials", type=click.IntRange(min=1), default=64, show_default=True, help="Measurements in all.")
@@ -69,14 +96,27 @@ class _TuneProgress:
 @click.option("--cluster", metavar="tcp://HOST:8786", default=None,
               help="Build and measure on this Dask cluster's workers (pip install 'msdb[dask]'; workers started with "
                    "--nthreads 1 --resources measure=1).")
+@click.option("--module-equality", type=click.Choice(["structural", "ignore-tensor", "anchor-block"]),
+              default="structural", show_default=True, help="A MODEL's tasks are unique under this equality (TVM's).")
+@click.option("--max-trials-per-task", type=click.IntRange(min=1), default=None,
+              help="A MODEL's trials per task at most (default: --trials, as TVM).")
+@click.option("--fuse", type=click.Choice(["tvm", "fold"]), default=None,
+              help="An ONNX MODEL's fusion (default tvm: TVM's tasks; fold: batch-norm folded, epilogues fused).")
 def tune_command(db: str, script: str | None, zoo_name: str | None, target: Target | None, trials: int, per_iter: int,
                  strategy: str, cost_model: str, seed: int | None, workers: int | None, threads: int,
-                 cluster: str | None) -> None:
-    """Tune a workload and commit every measurement to DB (created when missing).
+                 cluster: str | None, module_equality: str, max_trials_per_task: int | None, fuse: str | None) -> None:
+    """Tune a workload, or every task of a model, and commit every measurement to DB (created
+    when missing).
 
-    The workload is a TVMScript file or a zoo workload. Every candidate is committed as it is
+    The workload is a TVMScript file or a zoo workload. A MODEL is an ONNX file or a Relax-style
+    TVMScript file (an @I.ir_module whose @R.function main calls its PrimFuncs with R.call_tir,
+    weights in the .npz beside it): its tasks are extracted as TVM does (unique by hash, weight =
+    calls), recorded in DB's model and task tables, and tuned with the gradient task scheduler
+    sharing --trials. Every candidate is committed as it is
     measured (a failed one as [1e10]); running again continues: modules DB already measured
-    for the workload and target are not measured again. Prints TVM's statistics table.
+    for the workload and target are not measured again. Tuners sharing DB (a PostgreSQL team
+    server) claim each candidate in it first, so none is measured twice. Prints TVM's
+    statistics table.
 
     With --cluster, candidates are built and measured on a Dask cluster's workers (each with one
     thread and the `measure` resource: `dask worker ADDRESS --nthreads 1 --resources measure=1`),
@@ -86,6 +126,7 @@ def tune_command(db: str, script: str | None, zoo_name: str | None, target: Targ
     Example:
         msdb tune msdb.sqlite --zoo GMM --trials 64 --seed 0
         msdb tune msdb.sqlite --zoo GMM --cluster tcp://farm:8786
+        msdb tune msdb.sqlite examples/models/mlp.py --trials 128
         msdb plot msdb.sqlite <hash> -o curve.png
     """
     from msdb.database.location import refuse_in_memory
@@ -96,7 +137,18 @@ def tune_command(db: str, script: str | None, zoo_name: str | None, target: Targ
     if cluster is not None and workers is not None:
         raise OptionError("--workers sets this machine's build processes; with --cluster the cluster's workers "
                           "build: give one of them")
-    name, mod = load_workload(script, zoo_name)
+    model: Model | None = None
+    if script is not None and is_model_file(script):
+        if zoo_name is not None:
+            raise OptionError("give a MODEL or --zoo NAME[:INDEX], not both")
+        model = load_model(script, fuse)
+    else:
+        for option, value in (("--fuse", fuse), ("--max-trials-per-task", max_trials_per_task)):
+            if value is not None:
+                raise OptionError(f"{option} applies to a MODEL (an .onnx file or a Relax script), not to one workload")
+        if module_equality != "structural":
+            raise OptionError("--module-equality applies to a MODEL's tasks, not to one workload")
+        name, mod = load_workload(script, zoo_name)
     database = open_db(db, create=True)
     builder: Any = LocalBuilder(max_workers=workers) if workers is not None else None
     runner: Any = None
@@ -106,9 +158,17 @@ def tune_command(db: str, script: str | None, zoo_name: str | None, target: Targ
             client, builder, runner = _cluster_measure(cluster, threads)
         progress = _TuneProgress(trials)
         try:
-            result = tune_tir(mod, target, database, trials, per_iter, strategy=strategy, cost_model=cost_model,
-                              seed=seed, task_name=name, num_threads=threads, builder=builder, runner=runner,
-                              on_round=progress)
+            if model is not None:
+                from msdb.tuner.model_tuning import tune_model
+
+                result = tune_model(model, target, database, trials, per_iter, max_trials_per_task=max_trials_per_task,
+                                    module_equality=module_equality, strategy=strategy, cost_model=cost_model,
+                                    seed=seed, num_threads=threads, builder=builder, runner=runner,
+                                    on_round=progress)
+            else:
+                result = tune_tir(mod, target, database, trials, per_iter, strategy=strategy, cost_model=cost_model,
+                                  seed=seed, task_name=name, num_threads=threads, builder=builder, runner=runner,
+                                  on_round=progress)
         finally:
             progress.close()
     finally:
@@ -116,8 +176,13 @@ def tune_command(db: str, script: str | None, zoo_name: str | None, target: Targ
             if piece is not None:
                 piece.close()
         database.close()
+    if model is not None:
+        weights = sum(t.weight for t in result.tasks)
+        click.echo(f"model {model.name}: {len(result.tasks)} task(s), total weight {weights:g}, recorded in {db}")
     click.echo(result.table())
     for task in result.tasks:
+        if task.claimed_elsewhere:
+            click.echo(f"{task.name}: {task.claimed_elsewhere} candidate(s) skipped, claimed by another tuner")
         if task.miscomputing:
             click.echo(f"warning: {len(task.miscomputing)} fast record(s) of {task.name} compute wrong numbers and "
                        "were passed over", err=True)

@@ -14,6 +14,11 @@
 #   5. `msdb export --top-k 1` writes ./export/tvm_work_dir, which TVM 0.27's
 #      JSONDatabase(work_dir=...) loads and `query_schedule`s from: the best of the teammates'
 #      and this machine's records
+#   6. a model: the bundled Relax-style MLP (examples/models/mlp.py, weights made by
+#      make_mlp_weights.py) has its tasks extracted and tuned into ./msdb.sqlite (24 trials), then
+#      `msdb compile` layers ./msdb.sqlite over the team database and reports, per function, which
+#      record hit; and a small ONNX ResNet-18 (msdb.model.zoo, 32x32) compiles with default
+#      schedules wherever no record hits, run and checked against onnxruntime
 #
 # Idempotent: imports and merges add nothing when run again (they deduplicate records; the
 # export is replaced atomically); a second tune continues (it measures nothing measured before). Needs only Python 3.11: without an `msdb` on PATH it sets
@@ -24,11 +29,12 @@ cd "$(dirname "$0")/.."
 if ! command -v msdb >/dev/null 2>&1; then
     if [ ! -x .venv/bin/msdb ]; then
         python3 -m venv .venv
-        .venv/bin/pip install -q -e .
+        .venv/bin/pip install -q -e '.[onnx]'
     fi
     PATH="$PWD/.venv/bin:$PATH"
 fi
 
+PYTHON="$(dirname "$(command -v msdb)")/python"
 mkdir -p build/team_dbs export
 for who in a:alice b:bob c:carol; do
     team="${who%%:*}" user="${who##*:}"
@@ -47,3 +53,14 @@ msdb tune msdb.sqlite --zoo GMM --target "llvm -num-cores=1" --trials 32 --per-i
 
 echo "== export the best record per workload and target for TVM"
 msdb export msdb.sqlite export/tvm_work_dir --top-k 1
+
+echo "== tune the bundled MLP model's tasks into ./msdb.sqlite (24 trials)"
+"$PYTHON" examples/models/make_mlp_weights.py --seed 0
+msdb tune msdb.sqlite examples/models/mlp.py --target "llvm -num-cores=1" --trials 24 --per-iter 8 --seed 0
+
+echo "== compile it over ./msdb.sqlite and the team database: which functions hit"
+msdb compile examples/models/mlp.py --db msdb.sqlite --db build/team_dbs/team_a.sqlite --target "llvm -num-cores=1" --run --report build/mlp_report.json
+
+echo "== a small ONNX ResNet-18: compile (default schedules where nothing hits), run, compare with onnxruntime"
+"$PYTHON" -c "import onnx; from msdb.model.zoo import resnet; onnx.save(resnet(18, image=32, width=8, num_classes=10), 'build/resnet18_small.onnx')"
+msdb compile build/resnet18_small.onnx --db msdb.sqlite --target "llvm -num-cores=1" --run

@@ -20,7 +20,7 @@ from msdb.lazy import lazy_getattr
 from typing import Any
 
 #: name -> (module, attribute), imported on first use.
-_LAZY: dict[str, tuple[str, str]] = {
+_LAZY: dict[str, tuple[str, str | None]] = {
     "build": ("msdb.tuner.kernel", "build"),
     "Kernel": ("msdb.tuner.kernel", "Kernel"),
     "load_kernel": ("msdb.tuner.kernel", "load_kernel"),
@@ -32,6 +32,10 @@ _LAZY: dict[str, tuple[str, str]] = {
     "RunnerInput": ("msdb.tuner.measure.runner", "RunnerInput"),
     "RunnerResult": ("msdb.tuner.measure.runner", "RunnerResult"),
     "CodegenError": ("msdb.tuner.codegen.errors", "CodegenError"),
+    "tune_model": ("msdb.tuner.model_tuning", "tune_model"),
+    # the package is callable: msdb.tuner.compile(model, database, target) (see its docstring)
+    "compile": ("msdb.tuner.compile", None),
+    "CompiledModel": ("msdb.tuner.compile.compiled_model", "CompiledModel"),
 }
 
 __all__ = sorted(_LAZY)

@@ -20,7 +20,10 @@ if TYPE_CHECKING:
     from msdb.records.target import Target
     from msdb.schedule.schedule import Schedule
 
-__all__ = ["TuneContext"]
+__all__ = ["TuneContext", "GPU_TARGET_KINDS"]
+
+#: Target kinds whose design space is the GPU one (TVM's IsGPUTarget).
+GPU_TARGET_KINDS = frozenset({"cuda", "nvptx", "rocm", "vulkan", "metal", "opencl", "webgpu"})
 
 
 @dataclass
@@ -58,6 +61,14 @@ class TuneContext:
         threads (the parallelism bound of TVM's rules, post-processors and mutators)."""
         cores = self.target.config.get("num-cores") if self.target is not None else None
         return int(cores) if cores else max(1, self.num_threads)
+
+    def space_kind(self) -> str:
+        """Which default rules, post-processors and mutators the task's design space uses (TVM's
+        GetRuleKindFromTarget): "cuda" for a GPU target, else "llvm". TVM picks its tensor-core
+        rules for sm_75 and newer; those add rules for float16 tensor-core matmuls only, which
+        msdb does not have, so every GPU gets the "cuda" set (docs/architecture.md, "Tuner")."""
+        kind = self.target.kind if self.target is not None else "llvm"
+        return "cuda" if kind in GPU_TARGET_KINDS else "llvm"
 
     def fork_seed(self) -> int:
         """A seed for a Schedule (`Schedule(mod, seed=context.fork_seed())`)."""

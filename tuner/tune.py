@@ -7,7 +7,9 @@ What msdb adds to TVM's loop:
   build or run as `[1e10]`), under one `source` row of kind `tune` per run (host, user, msdb
   version, time), so a killed process loses only the round in flight;
 - the search skips modules the database already measured for the workload and target, and the
-  evolutionary search starts from the database's best, so re-running continues a run;
+  evolutionary search starts from the database's best, so re-running continues a run; it claims
+  each candidate in the database before measuring it, so several tuners on one database (a team
+  server) never measure a candidate twice (`msdb.database.claims`, `TaskResult.claimed_elsewhere`);
 - the best kernel of each task is built again and checked against msdb's reference interpreter
   before it is reported as best (a mis-computing kernel is reported and passed over);
 - the cost model first learns from what the database already measured on the same kind of
@@ -34,11 +36,12 @@ if TYPE_CHECKING:
     from msdb.records.workload import Workload
     from msdb.tuner.candidate import MeasureCandidate
     from msdb.tuner.measure.builder import LocalBuilder
+    from msdb.tuner.measure.cuda_runner import CudaRunner
     from msdb.tuner.measure.dask import DaskBuilder, DaskRunner
     from msdb.tuner.measure.runner import LocalRunner, RunnerResult
 
     Builder = LocalBuilder | DaskBuilder  # builders and runners are interchangeable (see each module)
-    Runner = LocalRunner | DaskRunner
+    Runner = LocalRunner | DaskRunner | CudaRunner
 
 __all__ = ["tune_tir", "tune_tasks", "TuneResult", "TaskResult", "tuning_statistics", "check_record"]
 
@@ -56,6 +59,7 @@ class TaskResult:
     trials: int
     best: TuningRecord | None
     miscomputing: list[str] = field(default_factory=list)  # trace hashes of fast but wrong records
+    claimed_elsewhere: int = 0  # candidates skipped because another tuner of the database claimed them
 
     @property
     def best_us(self) -> float | None:
@@ -138,6 +142,10 @@ def tune_tasks(tasks: Sequence[TuneContext], task_weights: Sequence[float], data
     own_builder = builder is None
     own_runner = runner is None
     builder = builder or LocalBuilder(max_workers=min(os.cpu_count() or 1, 4))
+    if runner is None and tasks and all(t.target is not None and t.target.kind == "cuda" for t in tasks):
+        from msdb.tuner.measure.cuda_runner import CudaRunner
+
+        runner = CudaRunner()  # cubins run on the GPU (a machine without one records [1e10] with the reason)
     runner = runner or LocalRunner(num_threads=threads)
     sink = _RecordSink(database, location or f"tune: {', '.join(t.task_name or 'main' for t in tasks)}")
     for task in tasks:
@@ -310,7 +318,8 @@ def _task_result(task: TaskRecord, database: Database, sink: _RecordSink, check_
             break
         logger.error("task %r: a measured kernel computes wrong numbers, passed over: %s", task.name, problem)
         wrong.append(record.storage_fields()[1])
-    return TaskResult(task.name, workload, task.flop, task.task_weight, task.trials, best, wrong)
+    lost = getattr(task.ctx.search_strategy, "claims_lost", 0)  # a strategy of one's own may not claim
+    return TaskResult(task.name, workload, task.flop, task.task_weight, task.trials, best, wrong, lost)
 
 
 def check_record(record: TuningRecord, seed: int = 0, rtol: float = 1e-3, atol: float = 1e-4) -> str | None:

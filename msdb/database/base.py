@@ -19,7 +19,7 @@ import abc
 import heapq
 import threading
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal, Sequence
 
 from msdb.database.errors import InvalidQuery, UnknownDatabaseKind
 from msdb.records import Target, TuningRecord, Workload
@@ -93,6 +93,17 @@ class Database(abc.ABC):
             count += 1
         return count
 
+    def commit_model_tasks(self, model_name: str,
+                           tasks: Sequence[tuple[str, IRModule | PrimFunc | Workload, float]]) -> list[int] | None:
+        """Note that model `model_name` uses each `(task_name, workload, weight)` of `tasks`
+        (`msdb.model.extract_tasks`' tasks: which models use which workloads, docs/architecture.md
+        "Models"). Views with `model` and `task` tables store them in one transaction and return
+        the task ids; the others (TVM's JSON and memory databases know no models) commit the
+        workloads only and return None."""
+        for _name, workload, _weight in tasks:
+            self.commit_workload(workload)
+        return None
+
     def query_tuning_record(self, mod: IRModule | PrimFunc | Workload, target: Target | str | dict[str, Any] | None,
                             workload_name: str = "main") -> TuningRecord | None:
         """The best valid record for `mod` on `target`, or None. `workload_name` is TVM's task
@@ -151,6 +162,30 @@ class Database(abc.ABC):
                 stored = tokens[id(record.workload)] = destination.commit_workload(record.workload)
             out.append(record.with_workload(stored))
         return destination.commit_tuning_records(out)
+
+    # ---- measurement claims: several tuners on one database (msdb.database.claims) ----
+    def claim_candidates(self, workload: IRModule | PrimFunc | Workload, target: Target | str | dict[str, Any] | None,
+                         keys: Sequence[str], *, owner: str, lease_s: float | None = None) -> set[str]:
+        """Which of `keys` (module keys of candidates of `workload` on `target`) the search
+        session `owner` may measure: it claimed them, and no other session will measure them.
+        This base keeps claims in the process; SQL databases keep them in the database, leased
+        for `lease_s` seconds (default `CLAIM_LEASE_S`) until settled."""
+        from msdb.database.claims import process_claims
+
+        return process_claims(self).claim(self._claim_scope(workload, target), keys, owner)
+
+    def settle_claims(self, workload: IRModule | PrimFunc | Workload, target: Target | str | dict[str, Any] | None, *,
+                      owner: str, measured: Iterable[str] = (), unmeasured: Iterable[str] = ()) -> None:
+        """`owner`'s claims on `measured` keys stay for good (their records are committed); those
+        on `unmeasured` keys are given back for any session to claim."""
+        from msdb.database.claims import process_claims
+
+        process_claims(self).settle(self._claim_scope(workload, target), owner, measured, unmeasured)
+
+    def _claim_scope(self, workload: IRModule | PrimFunc | Workload,
+                     target: Target | str | dict[str, Any] | None) -> tuple[str, str]:
+        coerced = Target.coerce(target)
+        return Workload.coerce(workload).hash(self.module_equality), coerced.canonical_json() if coerced else ""
 
     def close(self) -> None:
         """Release files and connections (views holding none do nothing)."""

@@ -21,6 +21,8 @@ Tables:
 - `source`: provenance of records (import / tune / merge / pull; file or URL and its sha256;
   user, host, TVM and msdb versions; time).
 - `model`, `task`: which models use which workload and with what weight.
+- `measurement_claim`: which tuning process measures which candidate of a (workload, target), so
+  that several tuners on one database never measure one twice (`msdb.database.claims`).
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from sqlalchemy import (
     Table, Text, UniqueConstraint,
 )
 
-__all__ = ["metadata", "workload", "target", "source", "tuning_record", "model", "task", "NAMING_CONVENTION"]
+__all__ = ["metadata", "workload", "target", "source", "tuning_record", "model", "task", "measurement_claim",
+           "NAMING_CONVENTION"]
 
 #: Constraint names are deterministic, so batch migrations on SQLite can drop them by name.
 NAMING_CONVENTION = {
@@ -114,4 +117,14 @@ task = Table(
     Column("name", String(255), nullable=False),
     Column("weight", Float, nullable=False, default=1.0),
     UniqueConstraint("model_id", "name", name="uq_task_model_id_name"),
+)
+
+measurement_claim = Table(
+    "measurement_claim", metadata,
+    Column("workload_id", Integer, ForeignKey("workload.id"), primary_key=True),
+    Column("target_id", Integer, ForeignKey("target.id"), primary_key=True),
+    Column("module_key", String(16), primary_key=True,
+           comment="structural hash of the post-processed module (the search's dedup key)"),
+    Column("owner", String(32), nullable=False, comment="the claiming search session"),
+    Column("expires_at", Float, nullable=True, comment="unix time the lease ends (database clock); NULL once measured"),
 )

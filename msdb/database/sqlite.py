@@ -88,7 +88,7 @@ from sqlalchemy.engine import URL, Connection, Engine, make_url
 
 from msdb.database import models as M
 from msdb.database.base import Database, check_k
-from msdb.database.errors import DatabaseOpenError, ReadOnlyDatabase, SchemaVersionError, WorkloadNotCommitted
+from msdb.database.errors import DatabaseError, DatabaseOpenError, ReadOnlyDatabase, SchemaVersionError, WorkloadNotCommitted
 from msdb.database.migrate import HEAD, SchemaState, schema_state, upgrade
 from msdb.database.rows import (
     HASH_COLUMNS, SOURCE_KINDS, default_host, default_user, ensure_task, find_workload_id, insert_row, insert_source,
@@ -954,6 +954,45 @@ class SQLiteDatabase(Database):
         with self._write() as conn:
             stored = self._commit_workload(conn, Workload.coerce(workload))
             return ensure_task(conn, model_name, stored._db_ids[self._key], task_name, weight)
+
+    # ---- measurement claims (msdb.database.claims: rows of measurement_claim, leased) ----
+    def claim_candidates(self, workload: IRModule | PrimFunc | Workload, target: Target | str | dict[str, Any] | None,
+                         keys: Sequence[str], *, owner: str, lease_s: float | None = None) -> set[str]:
+        from msdb.database.claims import CLAIM_LEASE_S, claim_rows
+
+        if not keys:
+            return set()
+        with self._write() as conn:
+            workload_id = self._commit_workload(conn, Workload.coerce(workload))._db_ids[self._key]
+            target_id = self.target_row_id(conn, Target.coerce(target))
+            return claim_rows(conn, workload_id, target_id, keys, owner, CLAIM_LEASE_S if lease_s is None else lease_s)
+
+    def settle_claims(self, workload: IRModule | PrimFunc | Workload, target: Target | str | dict[str, Any] | None, *,
+                      owner: str, measured: Iterable[str] = (), unmeasured: Iterable[str] = ()) -> None:
+        from msdb.database.claims import settle_rows
+
+        measured, unmeasured = list(measured), list(unmeasured)
+        if not measured and not unmeasured:
+            return
+        with self._write() as conn:
+            workload_id = self._commit_workload(conn, Workload.coerce(workload))._db_ids[self._key]
+            target_id = self.target_row_id(conn, Target.coerce(target))
+            settle_rows(conn, workload_id, target_id, owner, measured, unmeasured)
+
+    def commit_model_tasks(self, model_name: str,
+                           tasks: Sequence[tuple[str, IRModule | PrimFunc | Workload, float]]) -> list[int] | None:
+        """`add_task` for every `(task_name, workload, weight)` of a model, in one transaction
+        (all or none): the model row, the workloads that are new, and one task row per
+        workload (an existing one gets the new weight; `msdb.database.rows.ensure_task`)."""
+        tasks = list(tasks)
+        if not model_name:
+            raise DatabaseError("a model needs a name to record its tasks")
+        with self._write() as conn:
+            ids: list[int] = []
+            for task_name, workload, weight in tasks:
+                stored = self._commit_workload(conn, Workload.coerce(workload))
+                ids.append(ensure_task(conn, model_name, stored._db_ids[self._key], task_name, float(weight)))
+            return ids
 
     def __repr__(self) -> str:
         return f"SQLiteDatabase({self._where!r}, module_equality={self.module_equality!r})"

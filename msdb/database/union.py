@@ -12,7 +12,7 @@ GPU database never answers a CPU query with a GPU record (apache/tvm#15549).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from msdb.database.base import Database, check_k
 from msdb.database.errors import DatabaseError
@@ -43,12 +43,26 @@ class _Union(Database):
         """Stored in the first child (the writable layer)."""
         return self.databases[0].commit_workload(mod)
 
+    def commit_model_tasks(self, model_name: str,
+                           tasks: Sequence[tuple[str, IRModule | PrimFunc | Workload, float]]) -> list[int] | None:
+        """Recorded in the first child (the writable layer)."""
+        return self.databases[0].commit_model_tasks(model_name, tasks)
+
     def commit_tuning_record(self, record: TuningRecord) -> None:
         """Appended to the first child."""
         self.databases[0].commit_tuning_record(record)
 
     def commit_tuning_records(self, records: Iterable[TuningRecord]) -> int:
         return self.databases[0].commit_tuning_records(records)
+
+    def claim_candidates(self, workload: IRModule | PrimFunc | Workload, target: Target | str | dict[str, Any] | None,
+                         keys: Sequence[str], *, owner: str, lease_s: float | None = None) -> set[str]:
+        """Claimed in the first child, where the measured records go (msdb.database.claims)."""
+        return self.databases[0].claim_candidates(workload, target, keys, owner=owner, lease_s=lease_s)
+
+    def settle_claims(self, workload: IRModule | PrimFunc | Workload, target: Target | str | dict[str, Any] | None, *,
+                      owner: str, measured: Iterable[str] = (), unmeasured: Iterable[str] = ()) -> None:
+        self.databases[0].settle_claims(workload, target, owner=owner, measured=measured, unmeasured=unmeasured)
 
     def get_measured(self, workload: IRModule | PrimFunc | Workload,
                      target: Target | str | dict[str, Any] | None = None) -> list[TuningRecord]:

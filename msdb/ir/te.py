@@ -44,7 +44,8 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "TEError", "Tensor", "TEIterVar", "Reduce", "placeholder", "compute", "reduce_axis", "var",
-    "sum", "max", "min", "create_prim_func", "simplify", "const", "max_value", "min_value",
+    "sum", "max", "min", "create_prim_func", "create_fused_prim_func", "simplify", "const",
+    "max_value", "min_value",
     "if_then_else", "all", "any", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh",
     "sigmoid", "erf", "fabs", "floor", "ceil", "round", "power", "floordiv", "floormod",
     "indexdiv", "indexmod", "truncdiv", "truncmod", "pad", "relu", "softmax",
@@ -305,9 +306,9 @@ def reduce_axis(dom: Any, name: str = "rv") -> TEIterVar:
     return TEIterVar(name, rng, S.IterType.COMM_REDUCE)
 
 
-def _arg_names(fcompute: Callable[..., Any], ndim: int) -> list[str]:
+def _arg_names(fcompute: Callable[..., Any], ndim: int, varargs_names: Sequence[str] | None = None) -> list[str]:
     """TVM's naming of compute axes: the lambda's parameter names; `*args` (or no parameters)
-    gives i0, i1, ... for the remaining dimensions."""
+    gives `varargs_names` if given, else i0, i1, ... for the remaining dimensions."""
     spec = inspect.getfullargspec(fcompute)
     if spec.varkw is not None or spec.defaults or spec.kwonlyargs:
         raise TEError("compute function must take plain positional parameters (one per dimension)")
@@ -315,18 +316,25 @@ def _arg_names(fcompute: Callable[..., Any], ndim: int) -> list[str]:
     if inspect.ismethod(fcompute):
         names = names[1:]
     if spec.varargs is not None or not names:
-        names += [f"i{i}" for i in range(ndim - len(names))]
+        missing = ndim - len(names)
+        if varargs_names is not None:
+            if len(varargs_names) != missing:
+                raise TEError(f"compute: {len(varargs_names)} varargs_names for {missing} dimensions")
+            names += list(varargs_names)
+        else:
+            names += [f"i{i}" for i in range(missing)]
     if len(names) != ndim:
         raise TEError(f"compute function takes {len(names)} index arguments, the shape has {ndim} dimensions")
     return names
 
 
 def compute(shape: Any, fcompute: Callable[..., Any], name: str = "compute", tag: str = "",
-            attrs: dict[str, Any] | None = None) -> Tensor:
+            attrs: dict[str, Any] | None = None, varargs_names: Sequence[str] | None = None) -> Tensor:
     """A tensor of `shape` whose element at `idx` is `fcompute(*idx)` (an expression, or a
-    `sum`/`max`/`min` reduction of one)."""
+    `sum`/`max`/`min` reduction of one). `varargs_names` names the axes a `*args` lambda
+    receives, as TVM's `te.compute` does (topi's C++ computes name them ax0, ax1, ...)."""
     dims = _shape(shape)
-    names = _arg_names(fcompute, len(dims))
+    names = _arg_names(fcompute, len(dims), varargs_names)
     axes = tuple(
         TEIterVar(n, E.Range(E.make_const(0, d.dtype), d), S.IterType.DATA_PAR) for n, d in zip(names, dims)
     )
@@ -570,10 +578,11 @@ class _NameSupply:
         return candidate
 
 
-def _post_dfs(outputs: Sequence[Tensor]) -> list[Tensor]:
-    """Tensors in TVM's PostDFSOrder from the argument ops: inputs before their readers."""
+def _post_dfs(outputs: Sequence[Tensor], stop: set[int] | None = None) -> list[Tensor]:
+    """Tensors in TVM's PostDFSOrder from the argument ops: inputs before their readers.
+    Ops whose id is in `stop` are neither visited nor listed (the fused lowering's boundary)."""
     order: list[Tensor] = []
-    seen: set[int] = set()
+    seen: set[int] = set(stop or ())
     # Iterative DFS keeps deep graphs (long elementwise chains) off Python's recursion limit.
     for root in outputs:
         stack: list[tuple[Tensor, int]] = [(root, 0)]
@@ -667,7 +676,110 @@ def create_prim_func(tensors: Sequence[Tensor]) -> PrimFunc:
     return PrimFunc(tuple(params), buffer_map, body, {"global_symbol": "main", "tir.noalias": True})
 
 
-def _lower_compute(tensor: Tensor, buffers: dict[int, E.Buffer], block_names: _NameSupply) -> S.Stmt:
+def create_fused_prim_func(params: Sequence[Tensor], stages: Sequence[Sequence[Tensor]]) -> PrimFunc:
+    """Lower a chain of ops as TVM's FuseTIR builds a fused function from their legalized
+    PrimFuncs (docs/architecture.md, "Legalization").
+
+    `stages` are the ops' outputs in call order (one list per op; `nn.batch_norm` has three);
+    `params` are the fused function's parameters (inputs, then the outputs it returns). Each
+    stage contributes the blocks its own `create_prim_func` would make, in that order, from
+    its outputs down to placeholders or earlier stages' outputs, even blocks nothing reads
+    (TVM keeps an op's unused outputs). Block names are made unique per stage as
+    `create_prim_func` does (`T_add_1`), then across the function as FuseTIR's deduplicator
+    does (strip trailing digits, append the next free number: `T_add1`, `compute1`). A stage
+    output becomes a buffer named `<name>_intermediate` (an allocation, or the parameter when
+    the function returns it)."""
+    params = list(params)
+    if not params or not stages:
+        raise TEError("create_fused_prim_func needs parameters and at least one stage")
+    for t in params + [t for stage in stages for t in stage]:
+        if not isinstance(t, Tensor):
+            raise TEError(f"create_fused_prim_func takes te tensors, got {type(t).__name__}")
+    param_ops = {id(t.op) for t in params}
+    stage_outputs: list[Tensor] = [t for stage in stages for t in stage]
+    output_ops = {id(t.op) for t in stage_outputs}
+    for t in params:
+        if isinstance(t.op, ComputeOp) and id(t.op) not in output_ops:
+            raise TEError(f"parameter {t.name!r} is computed but is not a stage output")
+
+    buffer_names = _NameSupply()
+    buffers: dict[int, E.Buffer] = {}
+    for t in params:
+        if id(t.op) in buffers:
+            raise TEError(f"tensor {t.name!r} is passed to create_fused_prim_func twice")
+        name = t.name + "_intermediate" if isinstance(t.op, ComputeOp) else t.name
+        buffers[id(t.op)] = E.Buffer(buffer_names.fresh(name), t.shape, t.dtype)
+
+    fuse_names = _FuseTIRNames()
+    root_allocs: list[E.Buffer] = []
+    stmts: list[S.Stmt] = []
+    done: set[int] = set()
+    for stage in stages:
+        order = _post_dfs(stage, stop=done)
+        block_names = _NameSupply()
+        outputs_here = {id(t.op) for t in stage}
+        for t in order:
+            if isinstance(t.op, PlaceholderOp):
+                if id(t.op) not in param_ops:
+                    raise TEError(f"placeholder {t.name!r} is read by the computation but is not a parameter")
+                continue
+            if id(t.op) in output_ops and id(t.op) not in outputs_here:
+                raise TEError(f"tensor {t.name!r} is read before the stage that computes it")
+            if id(t.op) not in buffers and id(t.op) not in outputs_here:
+                buffers[id(t.op)] = E.Buffer(buffer_names.fresh(t.name), t.shape, t.dtype)
+                root_allocs.append(buffers[id(t.op)])
+        for t in stage:  # the stage's outputs follow its internal allocations, as in FuseTIR
+            if id(t.op) not in buffers:
+                buffers[id(t.op)] = E.Buffer(_intermediate_name(t.name, root_allocs, buffer_names), t.shape, t.dtype)
+                root_allocs.append(buffers[id(t.op)])
+        for t in order:
+            if isinstance(t.op, ComputeOp):
+                stmts.append(_lower_compute(t, buffers, block_names, fuse_names.unique))
+        done |= {id(t.op) for t in order}
+
+    func_params: list[E.Var] = []
+    buffer_map: dict[E.Var, E.Buffer] = {}
+    for t in params:
+        buf = buffers[id(t.op)]
+        param = E.Var(buf.name, "handle")
+        func_params.append(param)
+        buffer_map[param] = buf
+    root = S.Block((), (), (), "root", S.seq(*stmts), None, tuple(root_allocs))
+    body = S.BlockRealize((), E.IntImm("bool", 1), root)
+    return PrimFunc(tuple(func_params), buffer_map, body, {"global_symbol": "main", "tir.noalias": True})
+
+
+def _intermediate_name(name: str, allocs: Sequence[E.Buffer], supply: _NameSupply) -> str:
+    """FuseTIR's `<name>_intermediate`, extended by `_1`, `_2` while an allocation has it."""
+    taken = {b.name for b in allocs}
+    candidate, n = name + "_intermediate", 0
+    while candidate in taken:
+        n += 1
+        candidate = f"{candidate}_{n}"
+    return supply.fresh(candidate)
+
+
+class _FuseTIRNames:
+    """FuseTIR's block-name deduplicator: a taken name loses its trailing digits and gets the
+    next free number (`T_add` -> `T_add1`, `T_add_1` -> `T_add_2`)."""
+
+    def __init__(self) -> None:
+        self.used: set[str] = set()
+
+    def unique(self, name: str) -> str:
+        if name not in self.used:
+            self.used.add(name)
+            return name
+        base = name.rstrip("0123456789")
+        counter = int(name[len(base):]) + 1 if len(base) < len(name) else 1
+        while f"{base}{counter}" in self.used:
+            counter += 1
+        self.used.add(f"{base}{counter}")
+        return f"{base}{counter}"
+
+
+def _lower_compute(tensor: Tensor, buffers: dict[int, E.Buffer], block_names: _NameSupply,
+                   rename: Callable[[str], str] | None = None) -> S.Stmt:
     op = tensor.op
     assert isinstance(op, ComputeOp)
     out = buffers[id(op)]
@@ -704,7 +816,8 @@ def _lower_compute(tensor: Tensor, buffers: dict[int, E.Buffer], block_names: _N
         body = S.BufferStore(out, simplify(lower.visit(op.body)), indices)
     reads, writes = infer_access_regions(body, init, ())
     annotations = {k: _annotation_value(v, buffers) for k, v in op.attrs.items()}
-    block = S.Block(tuple(iter_vars), reads, writes, block_names.fresh(op.name), body, init,
+    name = block_names.fresh(op.name)
+    block = S.Block(tuple(iter_vars), reads, writes, rename(name) if rename else name, body, init,
                     annotations=annotations)
     stmt: S.Stmt = S.BlockRealize(tuple(loop_vars), E.IntImm("bool", 1), block)
     for loop_var, iv in reversed(list(zip(loop_vars, iter_vars))):

@@ -81,7 +81,11 @@ class IntervalEvaluator:
         return Affine(None, rng[0]), Affine(None, rng[1])
 
     def _eval(self, expr: E.PrimExpr) -> tuple[Affine, Affine] | None:
-        if isinstance(expr, (E.FloorDiv, E.FloorMod, E.Div, E.Mod, E.Min, E.Max, E.Select, E.Call, E.Mul)):
+        # `x // 2 * 64` stays the atom `x // 2` scaled by 64 (the Mul rule below), so that its
+        # term sorts by 64 as TVM's canonical form sorts it
+        scaled_atom = isinstance(expr, E.Mul) and (type(expr.a) is E.IntImm or type(expr.b) is E.IntImm)
+        if not scaled_atom and isinstance(expr, (E.FloorDiv, E.FloorMod, E.Div, E.Mod, E.Min, E.Max, E.Select, E.Call,
+                                                 E.Mul)):
             point = self._fixed_point(expr)
             if point is not None:
                 return point, point

@@ -5,8 +5,8 @@ before 0.24, `GetSBlock` since; Split's `disable_predication` attribute since 0.
 parameters of its primitive in the order TVM's Python API takes them. Supporting a new kind
 means adding one entry here; the trace module and replay read the rules through `kind_of`.
 
-Kinds msdb cannot replay (Blockize, Tensorize and any kind it does not know) are still parsed,
-printed and written back unchanged; replaying them raises `ScheduleError`.
+Kinds msdb cannot replay (TransformLayout, ReIndex and any kind it does not know) are still
+parsed, printed and written back unchanged; replaying them raises `ScheduleError`.
 """
 
 from __future__ import annotations
@@ -152,6 +152,8 @@ _KINDS: tuple[InstructionKind, ...] = (
     _kind("RFactor", "rfactor", _LOOP, attr_param("factor_axis", "int"), outputs="b"),
     _kind("StorageAlign", "storage_align", _BLOCK,
           *(attr_param(k, "int") for k in ("buffer_index", "axis", "factor", "offset"))),
+    _kind("SetScope", "set_scope", _BLOCK, attr_param("buffer_index", "int"),
+          attr_param("storage_scope", "str", Form.STR)),
     _kind("SamplePerfectTile", "sample_perfect_tile", _LOOP, attr_param("n", "int"),
           attr_param("max_innermost_factor", "int"), decision_param(Form.LIST), outputs="v*",
           check_decision=_check_tile_decision, check_outputs=_tile_outputs, **_PURE),
@@ -161,11 +163,10 @@ _KINDS: tuple[InstructionKind, ...] = (
     _kind("SampleComputeLocation", "sample_compute_location", _BLOCK, decision_param(), outputs="l",
           check_decision=_check_location_decision, **_PURE),
     _kind("EnterPostproc", "enter_postproc", postproc=True),
-    # Seen in older CUDA logs: parsed, printed and written, never replayed.
     _kind("Blockize", "blockize", input_param("target"), attr_param("preserve_unit_iters", form=Form.BOOL),
-          outputs="b", replayable=False),
+          outputs="b"),
     _kind("Tensorize", "tensorize", _BLOCK_OR_LOOP, attr_param("tensor_intrin", form=Form.STR),
-          attr_param("preserve_unit_iters", form=Form.BOOL), replayable=False),
+          attr_param("preserve_unit_iters", form=Form.BOOL)),
 )
 
 

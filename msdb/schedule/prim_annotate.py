@@ -65,7 +65,8 @@ def _update_annotations(state: ScheduleState, func_name: str, target: Target,
 def storage_align(state: ScheduleState, func_name: str, block_name: str, buffer_index: int, axis: int, factor: int,
                   offset: int) -> int:
     """Record TVM's "buffer_dim_align" annotation `[buffer_index, axis, factor, offset]` on the
-    block (see `Schedule.storage_align`); returns the normalized axis."""
+    block (see `Schedule.storage_align`); returns the normalized axis. As TVM: the factor must
+    be positive and the buffer allocated by a block; any offset is taken as given."""
     blk = state.block(func_name, block_name)
     where = f"storage_align: block {block_name!r}"
     if not 0 <= buffer_index < len(blk.writes):
@@ -79,8 +80,11 @@ def storage_align(state: ScheduleState, func_name: str, block_name: str, buffer_
                             f"{blk.writes[buffer_index].buffer.name!r} of {ndim} dimension(s)")
     if factor <= 0:
         raise ScheduleError(f"{where}: factor must be positive, got {factor}")
-    if not 0 <= offset < factor:
-        raise ScheduleError(f"{where}: offset must be in [0, factor), got {offset} with factor {factor}")
+    buffer = blk.writes[buffer_index].buffer
+    if not any(any(b is buffer for b in node.alloc_buffers)
+               for node in [blk, *state.ancestors(func_name, blk)] if isinstance(node, S.Block)):
+        raise ScheduleError(f"{where}: buffer {buffer.name!r} is not allocated by a block (it is a function "
+                            "parameter or a match_buffer); only intermediate buffers can be aligned")
     entries = [list(e) for e in blk.annotations.get("buffer_dim_align", ())]
     entry = [buffer_index, axis, factor, offset]
     for i, e in enumerate(entries):

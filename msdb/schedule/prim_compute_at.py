@@ -23,6 +23,7 @@ from msdb.schedule._block_arith import (Affine, IntervalEvaluator, NumRange, as_
                                         covered_points, loop_bounds, plus_var, range_predicate, reduction_order_ok,
                                         unbound_loop_under_reduction, union_intervals)
 from msdb.schedule.state import ScheduleState
+from msdb.schedule.thread_scope import relaxes_under_thread
 
 __all__ = ["compute_at"]
 
@@ -113,16 +114,21 @@ def compute_at(state: ScheduleState, func_name: str, block_name: str, loop_var: 
     provided = block.reads if reverse else block.writes
     provided_ids = {id(r.buffer) for r in provided}
     required: dict[int, list[list[Interval]]] = {}
+    thread_loops = [] if reverse else _thread_loops_from(state, func_name, loop)
     for r in required_realizes:
         regions = r.block.writes if reverse else r.block.reads
         inner_loops = A.loops_above(state, func_name, r, below=loop)
-        relax, bounds = _relax_env(inner_loops, outer)
-        ev = IntervalEvaluator(relax, bounds)
+        evaluators: dict[str, IntervalEvaluator] = {}
         vmap = T.iter_var_map(r.block, r.iter_values)
         for region in regions:
             if id(region.buffer) not in provided_ids:
                 continue
-            required.setdefault(id(region.buffer), []).append(_relax_region(region, vmap, ev))
+            storage = region.buffer.scope
+            if storage not in evaluators:
+                shared = [lp for lp in thread_loops if lp.thread_binding is not None
+                          and relaxes_under_thread(storage, lp.thread_binding.thread_tag)]
+                evaluators[storage] = IntervalEvaluator(*_relax_env(inner_loops + shared, outer))
+            required.setdefault(id(region.buffer), []).append(_relax_region(region, vmap, evaluators[storage]))
 
     doms, bounds_of = _iter_domains(block, provided, required, outer, reverse, where)
 
@@ -273,6 +279,14 @@ def _check_predicate_regenerated(state: ScheduleState, func_name: str, realize: 
     if not implied_by_domains(realize.predicate, bindings, bounds):
         raise ScheduleError(f"{where}: the block's predicate does more than keep its iter vars inside their "
                             "domains, and moving the block would drop it")
+
+
+def _thread_loops_from(state: ScheduleState, func_name: str, loop: S.For) -> list[S.For]:
+    """The thread-bound loops from `loop` (inclusive) up to the function's root, across block
+    boundaries: where TVM's compute_at also relaxes a consumer's region for buffers the
+    threads of those loops share (`msdb.schedule.thread_scope`)."""
+    chain = [loop] + [anc for anc in state.ancestors(func_name, loop) if isinstance(anc, S.For)]
+    return [lp for lp in chain if lp.kind == S.ForKind.THREAD_BINDING]
 
 
 def _relax_env(inner_loops: list[S.For], outer: dict[E.Var, NumRange]

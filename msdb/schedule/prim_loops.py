@@ -19,8 +19,9 @@ from msdb.ir import stmt as S
 from msdb.ir.arith import Analyzer, simplify
 from msdb.ir.arith.fold import fold_binary
 from msdb.ir.dtype import bits as dtype_bits
-from msdb.ir.functor import IRMutator, free_vars
+from msdb.ir.functor import IRMutator, free_vars, substitute
 from msdb.schedule import analysis as A
+from msdb.schedule.iter_order import iter_map_order
 from msdb.schedule.state import ScheduleState
 
 __all__ = ["Factor", "split", "fuse", "reorder", "check_plain_loop"]
@@ -84,11 +85,13 @@ class _BindingRewriter(IRMutator):
     substitution, iter values are simplified with the ranges of every enclosing loop, and with
     `drop_unit_iters` (preserve_unit_iters=False) unit-extent loops are replaced by their min."""
 
-    def __init__(self, vmap: dict[E.Var, E.PrimExpr], analyzer: Analyzer, drop_unit_iters: bool) -> None:
+    def __init__(self, vmap: dict[E.Var, E.PrimExpr], analyzer: Analyzer, drop_unit_iters: bool,
+                 fused_sum: tuple[E.Var, E.PrimExpr] | None = None) -> None:
         super().__init__()
         self.vmap = vmap
         self.analyzer = analyzer
         self.drop_unit_iters = drop_unit_iters
+        self.fused_sum = fused_sum
 
     def visit_Var(self, node: E.Var) -> E.PrimExpr:
         return self.vmap.get(node, node)
@@ -116,8 +119,7 @@ class _BindingRewriter(IRMutator):
             # simplified when their own loops were made, and simplifying is idempotent (a third
             # of a replay went to re-simplifying bindings a split or fuse never touched);
             # dropping unit loops changes what every binding's loops are worth
-            simplified = tuple(self.analyzer.simplify(v) if v is not old or self.drop_unit_iters else v
-                               for v, old in zip(values, node.iter_values))
+            simplified = tuple(self._simplify_binding(v, old) for v, old in zip(values, node.iter_values))
             if any(a is not b for a, b in zip(simplified, values)):
                 values = simplified
             # A block with iter vars is isolated (TVM's well-formedness rule): nothing inside
@@ -129,6 +131,52 @@ class _BindingRewriter(IRMutator):
         if values is node.iter_values and pred is node.predicate and block is node.block:
             return node
         return S.BlockRealize(values, pred, block)
+
+    def _simplify_binding(self, value: E.PrimExpr, old: E.PrimExpr) -> E.PrimExpr:
+        if self.fused_sum is not None and not self.drop_unit_iters:
+            var, total = self.fused_sum
+            if _only_under_div_mod(old, var, False):
+                # TVM's IterMapSimplify fuses the split loops back into one iterator under a
+                # floordiv/floormod and prints that iterator as the sum of its loops:
+                # `(f_0 * 32 + f_1) // 8`, never `f_0 * 4 + f_1 // 8`
+                return substitute(old, {var: total})
+        if value is not old or self.drop_unit_iters:
+            return iter_map_order(self.analyzer.simplify(value), self.analyzer)
+        return value
+
+
+def _only_under_div_mod(expr: E.PrimExpr, var: E.Var, under: bool) -> bool:
+    """Whether `var` occurs in `expr`, and only inside the dividend of a floordiv/floormod by a
+    constant, reached through sums and constant products."""
+    if expr is var:
+        return under
+    if type(expr) in (E.FloorDiv, E.FloorMod):
+        assert isinstance(expr, (E.FloorDiv, E.FloorMod))
+        if type(expr.b) is not E.IntImm or var in free_vars(expr.b):
+            return False
+        return var in free_vars(expr.a) and _only_under_div_mod(expr.a, var, True)
+    if type(expr) in (E.Add, E.Sub, E.Mul):
+        assert isinstance(expr, (E.Add, E.Sub, E.Mul))
+        parts = [p for p in (expr.a, expr.b) if var in free_vars(p)]
+        return bool(parts) and all(_only_under_div_mod(p, var, under) for p in parts)
+    return False
+
+
+def _fused_sum(new_vars: list[E.Var], factors: list[E.PrimExpr]) -> E.PrimExpr | None:
+    """`v_0 * (f_1 * ... * f_n) + ... + v_n`: the split loops as one fused iterator, the way
+    TVM's iter-map normal form prints it (None for symbolic factors)."""
+    consts = [E.const_int(f) for f in factors]
+    if any(c is None for c in consts):
+        return None
+    total: E.PrimExpr | None = None
+    for i, var in enumerate(new_vars):
+        scale = 1
+        for c in consts[i + 1:]:
+            assert c is not None
+            scale *= c
+        term: E.PrimExpr = var if scale == 1 else E.Mul(var, E.IntImm(var.dtype, scale), var.dtype)
+        total = term if total is None else E.Add(total, term, var.dtype)
+    return total
 
 
 def _append_predicate(node: S.Stmt, pred: E.PrimExpr) -> S.Stmt:
@@ -152,10 +200,14 @@ def _append_predicate(node: S.Stmt, pred: E.PrimExpr) -> S.Stmt:
 
 
 def _rewrite_loop_body(body: S.Stmt, outer: list[S.For], vmap: dict[E.Var, E.PrimExpr],
-                       new_ranges: list[tuple[E.Var, E.PrimExpr, E.PrimExpr]], preserve_unit_iters: bool) -> S.Stmt:
+                       new_ranges: list[tuple[E.Var, E.PrimExpr, E.PrimExpr]], preserve_unit_iters: bool,
+                       fused_sum: tuple[E.Var, E.PrimExpr] | None = None) -> S.Stmt:
     """Substitute `vmap` in `body` and re-simplify the bindings of its blocks, knowing the
-    ranges of the loops outside (`outer`) and of the loops being created (`new_ranges`)."""
-    rewriter = _BindingRewriter(vmap, Analyzer(order="binding"), drop_unit_iters=not preserve_unit_iters)
+    ranges of the loops outside (`outer`) and of the loops being created (`new_ranges`).
+    `fused_sum` (a split's loop var and its loops as one sum) keeps that sum whole where a
+    binding divides the split loop."""
+    rewriter = _BindingRewriter(vmap, Analyzer(order="binding"), drop_unit_iters=not preserve_unit_iters,
+                                fused_sum=fused_sum)
     for loop in outer:
         rewriter.enter_loop(loop.loop_var, loop.min, loop.extent)
     for var, lo, ext in new_ranges:
@@ -245,8 +297,10 @@ def split(state: ScheduleState, func_name: str, loop_var: E.Var, factors: Sequen
     for var, factor in zip(new_vars, final):
         check.bind(var, E.Range(_int_const(0, dtype), factor))
     predicate = E.LT(subst, old.extent, "bool")
+    whole = _fused_sum(new_vars, final) if dtype == old.loop_var.dtype else None
     body = _rewrite_loop_body(old.body, outer, {old.loop_var: subst},
-                              [(v, _int_const(0, dtype), f) for v, f in zip(new_vars, final)], preserve_unit_iters)
+                              [(v, _int_const(0, dtype), f) for v, f in zip(new_vars, final)], preserve_unit_iters,
+                              None if whole is None else (old.loop_var, whole))
     if not disable_predication and not check.can_prove(predicate):
         body = _append_predicate(body, predicate)
     new_stmt: S.Stmt = body

@@ -24,6 +24,7 @@ from msdb.ir import expr as E
 from msdb.ir.function import IRModule, PrimFunc
 from msdb.schedule import (
     prim_annotate,
+    prim_blockize,
     prim_cache,
     prim_compute_at,
     prim_for_kind,
@@ -32,6 +33,8 @@ from msdb.schedule import (
     prim_loops,
     prim_reduction,
     prim_sampling,
+    prim_set_scope,
+    prim_tensorize,
 )
 from msdb.schedule.instruction import Instruction
 from msdb.schedule.rv import INLINE_MARK, ROOT_MARK, RV, BlockRV, ExprRV, LoopRV, LoopTarget
@@ -465,6 +468,65 @@ class Schedule:
             buffer_index, axis, factor, offset = (_index(buffer_index), _index(axis), _index(factor), _index(offset))
             axis = prim_annotate.storage_align(self._state, self._func_name, name, buffer_index, axis, factor, offset)
             self._record("StorageAlign", [block], [buffer_index, axis, factor, offset], [])
+
+    def set_scope(self, block: BlockRV, buffer_index: int, storage_scope: str) -> None:
+        """Move the block's `buffer_index`-th written buffer to storage `storage_scope`
+        ("shared", "local", ...) everywhere it is used.
+
+        Requires: the buffer is allocated by a block (not a function parameter) and the scope
+        is one TVM knows. Setting the scope the buffer already has changes nothing.
+
+        Before: `T_softmax_maxelem = T.alloc_buffer((256,))`;
+        `sch.set_scope(b, 0, "shared")`; after:
+        `T_softmax_maxelem_shared = T.alloc_buffer((256,), scope="shared")` (same name).
+        """
+        with self._atomic():
+            index = _index(buffer_index)
+            prim_set_scope.set_scope(self._state, self._func_name, self._block_name(block), index, str(storage_scope))
+            self._record("SetScope", [block], [index, str(storage_scope)], [])
+
+    def blockize(self, target: LoopRV, preserve_unit_iters: bool = True) -> BlockRV:
+        """Wrap the loop, the loops under it and the one block they hold into a new block
+        `<name>_o` whose iter vars are the outer parts of the block's bindings; the block
+        keeps the inner parts (see `msdb.schedule.prim_blockize`).
+
+        Requires: the loop holds exactly one block, without a predicate, whose bindings
+        divide at the loop (`outer * inner_extent + inner`). A reduction's init moves to the
+        outer block as `<name>_init`.
+
+        Before: `for k_0, k_1 in T.grid(256, 4): C[i, j] += A[i, k_0 * 4 + k_1] ...`;
+        `sch.blockize(k_1)`; after: a block `C_o` (v_k_o bound to k_0) holding `for k_1 in
+        range(4)` and the block `C` (v_k_i bound to k_1) reading `A[v_i_o, v_k_o * 4 + v_k_i]`.
+        Returns the new outer block.
+        """
+        with self._atomic():
+            if not isinstance(target, LoopRV):
+                raise ScheduleError(f"blockize: msdb blockizes a loop, got {type(target).__name__}")
+            name = prim_blockize.blockize(self._state, self._func_name, self._loop_var(target),
+                                          bool(preserve_unit_iters))
+            rv = self._new_block_rv(name)
+            self._record("Blockize", [target], [bool(preserve_unit_iters)], [rv])
+        return rv
+
+    def tensorize(self, block_or_loop: BlockRV | LoopRV, tensor_intrin: str, preserve_unit_iters: bool = True) -> None:
+        """Replace the computation of a block (a loop is blockized first) by the
+        implementation of the tensor intrinsic registered as `tensor_intrin`
+        (`msdb.schedule.tensor_intrin`), after checking that the block computes what the
+        intrinsic's description computes.
+
+        Requires: the block's body matches the description (same loops, same arithmetic, the
+        description's buffers mapped onto regions of the block's buffers). The block keeps
+        its iter vars, reads and writes; its body becomes the implementation's, with one
+        `T.match_buffer` per implementation buffer over the region it maps onto.
+        """
+        with self._atomic():
+            if isinstance(block_or_loop, LoopRV):
+                name = prim_blockize.blockize(self._state, self._func_name, self._loop_var(block_or_loop),
+                                              bool(preserve_unit_iters))
+            else:
+                name = self._block_name(block_or_loop)
+            prim_tensorize.tensorize(self._state, self._func_name, name, str(tensor_intrin))
+            self._record("Tensorize", [block_or_loop], [str(tensor_intrin), bool(preserve_unit_iters)], [])
 
     # =========================================================================================
     # Caching

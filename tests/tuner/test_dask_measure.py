@@ -1,7 +1,8 @@
 """Measurement on a Dask cluster (docs/architecture.md, "Tuner"): a real `LocalCluster` with two
 worker processes, each with one thread and the `measure` resource; no mocks. A small GMM is
 tuned through `DaskBuilder` / `DaskRunner` into a database, a worker killed mid-measurement is a
-failed record while tuning goes on, and `msdb tune --cluster` tunes on the cluster."""
+failed record while tuning goes on, a kernel that hangs is a failed record and its worker is
+restarted, and `msdb tune --cluster` tunes on the cluster."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import threading
 import time
 from typing import Any, Iterator
 
+import dask
 import distributed  # in the `test` extra: these tests run in CI, never skip
 import pytest
 from click.testing import CliRunner
@@ -31,15 +33,19 @@ TARGET = "llvm -num-cores=1"
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Any]:
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, resources={"measure": 1},
-                                  dashboard_address=":0") as local:
+    # A LocalCluster closes the nanny of a worker that stays away past lost-worker-timeout (15 s);
+    # a hung worker's restart (the nanny's kill timeout, then a fresh process) may take longer on
+    # a loaded machine. Workers started by `dask worker` have no such timeout.
+    with dask.config.set({"distributed.deploy.lost-worker-timeout": "300s"}), \
+            distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, resources={"measure": 1},
+                                     dashboard_address=":0") as local:
         yield local
 
 
 @pytest.fixture
 def client(cluster: Any) -> Iterator[Any]:
     with distributed.Client(cluster) as c:
-        c.wait_for_workers(2, timeout=60)
+        c.wait_for_workers(2, timeout=180)
         yield c
 
 
@@ -105,7 +111,7 @@ def test_a_worker_killed_in_a_separate_run_task_fails_that_candidate(client: Any
     assert killed, "no measurement was seen in flight"
     assert sum(not r.ok for r in results) == 1, results
     assert any(f"worker {killed[0]} died while processing the candidate" in (r.error_msg or "") for r in results)
-    client.wait_for_workers(2, timeout=60)  # the nanny brings the worker back for the next test
+    client.wait_for_workers(2, timeout=180)  # the nanny brings the worker back for the next test
 
 
 def test_a_worker_killed_mid_measurement_is_a_failed_record(client: Any) -> None:
@@ -124,7 +130,7 @@ def test_a_worker_killed_mid_measurement_is_a_failed_record(client: Any) -> None
     assert len(failed) == 1
     assert len(errors) == 1 and f"worker {killed[0]} died while processing the candidate" in errors[0], errors
     assert [r for r in records if r.run_secs[0] < FAILED_RUN_SECS]
-    client.wait_for_workers(2, timeout=60)  # the nanny brings the worker back for the next test
+    client.wait_for_workers(2, timeout=180)  # the nanny brings the worker back for the next test
 
 
 def test_a_candidate_past_its_timeout_is_a_failed_result(client: Any) -> None:
@@ -134,8 +140,61 @@ def test_a_candidate_past_its_timeout_is_a_failed_result(client: Any) -> None:
         built = builder.build([BuilderInput(mod, TARGET)])
         started = time.monotonic()
         results = runner.run([RunnerInput(built[0].artifact_path)])
-    assert time.monotonic() - started < 1.4  # the tuner does not wait for the candidate
+        assert time.monotonic() - started < 1.4  # the tuner does not wait for the candidate
+    # closing the runner waited for the timed-out worker's restart: both workers measure again
+    client.wait_for_workers(2, timeout=180)
     assert not results[0].ok and "timeout after 0.5s" in (results[0].error_msg or "")
+
+
+def _hanging_module() -> Any:
+    """A kernel that hangs for real: C[i] += A[i] for 4096 floats over two reduction loops of
+    2**15 each (4.4e12 additions, hours on one core: no compiler folds a float sum into a
+    formula); every loop and every fusion of loops a schedule may make fits in int32."""
+    from msdb.ir import te
+    from msdb.ir.function import IRModule
+
+    a = te.placeholder((4096,), name="A")
+    k1, k2 = te.reduce_axis((0, 1 << 15), name="k1"), te.reduce_axis((0, 1 << 15), name="k2")
+    c = te.compute((4096,), lambda i: te.sum(a[i] * 1.0, axis=[k1, k2]), name="C")
+    return IRModule.from_func(te.create_prim_func([a, c]))
+
+
+@pytest.mark.slow
+def test_a_hung_candidate_fails_and_its_worker_is_restarted(client: Any) -> None:
+    """The hung kernel's worker is restarted (a fresh process: the hung thread cannot be
+    stopped); the other candidates of the round are measured meanwhile, and afterwards both
+    workers measure again."""
+    pids_before = client.run(os.getpid)
+    with DaskBuilder(client) as builder, DaskRunner(client, timeout_sec=10.0, number=1, min_repeat_ms=5,
+                                                     num_threads=1) as runner:
+        built = builder.build([BuilderInput(_hanging_module(), TARGET)] +
+                              [BuilderInput(zoo.build("GMM", 1, 16, 16, 16), TARGET)] * 3)
+        assert all(b.ok for b in built), built
+        results = runner.run([RunnerInput(b.artifact_path) for b in built])
+        assert not results[0].ok and "timeout after 10s" in (results[0].error_msg or "")
+        hung = (results[0].error_msg or "").rsplit(" on ", 1)[1]
+        assert [r.ok for r in results[1:]] == [True, True, True], results
+        assert runner.wait_for_restarts(180)
+        client.wait_for_workers(2, timeout=180)
+        pids_after = client.run(os.getpid)
+        assert pids_before[hung] not in pids_after.values()  # the hung process is gone
+        assert len(pids_after) == 2
+        again = runner.run([RunnerInput(b.artifact_path) for b in built[1:3]])
+        assert [r.ok for r in again] == [True, True], again
+
+
+@pytest.mark.slow
+def test_tuning_a_workload_whose_kernels_hang_finishes_with_failed_records(client: Any) -> None:
+    db = MemoryDatabase()
+    with DaskBuilder(client, timeout_sec=10.0) as builder, DaskRunner(client, timeout_sec=2.0, number=1,
+                                                                      num_threads=1) as runner:
+        result = tune_tir(_hanging_module(), TARGET, db, 3, 3, builder=builder, runner=runner, seed=0,
+                          strategy="replay-trace", cost_model="random", check_best=False)
+        assert runner.wait_for_restarts(180)
+    records = _records(db)
+    assert len(records) == 3 and result.tasks[0].trials == 3  # every candidate committed, tuning finished
+    assert all(list(r.run_secs) == [FAILED_RUN_SECS] for r in records)
+    client.wait_for_workers(2, timeout=180)  # restarted: the next test measures on both
 
 
 def test_a_cluster_without_measuring_workers_is_refused() -> None:

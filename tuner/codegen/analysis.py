@@ -16,6 +16,7 @@ from typing import Any, Callable
 from msdb.ir import expr as E
 from msdb.ir import stmt as S
 from msdb.ir.functor import IRVisitor, post_order_visit
+from msdb.ir.dtype import is_int
 
 __all__ = [
     "Allocate", "flat_index", "buffer_strides", "static_shape", "allocation_elements", "vars_in", "stmt_children",
@@ -167,6 +168,33 @@ def expr_info(e: E.PrimExpr) -> tuple[bool, frozenset]:
 
     walk(e, visit)
     return not impure, frozenset(used)
+
+
+def speculatable(exprs: Any) -> bool:
+    """Whether expressions may be evaluated when their value is not used (the untaken arm of an
+    `if_then_else`), provided that each load reads a valid address instead of its own when the
+    arm is not taken (`emit._Emitter.load` under `FnState.guard`): no external calls, no
+    integer division by a non-constant, zero or -1 (they trap), and every loaded buffer has a
+    static, non-empty shape (so that its first element exists)."""
+    ok = [True]
+
+    def visit(node: Any) -> None:
+        if not ok[0]:
+            return
+        if isinstance(node, E.Call) and node.op in EXTERN_CALLS:
+            ok[0] = False
+        elif isinstance(node, (E.Div, E.Mod, E.FloorDiv, E.FloorMod)):
+            if is_int(node.dtype) and E.const_int(node.b) in (None, 0, -1):  # x / -1 traps on INT_MIN
+                ok[0] = False
+        elif isinstance(node, E.BufferLoad):
+            try:
+                ok[0] = allocation_elements(node.buffer) > 0
+            except Exception:  # symbolic shape: not speculated
+                ok[0] = False
+
+    for e in exprs:
+        post_order_visit(e, visit)
+    return ok[0]
 
 
 def walk(node: Any, fn: Callable[[Any], None]) -> None:

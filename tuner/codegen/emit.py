@@ -16,12 +16,14 @@ How loop kinds become code:
   constant (small bodies), else a loop carrying `llvm.loop.unroll.full`.
 * vectorized: when the body is vectorizable (`vectorize.VectorPlan`: stores contiguous or
   lane-invariant, no cross-lane dependence) the loop becomes straight-line `<N x T>` code:
-  contiguous accesses are vector loads/stores, lane-invariant ones scalars broadcast, others
-  `llvm.masked.gather`. Lane-dependent conditions (split predicates, padding) become masks
-  (masked loads/stores, no branches); extents that are not a power of two are padded with
-  masked-off lanes, extents above 64 run as 16-lane chunks. A body that is not vectorizable is
-  scalarized into a serial loop (with `llvm.loop.vectorize.enable`, so LLVM may still
-  vectorize it when it can prove it legal), as TVM scalarizes.
+  contiguous accesses are vector loads/stores, lane-invariant ones scalars broadcast, small
+  strides (2-4) one wide load and a shufflevector, others scalar loads or `llvm.masked.gather`.
+  Lane-dependent conditions (split predicates, padding) become masks (masked loads/stores, no
+  branches); extents that are not a power of two are padded with masked-off lanes (or, with
+  `EmitOptions.exact_lanes`, vectors of exactly that length), extents above 64 run as 16-lane
+  chunks and a tail. A body that is not vectorizable is scalarized into a serial loop (with
+  `llvm.loop.vectorize.enable`, so LLVM may still vectorize it when it can prove it legal), as
+  TVM scalarizes.
 * parallel: the loop is outlined into `f_parN(ptr noalias bufs..., scalars..., begin, end)` and a
   trampoline `f_parN_entry(ptr closure)` that takes this thread's static chunk
   (omp_get_thread_num / omp_get_num_threads); the parent calls libgomp's `GOMP_parallel`.
@@ -65,6 +67,9 @@ MAX_LANES = 64
 STACK_BUDGET = 512 * 1024
 #: Strided vector loads become this many scalar loads per function at most (then gathers).
 GATHER_LANE_BUDGET = 1024
+#: Vector loads with a lane stride up to this are one wide load and a shuffle; wider strides
+#: (a column of a row-major matrix) are scalar loads.
+MAX_LOAD_STRIDE = 4
 #: An explicitly unrolled loop may replicate at most this many statements.
 UNROLL_STMT_LIMIT = 2048
 
@@ -76,6 +81,10 @@ class EmitOptions:
     fast_math: tuple[str, ...] = ("contract",)
     max_lanes: int = MAX_LANES
     gather_lane_budget: int = GATHER_LANE_BUDGET
+    max_load_stride: int = MAX_LOAD_STRIDE
+    #: vectorized extents that are not a power of two as vectors of exactly that length
+    #: instead of padded, masked ones (see `_Emitter.vector_loop` for why it is off)
+    exact_lanes: bool = False
     unroll_limit: int = UNROLL_STMT_LIMIT
     stack_budget: int = STACK_BUDGET
 
@@ -112,6 +121,7 @@ class _Emitter(ExprEmitter):
         self._flat: dict[int, E.PrimExpr] = {}
         self._plans: dict[int, str | None] = {}
         self._info: dict[int, tuple[bool, frozenset]] = {}
+        self._speculatable: dict[int, bool] = {}
         self._strides: dict[tuple[int, E.Var], int | None] = {}
         self._par_count = 0
         self._loop_md_count = 0
@@ -465,36 +475,39 @@ class _Emitter(ExprEmitter):
         if reason is not None:
             logger.debug("scalarizing vectorized loop %s: %s", s.loop_var.name, reason)
             return False
-        # Lane counts: the extent itself when it is a power of two up to max_lanes; otherwise
+        # Lane counts: a power-of-two extent up to max_lanes is one vector; another extent is
         # padded (next power of two up to 16, else a multiple of 16) with the extra lanes masked
-        # off, so that odd extents (43, 7, ...) and predicated bodies get legal vector widths;
-        # beyond max_lanes, a loop over 16-lane chunks with a masked tail chunk.
+        # off, or with `exact_lanes` a vector of exactly that length (LLVM legalizes <7 x float>:
+        # no masks, but x86 instruction selection splits its loads into 4 + 2 + 1 elements and
+        # inserts; measured on ResNet-18's default-schedule convs, AVX-512: 14 wide 8% faster,
+        # 7 wide 11% and 28 wide 2.5x slower, so it is off); beyond max_lanes, a loop over
+        # 16-lane chunks and a tail.
         max_lanes = self.options.max_lanes
-        if ext <= max_lanes and ext & (ext - 1) == 0:
+        if ext <= max_lanes and (self.options.exact_lanes or ext & (ext - 1) == 0):
             lanes, chunks, tail = ext, 1, 0
         elif ext <= max_lanes:
             lanes = 1 << (ext - 1).bit_length() if ext <= 16 else (ext + 15) // 16 * 16
-            chunks, tail = 0, ext
+            chunks, tail = 1, 0
         else:
             lanes = 16
             chunks, tail = ext // 16, ext % 16
         ty = scalar_type(s.loop_var.dtype)
         lo = self.cast_value(fn, self.expr(fn, s.min), s.min.dtype, s.loop_var.dtype)
-        lane_ids = const(ir.VectorType(ty, lanes), list(range(lanes)))
         fn.ranges[s.loop_var] = E.Range(s.min, s.extent)
 
-        def one(base: ir.Value, active: int) -> None:
-            vector = fn.builder.add(self.splat(fn, base, lanes), lane_ids)
-            mask = None if active == lanes else const(ir.VectorType(I1, lanes), [int(k < active) for k in range(lanes)])
-            fn.vec = VecState(s.loop_var, lanes, base, vector, mask=mask)
+        def one(base: ir.Value, width: int, active: int) -> None:
+            lane_ids = const(ir.VectorType(ty, width), list(range(width)))
+            vector = fn.builder.add(self.splat(fn, base, width), lane_ids)
+            mask = None if active == width else const(ir.VectorType(I1, width), [int(k < active) for k in range(width)])
+            fn.vec = VecState(s.loop_var, width, base, vector, mask=mask, active=active)
             try:
                 self.stmt(fn, s.body)
             finally:
                 fn.vec = None
 
         try:
-            if chunks == 1 and not tail:
-                one(lo, lanes)
+            if chunks == 1:
+                one(lo, lanes, min(lanes, ext))
             if chunks > 1:
                 chunk_var = E.Var(s.loop_var.name + "_chunk", s.loop_var.dtype)
 
@@ -502,12 +515,15 @@ class _Emitter(ExprEmitter):
                     c = fn.env[chunk_var]
                     base = self.int_op(fn, "add", lo, self.int_op(fn, "mul", c, ir.Constant(ty, lanes), s.loop_var.dtype),
                                        s.loop_var.dtype)
-                    one(base, lanes)
+                    one(base, lanes, lanes)
 
                 self.counted_loop(fn, chunk_var, ir.Constant(ty, 0), ir.Constant(ty, chunks), ty, True, body, None)
             if tail:
                 base = self.int_op(fn, "add", lo, ir.Constant(ty, chunks * lanes), s.loop_var.dtype)
-                one(base, tail)
+                if self.options.exact_lanes:
+                    one(base, tail, tail)
+                else:  # a padded chunk, its extra lanes masked off
+                    one(base, lanes, tail)
         finally:
             fn.ranges.pop(s.loop_var, None)
         return True
@@ -690,6 +706,8 @@ class _Emitter(ExprEmitter):
             # only if some lane is active (the scalar loop would not have run it otherwise).
             b = fn.builder
             lanes = vec.lanes
+            if stride is not None and not vec.predicated and 2 <= abs(stride) <= self.options.max_load_stride:
+                return self.from_memory(fn, self.strided_load(fn, buf, flat, stride, lanes, vec.active), buf.dtype)
             if stride is not None and not masked and fn.gather_lanes + lanes <= self.options.gather_lane_budget:
                 # strided, all lanes on: scalar loads at constant offsets from lane 0's address,
                 # which LLVM folds into addressing modes (its own scalarization of the gather
@@ -723,8 +741,45 @@ class _Emitter(ExprEmitter):
                                                                    ir.Constant(vt, None if masked else ir.Undefined)])
             return self.from_memory(fn, value, buf.dtype)
         ptr = self.address(fn, buf, flat)
+        if fn.guard is not None:  # a speculated arm: an untaken arm's address may be out of bounds
+            ptr = fn.builder.select(fn.guard, ptr, fn.buffers[buf])
         value = fn.builder.load(ptr, typ=mt, align=align)
         return self.from_memory(fn, value, buf.dtype)
+
+    def strided_load(self, fn: FnState, buf: E.Buffer, flat: E.PrimExpr, stride: int, lanes: int,
+                     active: int) -> ir.Value:
+        """A vector of `lanes` elements `stride` apart, lanes `active` and above padding: one
+        contiguous load of the span from the lowest active lane's element to the highest's,
+        then a shufflevector that picks every `stride`-th (a stride-2 conv's input row). The
+        span lies between two elements the loop reads anyway, so it is inside the buffer; with
+        padding lanes the load is masked to that span. It replaces a scalar load and an
+        insertelement per lane (issue 12: stride-2 convolutions ran 3-6x onnxruntime)."""
+        mt = memory_type(buf.dtype)
+        b = fn.builder
+        vec = fn.vec
+        assert vec is not None
+        vec.lane0 = True
+        try:
+            ptr0 = self.address(fn, buf, flat)
+        finally:
+            vec.lane0 = False
+        span = (lanes - 1) * abs(stride) + 1
+        if stride > 0:
+            start, picks = ptr0, [lane * stride for lane in range(lanes)]
+        else:  # lane 0 is the highest address
+            start = b.gep(ptr0, [const(I64, (lanes - 1) * stride)], inbounds=True, source_etype=mt)
+            picks = [(lanes - 1 - lane) * -stride for lane in range(lanes)]
+        wide_t = ir.VectorType(mt, span)
+        align = elem_bytes(buf.dtype)
+        if active < lanes:  # only the active lanes' span: [0, used) from lane 0, or its mirror
+            used = (active - 1) * abs(stride) + 1
+            on = [int(j < used) if stride > 0 else int(j >= span - used) for j in range(span)]
+            mask = const(ir.VectorType(I1, span), on)
+            wide = b.call(self._masked_intrinsic("load", wide_t),
+                          [start, const(I32, align), mask, ir.Constant(wide_t, None)])
+        else:
+            wide = b.load(start, typ=wide_t, align=align)
+        return b.shuffle_vector(wide, ir.Constant(wide_t, ir.Undefined), const(ir.VectorType(I32, lanes), picks))
 
     # =========================================================================================
     # Expressions

@@ -13,7 +13,7 @@ import llvmlite.ir as ir
 from msdb.ir import expr as E
 from msdb.ir.arith.limits import wrap
 from msdb.ir.dtype import is_float, is_int
-from msdb.tuner.codegen.analysis import EXTERN_CALLS, expr_info, has_load
+from msdb.tuner.codegen.analysis import EXTERN_CALLS, expr_info, has_load, speculatable
 from msdb.tuner.codegen.errors import CodegenError
 from msdb.tuner.codegen.state import FnState
 from msdb.tuner.codegen.types import (
@@ -33,11 +33,12 @@ _LIBM_BINARY = frozenset(["atan2", "hypot", "fmod", "nextafter"])
 
 
 class ExprEmitter:
-    """Mixin of `emit._Emitter`: needs `flags`, `_info`, `_keep`, `_declare`, `_intrinsic`,
-    `bound` and `load` from it."""
+    """Mixin of `emit._Emitter`: needs `flags`, `_info`, `_speculatable`, `_keep`, `_declare`,
+    `_intrinsic`, `bound` and `load` from it."""
 
     flags: tuple[str, ...]
     _info: dict[int, tuple[bool, frozenset]]
+    _speculatable: dict[int, bool]
     _keep: list[Any]
 
     # provided by `emit._Emitter`
@@ -481,6 +482,34 @@ class ExprEmitter:
             out = bld.insert_element(out, bld.call(decl, lane_vals), idx)
         return out
 
+    def arms_speculatable(self, e: E.Call) -> bool:
+        """`analysis.speculatable` of an if_then_else's arms, cached per node (unrolled code
+        emits the same node many times)."""
+        hit = self._speculatable.get(id(e))
+        if hit is None:
+            hit = self._speculatable[id(e)] = speculatable(e.args[1:])
+            self._keep.append(e)
+        return hit
+
+    def speculated_if_then_else(self, fn: FnState, e: E.Call, c: ir.Value) -> ir.Value:
+        """Both arms evaluated and a select, no branch: each load of an arm reads its address
+        only when the arm is taken (`FnState.guard`), else the buffer's first element. Padding
+        inlined into a convolution is an `if_then_else` per input read; as branches, a heavily
+        unrolled conv had hundreds of blocks, each recomputing its address arithmetic, and
+        LLVM's GVN and loop vectorizer spent seconds on them (issue 12's compile budget)."""
+        _, t_e, f_e = e.args
+        outer = fn.guard
+        bld = fn.builder
+        try:
+            fn.guard = c if outer is None else bld.and_(outer, c)
+            tv = self.cast_value(fn, self.expr(fn, t_e), t_e.dtype, e.dtype)
+            inverse = bld.xor(c, self.const_like(c, 1))
+            fn.guard = inverse if outer is None else bld.and_(outer, inverse)
+            fv = self.cast_value(fn, self.expr(fn, f_e), f_e.dtype, e.dtype)
+        finally:
+            fn.guard = outer
+        return self.select(fn, c, tv, fv)
+
     def if_then_else(self, fn: FnState, e: E.Call) -> ir.Value:
         """Lazy: only the taken arm is evaluated (it may hold an access that is out of bounds
         when the condition is false, like padding), except lane-dependent conditions in vector
@@ -509,6 +538,8 @@ class ExprEmitter:
             tv = self.cast_value(fn, self.expr(fn, t_e), t_e.dtype, e.dtype)
             fv = self.cast_value(fn, self.expr(fn, f_e), f_e.dtype, e.dtype)
             return self.select(fn, c, tv, fv)
+        if fn.vec is None and self.arms_speculatable(e):
+            return self.speculated_if_then_else(fn, e, c)
         bld = fn.builder
         then_bb = fn.fn.append_basic_block("ite_then")
         else_bb = fn.fn.append_basic_block("ite_else")

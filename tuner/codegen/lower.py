@@ -172,7 +172,9 @@ class _BlockLowering:
     predicate as an `if`, and the init under `if all reduce vars are at their minimum` (TVM's
     LowerInitBlock rule). Loops of extent 1 disappear (their var becomes the loop min)."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep_threads: bool = False) -> None:
+        #: GPU lowering keeps thread-bound loops (even of extent 1: they fix launch extents)
+        self.keep_threads = keep_threads
         self.allocs: list[E.Buffer] = []
         #: storage_align requests (block annotation "buffer_dim_align"): buffer name -> axis ->
         #: (factor, offset)
@@ -225,7 +227,8 @@ class _BlockLowering:
     def loop(self, s: S.For) -> S.Stmt:
         lo = self.simplify(self.sub(s.min))
         ext = self.simplify(self.sub(s.extent))
-        if _is_const(ext, 1) and not any(k.startswith("pragma_") for k in s.annotations):
+        bound = self.keep_threads and s.kind == S.ForKind.THREAD_BINDING
+        if _is_const(ext, 1) and not bound and not any(k.startswith("pragma_") for k in s.annotations):
             self.unit[s.loop_var] = lo
             try:
                 return self.stmt(s.body)
@@ -240,6 +243,8 @@ class _BlockLowering:
             del self.ranges[s.loop_var]
         if body is NOOP:
             return NOOP
+        if bound:
+            return S.For(s.loop_var, lo, ext, s.kind, body, s.thread_binding, s.annotations)
         kind = S.ForKind.SERIAL if s.kind == S.ForKind.THREAD_BINDING else s.kind
         return S.For(s.loop_var, lo, ext, kind, body, None, s.annotations)
 
@@ -442,9 +447,13 @@ class _LoopRanges(IRVisitor):
         super().__init__()
         self.ranges: dict[E.Var, E.Range] = {}
         self.lets: set[E.Var] = set()
+        self.threads: dict[E.Var, str] = {}  # thread-bound loop var -> thread tag
 
     def visit_For(self, node: S.For) -> None:
         self.ranges[node.loop_var] = E.Range(node.min, node.extent)
+        tag = _thread_tag(node)
+        if tag is not None:
+            self.threads[node.loop_var] = tag
         self.visit(node.body)
 
     def visit_LetStmt(self, node: S.LetStmt) -> None:
@@ -554,7 +563,32 @@ class _Compactor(IRMutator):
         return node if body is node.body else Allocate(node.buffer, body)
 
 
+#: Whether an allocation of this buffer is shared by the threads of this thread tag (TVM's
+#: CanRelaxStorageUnderThread): None on the CPU, where there are no thread-bound loops.
+RelaxThread = Callable[[E.Buffer, str], bool]
+
+
+def _thread_tag(loop: S.For) -> str | None:
+    if loop.kind == S.ForKind.THREAD_BINDING and loop.thread_binding is not None:
+        return loop.thread_binding.thread_tag
+    return None
+
+
 class _CompactPass(IRMutator):
+    def __init__(self, relax_thread: RelaxThread | None = None) -> None:
+        super().__init__()
+        self.relax_thread = relax_thread
+        self.enclosing: list[S.For] = []  # thread-bound loops around the current statement
+
+    def visit_For(self, node: S.For) -> S.Stmt:
+        if self.relax_thread is None or _thread_tag(node) is None:
+            return super().visit_For(node)
+        self.enclosing.append(node)
+        try:
+            return super().visit_For(node)
+        finally:
+            self.enclosing.pop()
+
     def visit_Allocate(self, node: Allocate) -> S.Stmt:
         body = self.visit(node.body)
         buf = node.buffer
@@ -564,6 +598,16 @@ class _CompactPass(IRMutator):
         loops = _LoopRanges()
         loops.visit(body)
         inner = set(loops.ranges) | loops.lets
+        if self.relax_thread is not None:
+            # GPU: a thread-bound loop is relaxed (the allocation spans its threads) iff the
+            # buffer's scope is shared by those threads, wherever the loop sits
+            relax = self.relax_thread
+            inner -= {v for v, tag in loops.threads.items() if not relax(buf, tag)}
+            for loop in self.enclosing:
+                tag = _thread_tag(loop)
+                if tag is not None and relax(buf, tag):
+                    inner.add(loop.loop_var)
+                    loops.ranges[loop.loop_var] = E.Range(loop.min, loop.extent)
         collector = _AccessCollector(buf)
         collector.visit(body)
         if not collector.accesses:
@@ -620,10 +664,14 @@ def align_allocations(body: S.Stmt, aligns: dict[str, dict[int, tuple[int, int]]
     return _AlignPass(aligns).visit(body) if aligns else body
 
 
-def compact_allocations(body: S.Stmt) -> S.Stmt:
+def compact_allocations(body: S.Stmt, relax_thread: RelaxThread | None = None) -> S.Stmt:
     """Shrink every `Allocate` to the region its scope touches (relaxing the loops inside it),
-    re-basing indices; dimensions whose accesses disagree on the outer offset stay whole."""
-    return _CompactPass().visit(body)
+    re-basing indices; dimensions whose accesses disagree on the outer offset stay whole.
+
+    On the GPU (`relax_thread` given) a thread-bound loop counts as relaxed when the buffer's
+    scope is shared by its threads (shared memory spans threadIdx, a local array does not),
+    whether it sits inside or around the allocation (TVM's CompactBufferAllocation)."""
+    return _CompactPass(relax_thread).visit(body)
 
 
 # =============================================================================================
@@ -647,6 +695,8 @@ class _AutoUnroll:
         """(stmt, steps, has_kept_loop, unroll_depth)"""
         if isinstance(s, S.For):
             body, steps, normal, depth = self.visit(s.body)
+            if s.kind == S.ForKind.THREAD_BINDING:  # a launch dimension, not a loop (GPU only)
+                return self._rebuild(s, body, s.kind), steps, normal, depth
             ext = _const_extent(s)
             if s.kind == S.ForKind.VECTORIZED and ext is not None:
                 return self._rebuild(s, body, s.kind), steps, normal, depth
@@ -694,23 +744,24 @@ def _pragma_value(value: Any) -> int:
     return int(value)
 
 
-def apply_unroll_pragmas(s: S.Stmt) -> S.Stmt:
+def apply_unroll_pragmas(s: S.Stmt, implicit: bool = False) -> S.Stmt:
     """Loops annotated `pragma_auto_unroll_max_step` (with `pragma_unroll_explicit` true, as
     MetaSchedule writes them) get TVM's auto-unroll decisions applied to their subtree. Without
-    the explicit flag TVM's LLVM backend ignores the hint, and so does this pass."""
+    the explicit flag TVM's LLVM backend ignores the hint, and so does this pass, unless
+    `implicit`: the CUDA backend marks those loops `#pragma unroll` for NVCC instead."""
     if isinstance(s, S.For):
         ann = s.annotations
-        if UNROLL_MAX_STEP in ann and _pragma_value(ann.get(UNROLL_EXPLICIT, 1)):
+        if UNROLL_MAX_STEP in ann and (implicit or _pragma_value(ann.get(UNROLL_EXPLICIT, 1))):
             max_step = _pragma_value(ann[UNROLL_MAX_STEP])
             if max_step > 0:
                 out, _, _, _ = _AutoUnroll(max_step).visit(s)
                 return out
-        body = apply_unroll_pragmas(s.body)
+        body = apply_unroll_pragmas(s.body, implicit)
         return s if body is s.body else S.For(s.loop_var, s.min, s.extent, s.kind, body, s.thread_binding, s.annotations)
     children = stmt_children(s)
     out = s
     for i, child in enumerate(children):
-        new = apply_unroll_pragmas(child)
+        new = apply_unroll_pragmas(child, implicit)
         if new is not child:
             out = _with_child(out, i, new)
     return out

@@ -22,6 +22,7 @@ class VecState:
     lane0: bool = False
     mask: ir.Value | None = None  # <lanes x i1>: padding lanes and lane-dependent conditions off
     predicated: bool = False  # the mask comes from a condition (lane 0 may be off too)
+    active: int = 0  # lanes 0..active-1 are the loop's; the rest pad the vector (mask off)
 
 
 @dataclass
@@ -36,6 +37,9 @@ class FnState:
     ranges: dict[E.Var, E.Range] = field(default_factory=dict)
     in_parallel: bool = False
     vec: VecState | None = None
+    # i1: the speculated if_then_else arm being emitted is taken; loads read the buffer's first
+    # element instead of their own address when it is false (see `ExprEmitter.if_then_else`)
+    guard: ir.Value | None = None
     stack_bytes: int = 0
     gather_lanes: int = 0
     allocas: dict[int, ir.Value] = field(default_factory=dict)

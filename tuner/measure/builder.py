@@ -28,7 +28,7 @@ from msdb.ir.function import IRModule, PrimFunc
 from msdb.staging import StagingDir
 from msdb.tuner.measure.worker import Worker, WorkerCrashed, WorkerFailed, WorkerTimeout
 
-__all__ = ["BuilderInput", "BuilderResult", "LocalBuilder", "build_artifact"]
+__all__ = ["BuilderInput", "BuilderResult", "LocalBuilder", "build_artifact", "build_cuda_artifact"]
 
 logger = logging.getLogger(__name__)
 
@@ -62,10 +62,34 @@ def _target_json(target: Any) -> Any:
     return Target.coerce(target).config  # type: ignore[union-attr]
 
 
+def _is_cuda(target: Any) -> bool:
+    config = _target_json(target)
+    return isinstance(config, dict) and config.get("kind") == "cuda"
+
+
+def build_cuda_artifact(mod: IRModule | PrimFunc, target: Any, artifact_dir: str) -> str:
+    """Compile `mod` for a `cuda` target and write `<dir>/<name>-<id>.cubin` plus its `.json`
+    sidecar (kernels with launch dimensions, arguments, workspaces, registers and shared memory
+    per kernel; `msdb.tuner.codegen.cuda.CudaBuild.meta`) and the CUDA C next to it (`.cu`)."""
+    from msdb.tuner.codegen.cuda import build_cuda
+
+    built = build_cuda(mod, target)
+    os.makedirs(artifact_dir, exist_ok=True)
+    path = os.path.join(artifact_dir, f"{built.name}-{uuid.uuid4().hex[:12]}.cubin")
+    _atomic_write(path + ".cu", built.source.encode())
+    _atomic_write(path + ".json", json.dumps(built.meta()).encode())
+    _atomic_write(path, built.cubin)
+    return path
+
+
 def build_artifact(mod: IRModule | PrimFunc, target: Any, artifact_dir: str) -> str:
     """Compile `mod` and write `<dir>/<name>-<id>.o` plus its `.json` sidecar; returns the
-    object file's path. Runs in a builder worker (or anywhere)."""
+    object file's path. Runs in a builder worker (or anywhere). A `cuda` target builds a cubin
+    instead (`build_cuda_artifact`)."""
     from msdb.tuner.codegen import compile_module
+
+    if _is_cuda(target):
+        return build_cuda_artifact(mod, target, artifact_dir)
 
     compiled = compile_module(mod, target)
     os.makedirs(artifact_dir, exist_ok=True)

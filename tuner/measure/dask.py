@@ -26,11 +26,22 @@ Why it is built this way:
   failed result, never a retry on another worker that the same kernel could kill as well: the
   scheduler's `remove-worker` events name the tasks the worker was processing, and those are
   failed and cancelled. `KilledWorker`, a lost scheduler (`CommClosedError`) and a timeout are
-  failed results too; the tuning process commits every result (`msdb.tuner.tune`).
+  failed results too; the tuning process commits every result (`msdb.tuner.tune`);
+- a candidate that runs past the timeout (a kernel that hangs) cannot be interrupted inside its
+  worker's thread, so that worker gets no more candidates and is restarted in the background
+  (`Client.restart_workers`: its nanny, which `dask worker` starts by default, kills the process
+  and starts a fresh one); the fresh worker takes candidates again as soon as the scheduler
+  announces it. A worker started with `--no-nanny` cannot be restarted and stays unused. (A
+  `LocalCluster` closes the nanny of a worker that stays away longer than Dask's
+  `distributed.deploy.lost-worker-timeout`, 15 s: raise it above the nanny's kill timeout plus
+  a worker's start. Workers started by `dask worker` have no such limit.)
+  Closing a builder or runner waits for its restarts in flight: one cut off by the client
+  closing can leave the nanny without a worker.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import queue
 import tempfile
@@ -56,6 +67,9 @@ logger = logging.getLogger(__name__)
 
 #: The worker resource every build and run takes whole: one candidate per worker at a time.
 MEASURE_RESOURCE = "measure"
+
+#: How long the nanny of a hung worker may take to kill it and start a fresh one (seconds).
+RESTART_TIMEOUT_S = 120.0
 
 
 class DaskClusterError(MsdbError):
@@ -152,6 +166,12 @@ class _ClusterWatch:
                     if waiting is not None:
                         waiting.put(("died", str(key), f"worker {worker} died while processing the candidate"))
 
+    def workers_changed(self) -> None:
+        """Tell every waiting farm to look at the workers again (a restarted one is back)."""
+        with self._lock:
+            for listener in self._listeners:
+                listener.put(("workers", "", None))
+
     def listen(self, into: queue.Queue[_Event]) -> None:
         with self._lock:
             self._listeners.append(into)
@@ -192,6 +212,7 @@ class _Farm:
             self._own = False
         self._watch: _ClusterWatch | None = _ClusterWatch.of(self.client)
         self._hung: set[str] = set()  # workers still running a candidate that timed out
+        self._restarts: list[threading.Thread] = []
 
     def measuring_workers(self) -> list[str]:
         """Addresses of the workers that can take a candidate (they have the `measure` resource)."""
@@ -259,8 +280,9 @@ class _Farm:
                             watch.forget(key)
                             future.cancel()
                             self._hung.add(worker)
-                            logger.warning("%s: candidate on %s timed out after %gs; that worker gets no more",
+                            logger.warning("%s: candidate on %s timed out after %gs; restarting that worker",
                                            self.who, worker, timeout_s)
+                            self._restart(worker)
                             yield i, None, f"{self.who}: timeout after {timeout_s:g}s on {worker}"
                     continue
                 if what == "workers":
@@ -294,7 +316,45 @@ class _Farm:
                 future.cancel()
             watch.unlisten(events)
 
+    def _restart(self, worker: str) -> None:
+        """Restart a worker whose candidate hung, in a thread of its own so the round goes on
+        (module docstring). Once its nanny reports the restart, the address is offered
+        candidates again (a fresh worker usually comes back on a new address, announced by the
+        scheduler's `add-worker` event; one on a fixed port comes back on the same)."""
+        watch = self._watch
+
+        def restart() -> None:
+            try:
+                status = self.client.restart_workers([worker], timeout=RESTART_TIMEOUT_S, raise_for_error=False)
+            except (Exception, asyncio.CancelledError) as err:  # no nanny, or the client closed: left unused
+                logger.warning("%s: cannot restart the hung worker %s (%s: %s); it gets no more candidates",
+                               self.who, worker, type(err).__name__, err)
+                return
+            if status.get(worker) != "OK":
+                logger.warning("%s: restarting the hung worker %s: %s; it gets no more candidates", self.who,
+                               worker, status.get(worker))
+                return
+            logger.info("%s: restarted the hung worker %s", self.who, worker)
+            self._hung.discard(worker)
+            if watch is not None:
+                watch.workers_changed()
+
+        thread = threading.Thread(target=restart, name=f"msdb-restart-{worker}", daemon=True)
+        self._restarts = [t for t in self._restarts if t.is_alive()] + [thread]
+        thread.start()
+
+    def wait_for_restarts(self, timeout_s: float = RESTART_TIMEOUT_S) -> bool:
+        """Wait until the restarts of hung workers begun so far have ended; whether they all did."""
+        deadline = time.monotonic() + timeout_s
+        for thread in list(self._restarts):
+            thread.join(max(0.0, deadline - time.monotonic()))
+        return not any(t.is_alive() for t in self._restarts)
+
     def close(self) -> None:
+        """Wait for restarts in flight (a restart cut off by closing the client can leave a
+        nanny without its worker), then let go of the cluster."""
+        if not self.wait_for_restarts():
+            logger.warning("%s: a hung worker's restart did not end within %gs", self.who, RESTART_TIMEOUT_S)
         if self._watch is not None:
             self._watch.release()
             self._watch = None
@@ -351,6 +411,11 @@ class DaskBuilder:
             logger.warning("DaskBuilder: %s: %s", type(err).__name__, err)
             results = [r or BuilderResult(None, f"DaskBuilder: {type(err).__name__}: {err}") for r in results]
         return [r or BuilderResult(None, "DaskBuilder: no result") for r in results]
+
+    def wait_for_restarts(self, timeout_sec: float = RESTART_TIMEOUT_S) -> bool:
+        """Wait until the workers restarted after a hung build are back; whether every restart
+        ended within `timeout_sec`."""
+        return self._farm.wait_for_restarts(timeout_sec)
 
     def close(self) -> None:
         """Disconnect a client this builder connected; remove the artifacts when the builder
@@ -472,8 +537,14 @@ class DaskRunner:
                 if j not in done:
                     yield i, RunnerResult([FAILED_RUN_SECS], f"DaskRunner: {type(err).__name__}: {err}")
 
+    def wait_for_restarts(self, timeout_sec: float = RESTART_TIMEOUT_S) -> bool:
+        """Wait until the workers restarted after a hung candidate are back (module docstring);
+        whether every restart ended within `timeout_sec`."""
+        return self._farm.wait_for_restarts(timeout_sec)
+
     def close(self) -> None:
-        """Disconnect a client this runner connected (a given client stays open)."""
+        """Disconnect a client this runner connected (a given client stays open), after the
+        restarts of hung workers it began have ended."""
         self._farm.close()
 
     def __enter__(self) -> DaskRunner:

@@ -5,19 +5,23 @@ A strategy's session runs `pre_tuning` once, then alternates `generate_measure_c
 (None: the task is done) and `notify_runner_results`, and ends with `post_tuning`. What every
 strategy shares lives here: the trial budget, and the set of post-processed modules already
 measured (this session's, and, beyond TVM, every record the database holds for the workload and
-target), so that no candidate is measured twice and a resumed run re-measures nothing.
+target), so that no candidate is measured twice and a resumed run re-measures nothing; and the
+claims that keep several tuners on one database from measuring a candidate twice (`_claim`,
+docs/architecture.md, "Team scale").
 """
 
 from __future__ import annotations
 
 import logging
 import random
-from typing import TYPE_CHECKING, Any
+import uuid
+from typing import TYPE_CHECKING, Any, Sequence
 
 from msdb.tuner.kinds import UnknownKind, load_kind
 
 if TYPE_CHECKING:
     from msdb.database.base import Database
+    from msdb.records import Workload
     from msdb.schedule.schedule import Schedule
     from msdb.schedule.trace import Trace
     from msdb.tuner.candidate import MeasureCandidate
@@ -47,6 +51,10 @@ class SearchStrategy:
         self.cost_model: Any = None
         self.measured: set[str] = set()
         self.rng = random.Random(0)
+        self.claim_owner = uuid.uuid4().hex  # this session, in the database's measurement claims
+        self.claims_lost = 0  # candidates skipped because another tuner claimed them
+        self._claims: dict[int, tuple[Schedule, str]] = {}  # id(sch) -> (sch, module key), claimed, unsettled
+        self._claim_workload: Workload | None = None  # one token: the database finds its row once
 
     # ---- session -------------------------------------------------------------------------
     def _initialize_with_tune_context(self, context: TuneContext) -> None:
@@ -71,23 +79,33 @@ class SearchStrategy:
         self.cost_model = cost_model
         self.rng = context.rng()
         self.measured = measured_module_keys(context, database) if database is not None else set()
+        self.claim_owner = uuid.uuid4().hex
+        self.claims_lost = 0
+        self._claims = {}
+        self._claim_workload = None
 
     def generate_measure_candidates(self) -> list[MeasureCandidate] | None:
         """The next round's candidates, or None when the task is done."""
         raise NotImplementedError
 
     def notify_runner_results(self, candidates: list[MeasureCandidate], results: list[RunnerResult]) -> None:
-        """Count the measured candidates against the budget."""
+        """Count the measured candidates against the budget and settle the round's claims."""
         self.trials_done += len(results)
+        self._settle_claims([c.sch for c in candidates[:len(results)]])
 
     def post_tuning(self) -> None:
-        """End the session."""
+        """End the session, giving back claims on candidates that were never measured."""
+        self._settle_claims([])
 
     def clone(self) -> SearchStrategy:
         twin = type(self).__new__(type(self))
         twin.__dict__.update(self.__dict__)
         twin.measured = set()
         twin.design_spaces = []
+        twin.claim_owner = uuid.uuid4().hex
+        twin.claims_lost = 0
+        twin._claims = {}
+        twin._claim_workload = None
         return twin
 
     # ---- shared helpers ------------------------------------------------------------------
@@ -95,6 +113,51 @@ class SearchStrategy:
         if self.context is None or self.context.mod is None:
             raise ValueError(f"{type(self).__name__} is not initialized with a TuneContext holding a module")
         return self.context
+
+    def _claim(self, batch: Sequence[tuple[str, Schedule]]) -> list[Schedule]:
+        """The schedules of `batch` ((module key, schedule) pairs not measured before) that this
+        session won in the database's measurement claims: no other tuner of the workload and
+        target measures them (`Database.claim_candidates`). The others are counted in
+        `claims_lost` and stay in `measured`: another tuner measures them, so a strategy picks
+        other candidates instead."""
+        if not batch:
+            return []
+        context = self._context()
+        if self.database is None:
+            won = {key for key, _ in batch}
+        else:
+            won = self.database.claim_candidates(self._claimed_workload(), context.target,
+                                                 [key for key, _ in batch], owner=self.claim_owner)
+        picked = []
+        for key, sch in batch:
+            if key in won:
+                self._claims[id(sch)] = (sch, key)
+                picked.append(sch)
+            else:
+                self.claims_lost += 1
+        if len(picked) < len(batch):
+            logger.info("task %r: %d candidate(s) skipped, claimed by another tuner", context.task_name,
+                        len(batch) - len(picked))
+        return picked
+
+    def _settle_claims(self, measured: list[Schedule]) -> None:
+        """Make the claims of the `measured` schedules permanent and give back every other open
+        claim of this session (candidates cut from a round or never measured)."""
+        if not self._claims:
+            return
+        done = [self._claims.pop(id(sch))[1] for sch in measured if id(sch) in self._claims]
+        rest = [key for _, key in self._claims.values()]
+        self._claims = {}
+        if self.database is not None:
+            self.database.settle_claims(self._claimed_workload(), self._context().target, owner=self.claim_owner,
+                                        measured=done, unmeasured=rest)
+
+    def _claimed_workload(self) -> Workload:
+        if self._claim_workload is None:
+            from msdb.records import Workload
+
+            self._claim_workload = Workload.coerce(self._context().mod)  # type: ignore[arg-type]
+        return self._claim_workload
 
     def _round_size(self) -> int:
         """How many candidates this round asks for (0: the budget is spent)."""

@@ -82,7 +82,8 @@ class EvolutionarySearch(SearchStrategy):
             return None
         ranks = self._model_ranks()
         measured, speeds = self._pick_best_from_database(int(self.population_size * self.init_measured_ratio))
-        want_unmeasured = self.population_size - len(measured) if ranks else max(self.init_min_unmeasured, wanted)
+        full_sample = ranks or self._mostly_invalid_space()
+        want_unmeasured = self.population_size - len(measured) if full_sample else max(self.init_min_unmeasured, wanted)
         unmeasured = self._sample_init_population(want_unmeasured)
         if len(unmeasured) < self.init_min_unmeasured:
             logger.warning("task %r: only %d random samples of the design space succeeded (want %d); the task ends",
@@ -109,6 +110,13 @@ class EvolutionarySearch(SearchStrategy):
         model without the method is trusted."""
         can_rank = getattr(self.cost_model, "can_rank", None)
         return self.cost_model is not None and (can_rank is None or bool(can_rank()))
+
+    def _mostly_invalid_space(self) -> bool:
+        """Whether most random samples of the spaces fail their post-processors (GPU targets:
+        about 90% fail VerifyGPUCode), so warm-up rounds too sample TVM's full population;
+        a short warm-up sample would find too few valid schedules and end the task."""
+        target = self._context().target
+        return target is not None and getattr(target, "kind", "") == "cuda"
 
     def _equality(self) -> str:
         return self.database.module_equality if self.database is not None else "structural"
@@ -163,24 +171,24 @@ class EvolutionarySearch(SearchStrategy):
         return children
 
     def _sample_init_population(self, count: int) -> list[Schedule]:
-        """Random samples of the design spaces (every decision drawn anew), at least
-        `init_min_unmeasured` when the spaces allow: rounds of `count` tries until enough, or
-        `max_fail_count` rounds without a success."""
+        """Random samples of the design spaces (every decision drawn anew), as TVM's
+        SampleInitPopulation: rounds of `count` tries each (a failed replay or post-processor
+        drops its try, so a round can give fewer), until `init_min_unmeasured` are found or
+        `max_fail_count` rounds found nothing. Full rounds matter on GPU spaces, where about 90%
+        of random samples fail VerifyGPUCode (docs/architecture.md, "Tuner")."""
         out: list[Schedule] = []
         fruitless = 0
-        while len(out) < max(count, 0) or (len(out) < self.init_min_unmeasured and fruitless < self.max_fail_count):
+        first = True
+        while first or (len(out) < self.init_min_unmeasured and fruitless < self.max_fail_count):
+            first = False
             before = len(out)
-            for _ in range(max(count - len(out), 1)):
+            for _ in range(max(count, 1)):
                 space = self.design_spaces[self.rng.randrange(len(self.design_spaces))]
                 sch = self._apply(Trace(space.insts))
                 if sch is not None:
                     out.append(sch)
             if len(out) == before:
                 fruitless += 1
-                if fruitless >= self.max_fail_count:
-                    break
-            elif len(out) >= count:
-                break
         return out
 
     def _scores(self, population: list[Schedule], keys: list[str], cache: dict[str, float]) -> np.ndarray:
@@ -284,7 +292,8 @@ class EvolutionarySearch(SearchStrategy):
 
     def _pick_with_eps_greedy(self, unmeasured: list[Schedule], bests: list[Schedule], count: int) -> list[Schedule]:
         """`count` schedules to measure: the best-scored first, `eps_greedy` of them random
-        initial samples; a module already measured is skipped."""
+        initial samples; a module already measured, or claimed by another tuner (`_claim`, one
+        claim per batch), is skipped for the next in line."""
         equality = self._equality()
         num_rands = int(count * self.eps_greedy)
         num_bests = count - num_rands
@@ -292,14 +301,19 @@ class EvolutionarySearch(SearchStrategy):
         self.rng.shuffle(randoms)
         picks: list[Schedule] = []
         sources = iter(bests[:num_bests] + randoms)
-        for sch in sources:
-            if len(picks) >= count:
+        while len(picks) < count:
+            batch: list[tuple[str, Schedule]] = []
+            for sch in sources:
+                key = module_key(sch.mod, equality)
+                if key in self.measured:
+                    continue
+                self.measured.add(key)
+                batch.append((key, sch))
+                if len(picks) + len(batch) >= count:
+                    break
+            if not batch:
                 break
-            key = module_key(sch.mod, equality)
-            if key in self.measured:
-                continue
-            self.measured.add(key)
-            picks.append(sch)
+            picks.extend(self._claim(batch))
         return picks
 
 

@@ -10,6 +10,7 @@ from msdb.tuner.search.base import SearchStrategy
 from msdb.tuner.search.replay import ReplayFailures, module_key
 
 if TYPE_CHECKING:
+    from msdb.schedule.schedule import Schedule
     from msdb.tuner.candidate import MeasureCandidate
 
 __all__ = ["ReplayFunc"]
@@ -34,7 +35,8 @@ class ReplayFunc(SearchStrategy):
             return None
         generator = context.space_generator
         equality = self.database.module_equality if self.database is not None else "structural"
-        picked: list[MeasureCandidate] = []
+        picked: list[Schedule] = []
+        pending: list[tuple[str, Schedule]] = []  # claimed (`_claim`) once a round's worth is found
         misses = 0
         while len(picked) < wanted and misses < self.max_fail_count:
             try:
@@ -51,5 +53,9 @@ class ReplayFunc(SearchStrategy):
                 continue
             misses = 0
             self.measured.add(key)
-            picked.append(MeasureCandidate.of(sch))
-        return picked or None
+            pending.append((key, sch))
+            if len(picked) + len(pending) >= wanted:
+                picked.extend(self._claim(pending))
+                pending = []
+        picked.extend(self._claim(pending))
+        return [MeasureCandidate.of(sch) for sch in picked] or None

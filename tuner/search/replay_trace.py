@@ -11,6 +11,7 @@ from msdb.tuner.search.base import SearchStrategy
 from msdb.tuner.search.replay import ReplayFailures, apply_trace, module_key
 
 if TYPE_CHECKING:
+    from msdb.schedule.schedule import Schedule
     from msdb.tuner.candidate import MeasureCandidate
 
 __all__ = ["ReplayTrace"]
@@ -35,7 +36,8 @@ class ReplayTrace(SearchStrategy):
             return None
         postprocs = context.space_generator.postprocs if context.space_generator is not None else []
         equality = self.database.module_equality if self.database is not None else "structural"
-        picked: list[MeasureCandidate] = []
+        picked: list[Schedule] = []
+        pending: list[tuple[str, Schedule]] = []  # claimed (`_claim`) once a round's worth is found
         misses = 0
         while len(picked) < wanted and misses < self.max_fail_count:
             space = self.design_spaces[self.rng.randrange(len(self.design_spaces))]
@@ -46,5 +48,9 @@ class ReplayTrace(SearchStrategy):
                 continue
             misses = 0
             self.measured.add(key)
-            picked.append(MeasureCandidate.of(sch))  # type: ignore[arg-type]
-        return picked or None
+            pending.append((key, sch))  # type: ignore[arg-type]
+            if len(picked) + len(pending) >= wanted:
+                picked.extend(self._claim(pending))
+                pending = []
+        picked.extend(self._claim(pending))
+        return [MeasureCandidate.of(sch) for sch in picked] or None

@@ -166,8 +166,8 @@ def test_schedule_fn_and_unknown_kinds() -> None:
     assert kinds(space) == ["GetSBlock", "GetLoops", "SamplePerfectTile", "Split"]
     with pytest.raises(UnknownKind, match="unknown space generator 'nope'; known: post-order-apply, schedule-fn"):
         SpaceGenerator.create("nope")
-    with pytest.raises(UnknownKind, match="schedule-rule set 'cuda'"):
-        ScheduleRule.create("cuda")
+    with pytest.raises(UnknownKind, match="schedule-rule set 'hexagon'"):
+        ScheduleRule.create("hexagon")
     bad = ScheduleFn(lambda sch: 3)
     bad._initialize_with_tune_context(context)
     with pytest.raises(TypeError, match="expected None, a Schedule or a list"):

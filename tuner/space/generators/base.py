@@ -3,8 +3,10 @@ turns a task's module into its design spaces (schedules whose traces hold sampli
 instructions) and carries what the search needs to explore them: the post-processors every
 candidate goes through and the mutators with their probabilities.
 
-Rules, post-processors and mutators default to the target kind's (`"llvm"`); a user passes
-lists of their own (subclasses of `ScheduleRule`, `Postproc`, `Mutator`) instead."""
+Rules, post-processors and mutators default to the target kind's, as TVM picks them when the
+generator joins a task (`TuneContext.space_kind`: "cuda" for GPU targets, else "llvm"; "llvm"
+before it joins one); a user passes a kind name or lists of their own (subclasses of
+`ScheduleRule`, `Postproc`, `Mutator`) instead."""
 
 from __future__ import annotations
 
@@ -21,15 +23,19 @@ if TYPE_CHECKING:
     from msdb.tuner.space.postprocs.base import Postproc
     from msdb.tuner.space.rules.base import ScheduleRule
 
-__all__ = ["SpaceGenerator", "create"]
+__all__ = ["SpaceGenerator", "create", "TARGET_DEFAULT"]
+
+#: The default of each of the three lists: the task's target kind decides (TVM leaves them unset
+#: and fills them in InitializeWithTuneContext); "llvm" until the generator joins a task.
+TARGET_DEFAULT = "target-default"
 
 
 class SpaceGenerator:
     """Base class: subclass it and override `generate_design_space`."""
 
-    def __init__(self, sch_rules: Sequence[ScheduleRule] | str | None = "llvm",
-                 postprocs: Sequence[Postproc] | str | None = "llvm",
-                 mutator_probs: dict[Mutator, float] | str | None = "llvm") -> None:
+    def __init__(self, sch_rules: Sequence[ScheduleRule] | str | None = TARGET_DEFAULT,
+                 postprocs: Sequence[Postproc] | str | None = TARGET_DEFAULT,
+                 mutator_probs: dict[Mutator, float] | str | None = TARGET_DEFAULT) -> None:
         self._rules_arg = sch_rules
         self._postprocs_arg = postprocs
         self._mutators_arg = mutator_probs
@@ -37,6 +43,7 @@ class SpaceGenerator:
         self.postprocs: list[Postproc] = []
         self.mutator_probs: dict[Mutator, float] = {}
         self.context: TuneContext | None = None
+        self._default_kind = "llvm"
         self._resolve()
 
     def _resolve(self) -> None:
@@ -45,7 +52,10 @@ class SpaceGenerator:
         from msdb.tuner.space.postprocs.base import create as create_postprocs
         from msdb.tuner.space.rules.base import create as create_rules
 
-        rules, postprocs, mutators = self._rules_arg, self._postprocs_arg, self._mutators_arg
+        def kind(arg: Any) -> Any:
+            return self._default_kind if arg == TARGET_DEFAULT else arg
+
+        rules, postprocs, mutators = kind(self._rules_arg), kind(self._postprocs_arg), kind(self._mutators_arg)
         self.sch_rules = create_rules(rules) if isinstance(rules, str) else list(rules or [])
         self.postprocs = create_postprocs(postprocs) if isinstance(postprocs, str) else list(postprocs or [])
         self.mutator_probs = create_mutators(mutators) if isinstance(mutators, str) else dict(mutators or {})
@@ -55,6 +65,11 @@ class SpaceGenerator:
 
     def _initialize_with_tune_context(self, context: TuneContext) -> None:
         self.context = context
+        space_kind = context.space_kind()
+        if space_kind != self._default_kind and TARGET_DEFAULT in (self._rules_arg, self._postprocs_arg,
+                                                                   self._mutators_arg):
+            self._default_kind = space_kind
+            self._resolve()
         for rule in self.sch_rules:
             rule._initialize_with_tune_context(context)
         for postproc in self.postprocs:

@@ -1,7 +1,7 @@
 """`PostOrderApply` (TVM's default space generator): every schedule rule, in order, is applied
 to every block, visiting blocks from the root down in reverse post-order as TVM does; a rule
 that returns several schedules multiplies the design spaces. A block annotated
-`schedule_rule` is left to the user and skipped."""
+`schedule_rule` is left to the user: only ApplyCustomRule sees it."""
 
 from __future__ import annotations
 
@@ -40,7 +40,8 @@ class PostOrderApply(SpaceGenerator):
                     result.append(current)
                     continue
                 block = remaining.pop()
-                if not current.has_block(block) or "schedule_rule" in current.get(block).annotations:
+                if not current.has_block(block) or ("schedule_rule" in current.get(block).annotations
+                                                    and not getattr(rule, "sees_custom_blocks", False)):
                     stack.append((current, remaining))
                     continue
                 for applied in rule.apply(current, block):

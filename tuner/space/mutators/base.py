@@ -33,7 +33,8 @@ class Mutator(SpacePart):
         return create(kind)
 
 
-_KINDS = {"llvm": ("msdb.tuner.space.mutators.defaults", "llvm_mutators")}
+_KINDS = {"llvm": ("msdb.tuner.space.mutators.defaults", "llvm_mutators"),
+          "cuda": ("msdb.tuner.space.mutators.defaults", "cuda_mutators")}
 
 
 def create(kind: str = "llvm") -> dict[Mutator, float]:

@@ -32,11 +32,13 @@ class Postproc(SpacePart):
         return create(kind)
 
 
-_KINDS = {"llvm": ("msdb.tuner.space.postprocs.defaults", "llvm_postprocs")}
+_KINDS = {"llvm": ("msdb.tuner.space.postprocs.defaults", "llvm_postprocs"),
+          "cuda": ("msdb.tuner.space.postprocs.defaults", "cuda_postprocs")}
 
 
 def create(kind: str = "llvm") -> list[Postproc]:
-    """The default post-processors of a target kind ("llvm": TVM's DefaultLLVM), in order."""
+    """The default post-processors of a target kind ("llvm": TVM's DefaultLLVM, "cuda":
+    DefaultCUDA), in order."""
     factory: Any = load_kind(_KINDS, kind, "post-processor set")
     postprocs: list[Postproc] = factory()
     return postprocs

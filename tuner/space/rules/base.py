@@ -31,11 +31,13 @@ class ScheduleRule(SpacePart):
         return create(kind)
 
 
-_KINDS = {"llvm": ("msdb.tuner.space.rules.defaults", "llvm_rules")}
+_KINDS = {"llvm": ("msdb.tuner.space.rules.defaults", "llvm_rules"),
+          "cuda": ("msdb.tuner.space.rules.defaults", "cuda_rules")}
 
 
 def create(kind: str = "llvm") -> list[ScheduleRule]:
-    """The default rules for a target kind ("llvm": TVM's DefaultLLVM), in the order they run."""
+    """The default rules for a target kind ("llvm": TVM's DefaultLLVM, "cuda": DefaultCUDA), in
+    the order they run."""
     factory: Any = load_kind(_KINDS, kind, "schedule-rule set")
     rules: list[ScheduleRule] = factory()
     return rules

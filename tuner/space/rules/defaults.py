@@ -1,5 +1,5 @@
-"""TVM's default schedule rules for a CPU target (`DefaultLLVM`, tvm-metaschedule.md section 5),
-in the order PostOrderApply runs them."""
+"""TVM's default schedule rules for a CPU target (`DefaultLLVM`, tvm-metaschedule.md section 5)
+and for a GPU target (`DefaultCUDA`), in the order PostOrderApply runs them."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from msdb.tuner.space.rules.multi_level_tiling import MultiLevelTiling, ReuseCon
 from msdb.tuner.space.rules.parallel_vectorize_unroll import ParallelizeVectorizeUnroll
 from msdb.tuner.space.rules.random_compute_location import RandomComputeLocation
 
-__all__ = ["llvm_rules"]
+__all__ = ["llvm_rules", "cuda_rules"]
 
 
 def llvm_rules() -> list[ScheduleRule]:
@@ -22,4 +22,29 @@ def llvm_rules() -> list[ScheduleRule]:
         ParallelizeVectorizeUnroll(max_jobs_per_core=16, max_vectorize_extent=64, unroll_max_steps=(0, 16, 64, 512),
                                    unroll_explicit=True),
         RandomComputeLocation(),
+    ]
+
+
+def cuda_rules() -> list[ScheduleRule]:
+    """TVM's `DefaultCUDA`: user rules first, then tiling with thread binds and shared/local
+    caches, inlining (also into producers, if-then-else allowed), cross-thread reductions,
+    unroll steps, and thread binding for every block left unbound."""
+    from msdb.tuner.space.rules.apply_custom_rule import ApplyCustomRule
+    from msdb.tuner.space.rules.auto_bind import AutoBind
+    from msdb.tuner.space.rules.cross_thread_reduction import CrossThreadReduction
+    from msdb.tuner.space.rules.inline_constant_scalars import InlineConstantScalars
+    from msdb.tuner.space.rules.multi_level_tiling_gpu import MultiLevelTilingGPU
+
+    return [
+        ApplyCustomRule(),
+        MultiLevelTilingGPU("SSSRRSRS", tile_binds=("blockIdx.x", "vthread.x", "threadIdx.x"), max_innermost_factor=64,
+                            vector_load_lens=(1, 2, 3, 4, 8, 16), reuse_read=ReuseConfig("must", (4,), "shared"),
+                            reuse_write=ReuseConfig("must", (3,), "local")),
+        InlineConstantScalars(),
+        AutoInline(into_producer=True, into_consumer=True, inline_const_tensor=True, disallow_if_then_else=False,
+                   require_injective=False, require_ordered=False, disallow_op=()),
+        CrossThreadReduction(thread_extents=(4, 8, 16, 32, 64, 128, 256, 512)),
+        ParallelizeVectorizeUnroll(max_jobs_per_core=-1, max_vectorize_extent=-1,
+                                   unroll_max_steps=(0, 16, 32, 64, 128, 256, 512, 1024), unroll_explicit=True),
+        AutoBind(max_threadblocks=256, thread_extents=(32, 64, 128, 256, 512, 1024)),
     ]

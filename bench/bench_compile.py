@@ -1,0 +1,146 @@
+"""Model budgets (issue 12; docs/architecture.md, "Compile"): ResNet-18 end to end on one thread,
+msdb's compile against onnxruntime (one intra-op thread) in the same run.
+
+- default schedules (an empty database, no tuning): latency and its ratio to onnxruntime
+  (budget <= 3x);
+- compile time with a warm database (every function hits), split by phase: load/lower (ONNX to
+  PrimFuncs), query (layered lookups), apply (replaying traces, default schedules), build
+  (llvmlite) (budget < 30 s);
+- with --tune N: the model's tasks tuned with N trials in all (gradient task scheduler, XGBoost
+  cost model), then latency and ratio again (budget <= 1.0x).
+
+The warm database is --db when given (e.g. one a --tune run left behind), else one made by
+tuning every task with --warm-trials trials each (replay-trace, random cost model: cheap, only
+so that every function has a record).
+Run: taskset -c 0 python bench/bench_compile.py [--depth 18] [--image 224] [--tune 2000] [--db warm.sqlite]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def ort_latency(path: str, inputs: dict[str, np.ndarray], repeat: int) -> tuple[float, list[np.ndarray]]:
+    """onnxruntime on one thread: median seconds per run (after one warm-up) and its outputs."""
+    from msdb.tuner.compile.reference import onnxruntime_session
+
+    session = onnxruntime_session(path)
+    outputs = session.run(None, inputs)
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        session.run(None, inputs)
+        times.append(time.perf_counter() - start)
+    return float(np.median(times)), outputs
+
+
+def compile_and_time(path: str, database: object, repeat: int, inputs: dict[str, np.ndarray],
+                     expected: list[np.ndarray], label: str, ort_s: float, workers: int = 1) -> object:
+    from msdb.tuner.compile.compiler import compile_model
+    from msdb.tuner.compile.reference import errors
+    from msdb.tuner.compile.report import summary_line
+
+    start = time.perf_counter()
+    compiled = compile_model(path, database, num_threads=1, build_workers=workers)
+    total = time.perf_counter() - start
+    phases = ", ".join(f"{k} {v:.1f} s" for k, v in compiled.timings.items())
+    max_abs, max_rel = errors(compiled.run(inputs), expected)
+    timing = compiled.benchmark(inputs, repeat=repeat)
+    print(f"| {label} | {summary_line(compiled.report)} | compile {total:.1f} s ({phases}) | "
+          f"{timing.median * 1e3:.2f} ms | {timing.median / ort_s:.2f}x | {max_rel:.1e} |")
+    sys.stdout.flush()
+    return compiled
+
+
+def warm_up_database(path: str, db_path: Path, trials_per_task: int) -> None:
+    from msdb.database.sqlite import SQLiteDatabase
+    from msdb.model.loader import load
+    from msdb.model.tasks import extract_tasks
+    from msdb.tuner.model_tuning import tune_model
+
+    model = load(path)
+    tasks = extract_tasks(model)
+    db = SQLiteDatabase(db_path)
+    try:
+        start = time.perf_counter()
+        tune_model(model, None, db, trials_per_task * len(tasks), trials_per_task,
+                   max_trials_per_task=trials_per_task, strategy="replay-trace", cost_model="random",
+                   task_scheduler="round-robin", seed=0, check_best=False)
+        print(f"warm database: {len(tasks)} tasks x {trials_per_task} trials in {time.perf_counter() - start:.0f} s")
+    finally:
+        db.close()
+
+
+def tune(path: str, db_path: Path, trials: int) -> None:
+    from msdb.database.sqlite import SQLiteDatabase
+    from msdb.model.loader import load
+    from msdb.tuner.model_tuning import tune_model
+
+    db = SQLiteDatabase(db_path)
+    try:
+        start = time.perf_counter()
+        result = tune_model(load(path), None, db, trials, 64, seed=0)
+        print(f"tuned {len(result.tasks)} tasks with {trials} trials in {time.perf_counter() - start:.0f} s")
+    finally:
+        db.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--depth", type=int, default=18)
+    parser.add_argument("--image", type=int, default=224)
+    parser.add_argument("--repeat", type=int, default=10)
+    parser.add_argument("--db", type=Path, default=None, help="a warm database (default: made with --warm-trials)")
+    parser.add_argument("--warm-trials", type=int, default=2)
+    parser.add_argument("--tune", type=int, default=0, metavar="N", help="also tune the tasks with N trials in all")
+    parser.add_argument("--workers", type=int, default=0,
+                        help="also compile with the warm database building in this many processes")
+    parser.add_argument("--tune-db", type=Path, default=None, help="where --tune commits (default: a temp file)")
+    args = parser.parse_args()
+
+    import onnx
+
+    from msdb.database.sqlite import SQLiteDatabase
+    from msdb.model.zoo import resnet
+
+    print(f"ResNet-{args.depth} at {args.image}x{args.image}, one thread "
+          f"(sched_getaffinity: {len(os.sched_getaffinity(0))} core(s)); onnxruntime with intra_op_num_threads=1\n")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = str(Path(tmp) / f"resnet{args.depth}.onnx")
+        onnx.save(resnet(args.depth, image=args.image), path)
+        inputs = {"data": np.random.default_rng(0).standard_normal((1, 3, args.image, args.image)).astype("float32")}
+        ort_s, expected = ort_latency(path, inputs, args.repeat)
+        print(f"onnxruntime: {ort_s * 1e3:.2f} ms\n")
+        print("| build | hits | compile time | latency | vs onnxruntime | max rel error |")
+        print("|---|---|---|---|---|---|")
+        empty = Path(tmp) / "empty.sqlite"
+        SQLiteDatabase(empty).close()
+        compile_and_time(path, str(empty), args.repeat, inputs, expected, "default schedules (empty db)", ort_s)
+        warm = args.db
+        if warm is None:
+            warm = Path(tmp) / "warm.sqlite"
+            warm_up_database(path, warm, args.warm_trials)
+        compile_and_time(path, str(warm), args.repeat, inputs, expected, f"warm db {warm.name}", ort_s)
+        if args.workers > 1:
+            compile_and_time(path, str(warm), args.repeat, inputs, expected,
+                             f"warm db, {args.workers} build processes", ort_s, args.workers)
+        if args.tune:
+            tuned = args.tune_db or Path(tmp) / "tuned.sqlite"
+            tune(path, tuned, args.tune)
+            compile_and_time(path, str(tuned), args.repeat, inputs, expected, f"tuned, {args.tune} trials", ort_s)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,102 @@
+"""`msdb compile`: a model compiled with layered databases, its hit/miss report, and a checked run."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from msdb.cli.common import OptionError, target_option
+
+if TYPE_CHECKING:
+    from msdb.records import Target
+
+__all__ = ["compile_command"]
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Write `text` to `path` through a temporary file in the same folder, so a killed run never
+    leaves half a report; the file gets the permissions `open` would give it (mkstemp's are 0600)."""
+    folder = path.parent if str(path.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@click.command(name="compile")
+@click.argument("model_path", metavar="MODEL", type=click.Path(dir_okay=False))
+@click.option("--db", "dbs", metavar="DB", multiple=True,
+              help="A database to take records from (path, SQLAlchemy URL or hub URL); repeat to layer them: the "
+                   "first that has a record for a function answers. Opened read-only.")
+@target_option("The target to compile for (default: this machine); only records whose target matches are used.")
+@click.option("--fuse", type=click.Choice(["tvm", "fold"]), default="tvm", show_default=True,
+              help="tvm: TVM's fusion (conv2d alone); fold: batch-norm folded into the conv, epilogue fused into it.")
+@click.option("--run", "run_model", is_flag=True,
+              help="Time the whole model (one thread) and compare its outputs with onnxruntime (.onnx) or the "
+                   "default-schedule build (Relax scripts).")
+@click.option("--repeat", type=click.IntRange(min=1), default=5, show_default=True, help="Timed runs with --run.")
+@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Processes that build the kernels (LLVM is most of a compile with tuned records).")
+@click.option("--report", "report_path", metavar="FILE.json", type=click.Path(dir_okay=False),
+              help="Also write the report as JSON: a list, one object per function.")
+def compile_command(model_path: str, dbs: tuple[str, ...], target: Target | None, fuse: str, run_model: bool,
+                    repeat: int, workers: int, report_path: str | None) -> None:
+    """Compile MODEL (.onnx, or a Relax-style .py with its weights in a .npz beside it) with the
+    records of the --db layers and print which functions hit.
+
+    Every function is looked up in the layers in order, structurally and then by anchor block;
+    the best record of the first layer that has one is applied, anything else gets a default
+    schedule. Each miss says why: no such workload, workload known but no record for this
+    target (and which targets have one), only failed records, or trace does not apply.
+
+    \b
+    Example:
+        msdb compile resnet34.onnx --db local.sqlite --db team.sqlite --run --report hits.json
+    """
+    from msdb.tuner.compile.compiler import compile_model
+    from msdb.tuner.compile.lookup import open_layer
+    from msdb.tuner.compile.report import format_report, summary_line
+
+    if not Path(model_path).is_file():
+        raise OptionError(f"{model_path}: no such model file")
+    if report_path is not None:
+        folder = Path(report_path).parent
+        if str(folder) and not folder.is_dir():
+            raise OptionError(f"--report {report_path}: folder {folder} does not exist")
+    layers: list[Any] = []
+    try:
+        for location in dbs:
+            layers.append(open_layer(location))
+        compiled = compile_model(model_path, layers, target, fuse=fuse, num_threads=1 if run_model else None,
+                                 build_workers=workers)
+    finally:
+        for layer in layers:
+            layer.database.close()
+    try:
+        click.echo(format_report(compiled.report))
+        click.echo(summary_line(compiled.report))
+        if run_model:
+            from msdb.tuner.compile.reference import compare_with_reference, random_inputs
+
+            inputs = random_inputs(compiled)
+            comparison = compare_with_reference(compiled, model_path, inputs)
+            timing = compiled.benchmark(inputs, repeat=repeat)
+            click.echo(f"run: {timing.median * 1e3:.2f} ms median of {repeat} (min {timing.min * 1e3:.2f} ms), "
+                       "one thread")
+            click.echo(comparison.line())
+        if report_path is not None:
+            _write_atomically(Path(report_path), compiled.report_json() + "\n")
+            click.echo(f"wrote {report_path}")
+    finally:
+        compiled.close()

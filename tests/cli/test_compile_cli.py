@@ -1,0 +1,153 @@
+"""`msdb compile` end to end: a small ResNet-shaped ONNX model compiled over layered databases,
+run and checked against onnxruntime; bad input is one line and writes nothing."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+
+import pytest
+from click.testing import CliRunner
+
+from msdb.cli.main import cli
+from msdb.database.sqlite import SQLiteDatabase
+from tests.cli.model_files import BAD_MODELS, bad_model, files_in
+
+onnx = pytest.importorskip("onnx", reason="the ONNX frontend is the optional extra msdb[onnx]")
+
+
+def run(*args: object) -> object:
+    return CliRunner().invoke(cli, [str(a) for a in args], prog_name="msdb")
+
+
+@pytest.fixture(scope="module")
+def small_resnet(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    from msdb.model.zoo import resnet
+
+    path = tmp_path_factory.mktemp("model") / "resnet18_small.onnx"
+    onnx.save(resnet(18, image=32, width=8, num_classes=10), str(path))
+    return path
+
+
+@pytest.fixture
+def empty_db(tmp_path: pathlib.Path) -> pathlib.Path:
+    path = tmp_path / "empty.sqlite"
+    SQLiteDatabase(path).close()
+    return path
+
+
+def test_compile_runs_matches_onnxruntime_and_writes_the_report(small_resnet: pathlib.Path, empty_db: pathlib.Path,
+                                                                tmp_path: pathlib.Path) -> None:
+    pytest.importorskip("onnxruntime")
+    report = tmp_path / "report.json"
+    result = run("compile", small_resnet, "--db", empty_db, "--run", "--repeat", 2, "--report", report)
+    assert result.exit_code == 0, result.output
+    assert "miss: no such workload" in result.output
+    assert re.search(r"hits: 0/\d+ functions, 0/\d+ calls", result.output)
+    match = re.search(r"outputs vs onnxruntime [\d.]+: max abs error (\S+), max rel error (\S+)", result.output)
+    assert match, result.output
+    assert float(match.group(2)) < 1e-4
+    rows = json.loads(report.read_text())
+    assert rows and all({"name", "hash", "weight", "hit", "db", "reason"} <= set(r) for r in rows)
+    assert all(r["hit"] is False and r["reason"] == "no such workload" for r in rows)
+    from msdb.model.loader import load
+
+    model = load(str(small_resnet))
+    assert sum(r["weight"] for r in rows) == len(model.calls)
+
+
+@pytest.mark.slow
+def test_layered_databases_report_the_answering_db_as_given(small_resnet: pathlib.Path, empty_db: pathlib.Path,
+                                                             tmp_path: pathlib.Path) -> None:
+    """One conv of the model tuned briefly by msdb's tuner into `local`: it hits there, over an
+    empty first layer, and the report names `local` exactly as the option gave it."""
+    from msdb.model.loader import load
+    from msdb.tuner.tune import tune_tir
+
+    model = load(str(small_resnet))
+    name = next(n for n in model.functions if n.startswith("conv2d"))
+    local = tmp_path / "local.sqlite"
+    db = SQLiteDatabase(local)
+    try:
+        tune_tir(model.functions[name], None, db, 4, 4, seed=0, cost_model="random", strategy="replay-trace",
+                 task_name=name)
+    finally:
+        db.close()
+    report = tmp_path / "r.json"
+    result = run("compile", small_resnet, "--db", empty_db, "--db", local, "--report", report)
+    assert result.exit_code == 0, result.output
+    rows = {r["name"]: r for r in json.loads(report.read_text())}
+    assert rows[name]["hit"] is True and rows[name]["db"] == str(local)
+    assert rows[name]["matched_by"] == "structural"
+    assert re.search(rf"^{re.escape(name)} .* hit in {re.escape(str(local))} \(structural; ", result.output, re.M)
+
+
+@pytest.mark.parametrize("case", ["missing model", *BAD_MODELS, "missing db", "not a database", "hub down"])
+def test_bad_input_is_one_line_and_writes_nothing(case: str, small_resnet: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    model = work / "model.onnx"
+    model.write_bytes(small_resnet.read_bytes())
+    db = work / "empty.sqlite"
+    SQLiteDatabase(db).close()
+    args: list[object] = [model, "--db", db]
+    expected = ""
+    if case == "missing model":
+        args[0] = work / "nope.onnx"
+        expected = "nope.onnx: no such model file"
+    elif case in BAD_MODELS:
+        _, expected = bad_model(model, case)
+    elif case == "missing db":
+        args[2] = work / "nope.sqlite"
+        expected = "nope.sqlite: no such database file"
+    elif case == "not a database":
+        notes = work / "notes.txt"
+        notes.write_text("not a database\n")
+        args[2] = notes
+        expected = f"{notes} is not a SQLite database"
+    else:
+        args[2] = "http://127.0.0.1:9/"
+        expected = "hub http://127.0.0.1:9/ cannot be reached"
+    before = files_in(work)
+    result = run("compile", *args, "--report", work / "report.json")
+    assert result.exit_code == 1, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and expected in lines[0], result.output
+    assert files_in(work) == before  # no report, no database created or changed
+
+
+def test_relax_script_run_is_compared_with_the_default_schedule_build(tmp_path: pathlib.Path) -> None:
+    """The MLC course's MLP (examples/models/mlp.py, weights made beside a copy): with a record of
+    linear0 the tuned build is checked against the default-schedule build; without any record
+    there is nothing independent to compare with, and the output says so."""
+    import shutil
+
+    import numpy as np
+
+    from msdb.ir import zoo
+    from msdb.tuner.tune import tune_tir
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    script = tmp_path / "mlp.py"
+    shutil.copy(root / "examples" / "models" / "mlp.py", script)
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "mlp.npz", w0=rng.standard_normal((128, 784)).astype("float32") * 0.05,
+             b0=rng.standard_normal(128).astype("float32"), w1=rng.standard_normal((10, 128)).astype("float32") * 0.1,
+             b1=rng.standard_normal(10).astype("float32"))
+    db_path = tmp_path / "mlp.sqlite"
+    db = SQLiteDatabase(db_path)
+    try:
+        tune_tir(zoo.workload("linear0"), None, db, 2, 2, seed=0, cost_model="random", strategy="replay-trace",
+                 task_name="linear0")
+    finally:
+        db.close()
+    tuned = run("compile", script, "--db", db_path, "--run", "--repeat", 1)
+    assert tuned.exit_code == 0, tuned.output
+    assert re.search(rf"^linear0 .* hit in {re.escape(str(db_path))} \(structural; ", tuned.output, re.M)
+    match = re.search(r"outputs vs the default-schedule build: max abs error (\S+), max rel error (\S+)", tuned.output)
+    assert match and float(match.group(2)) < 1e-4, tuned.output
+    plain = run("compile", script, "--run", "--repeat", 1)
+    assert plain.exit_code == 0, plain.output
+    assert "miss: no database" in plain.output
+    assert "outputs not compared: no record was applied" in plain.output

@@ -1,0 +1,174 @@
+"""Default schedules (no search): every operator kind of a ResNet-style model, scheduled by
+`default_schedule` and built by msdb's code generator, computes what numpy computes; the
+schedule is a deterministic trace; tiles divide the loops and fit the registers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from msdb.hashing import structural_equal
+from msdb.ir import stmt as S
+from msdb.ir import te
+from msdb.ir.function import PrimFunc
+from msdb.ir.functor import post_order_visit
+from msdb.records.target import Target
+from msdb.schedule import Schedule
+from msdb.tuner.compile.default_schedule import (ACCUMULATOR_REGISTERS, DefaultScheduleError, choose_tile,
+                                                 default_schedule, vector_lanes)
+from tests.compile.workloads import conv_func, matmul_func, max_pool_func, relu_func
+
+ONE_CORE = Target({"kind": "llvm", "num-cores": 1})
+
+
+def run(func: PrimFunc, inputs: list[np.ndarray], target: Target = ONE_CORE) -> np.ndarray:
+    from msdb.tuner import build
+
+    sch = default_schedule(func, target)
+    out_buf = func.buffers[-1]
+    out = np.full(tuple(d.value for d in out_buf.shape), np.nan, dtype=out_buf.dtype)
+    kernel = build(sch.mod)
+    kernel.num_threads = 1
+    kernel(*inputs, out)
+    return out
+
+
+def numpy_conv(x: np.ndarray, w: np.ndarray, stride: int, pad: int, groups: int = 1) -> np.ndarray:
+    n, c, h, _ = x.shape
+    f, cg, k, _ = w.shape
+    padded = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    o = (h + 2 * pad - k) // stride + 1
+    out = np.zeros((n, f, o, o), dtype=np.float64)
+    per_group = f // groups
+    for ff in range(f):
+        g = ff // per_group
+        for ry in range(k):
+            for rx in range(k):
+                window = padded[:, g * cg:(g + 1) * cg, ry:ry + stride * o:stride, rx:rx + stride * o:stride]
+                out[:, ff] += np.einsum("nchw,c->nhw", window, w[ff, :, ry, rx])
+    return out.astype(np.float32)
+
+
+def rand(*shape: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed + sum(shape)).standard_normal(shape).astype("float32")
+
+
+@pytest.mark.parametrize("c,hw,f,k,stride,pad,groups,epilogue", [
+    (8, 12, 16, 3, 1, 1, 1, ""),        # 3x3 conv, a 12-wide row (masked 12-lane vector)
+    (8, 16, 16, 3, 1, 1, 1, "bu"),      # conv + bias + relu (epilogue under the tile)
+    (4, 14, 8, 3, 2, 1, 1, "bru"),      # stride 2 + bias + residual + relu
+    (8, 8, 16, 1, 2, 0, 1, "b"),        # 1x1 downsample
+    (3, 20, 8, 7, 2, 3, 1, ""),         # the stem's 7x7 / 2
+    (16, 10, 16, 3, 1, 1, 16, "bu"),    # depthwise
+    (8, 10, 8, 3, 1, 1, 2, ""),         # grouped
+    (64, 7, 16, 3, 1, 1, 1, "u"),       # ResNet's last stage: 7 lanes, reduction blocking
+])
+def test_convolutions_compute_what_numpy_computes(c: int, hw: int, f: int, k: int, stride: int, pad: int, groups: int,
+                                                  epilogue: str) -> None:
+    func = conv_func(1, c, hw, f, k, stride, pad, groups=groups, epilogue=epilogue)
+    x, w = rand(1, c, hw, hw), rand(f, c // groups, k, k)
+    expected = numpy_conv(x, w, stride, pad, groups)
+    inputs = [x, w]
+    for step in epilogue:
+        if step == "b":
+            bias = rand(1, f, 1, 1, seed=1)
+            inputs.append(bias)
+            expected = expected + bias
+        elif step == "r":
+            residual = rand(*expected.shape, seed=2)
+            inputs.append(residual)
+            expected = expected + residual
+        else:
+            expected = np.maximum(expected, 0)
+    np.testing.assert_allclose(run(func, inputs), expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("m,n,k,bias", [(1, 100, 64, True), (4, 48, 24, False)])
+def test_matmul_computes_what_numpy_computes(m: int, n: int, k: int, bias: bool) -> None:
+    a, b = rand(m, k), rand(k, n)
+    inputs = [a, b] + ([rand(1, n, seed=3)] if bias else [])
+    expected = a @ b + (inputs[2] if bias else 0)
+    np.testing.assert_allclose(run(matmul_func(m, n, k, bias=bias), inputs), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_max_pool_computes_what_numpy_computes() -> None:
+    x = rand(1, 8, 16, 16)
+    padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=-np.inf)
+    expected = np.max([padded[:, :, ry:ry + 16:2, rx:rx + 16:2] for ry in range(3) for rx in range(3)], axis=0)
+    np.testing.assert_array_equal(run(max_pool_func(1, 8, 16, 3, 2, 1), [x]), expected)
+
+
+def test_elementwise_and_softmax_compute_what_numpy_computes() -> None:
+    x = rand(1, 8, 6, 10)
+    np.testing.assert_array_equal(run(relu_func((1, 8, 6, 10)), [x]), np.maximum(x, 0))
+    logits = te.placeholder((2, 100), name="x")
+    func = te.create_prim_func([logits, te.softmax(logits)])
+    y = rand(2, 100)
+    expected = np.exp(y - y.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(run(func, [y]), expected / expected.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+def loop_kinds(sch: Schedule) -> list[S.ForKind]:
+    kinds: list[S.ForKind] = []
+    post_order_visit(sch.mod.main.body, lambda n: kinds.append(n.kind) if isinstance(n, S.For) else None)
+    return kinds
+
+
+def test_the_tile_is_vectorized_and_unrolled_and_parallel_only_with_several_cores() -> None:
+    func = conv_func(1, 8, 16, 16, 3, 1, 1, epilogue="bu")
+    one = default_schedule(func, ONE_CORE)
+    assert S.ForKind.VECTORIZED in loop_kinds(one) and S.ForKind.UNROLLED in loop_kinds(one)
+    assert S.ForKind.PARALLEL not in loop_kinds(one)
+    several = default_schedule(func, Target({"kind": "llvm", "num-cores": 4}))
+    assert S.ForKind.PARALLEL in loop_kinds(several)
+    x, w, b = rand(1, 8, 16, 16), rand(16, 8, 3, 3), rand(1, 16, 1, 1)
+    np.testing.assert_allclose(run(func, [x, w, b], Target({"kind": "llvm", "num-cores": 4})),
+                               np.maximum(numpy_conv(x, w, 1, 1) + b, 0), rtol=1e-4, atol=1e-4)
+
+
+def test_the_schedule_is_deterministic_and_replays_as_a_trace() -> None:
+    func = conv_func(1, 8, 14, 16, 3, 1, 1, epilogue="bru")
+    first, second = default_schedule(func, ONE_CORE), default_schedule(func, ONE_CORE)
+    assert first.trace.as_json() == second.trace.as_json()
+    assert structural_equal(first.mod, second.mod)
+    replayed = Schedule(func)
+    first.trace.apply_to_schedule(replayed)
+    assert structural_equal(replayed.mod, first.mod)
+
+
+@pytest.mark.parametrize("u,v,lanes", [(64, 56, 16), (512, 7, 16), (128, 28, 8), (1, 1000, 16), (3, 112, 4),
+                                       (256, 14, 16), (10, 1, 8)])
+def test_tiles_divide_the_loops_and_fit_the_accumulator_registers(u: int, v: int, lanes: int) -> None:
+    for strided in (False, True):
+        tile = choose_tile(u, v, lanes, strided)
+        assert u % tile.u_inner == 0 and v % (tile.v_outer * tile.v_vector) == 0
+        registers = tile.u_inner * tile.v_outer * -(-tile.v_vector // lanes)
+        assert registers <= ACCUMULATOR_REGISTERS
+
+
+def test_vector_width_follows_the_targets_cpu_features() -> None:
+    assert vector_lanes(Target({"kind": "llvm", "mcpu": "skylake-avx512", "mattr": ["+avx2", "+avx512f"]})) == 16
+    assert vector_lanes(Target({"kind": "llvm", "mcpu": "haswell", "mattr": ["+avx2", "+fma"]})) == 8
+    assert vector_lanes(Target({"kind": "llvm", "mcpu": "nehalem", "mattr": ["+sse4.2"]})) == 4
+    assert vector_lanes(Target({"kind": "llvm", "mcpu": "haswell", "mattr": ["+avx2"]}), 64) == 4
+
+
+def test_a_gpu_target_is_one_clear_error() -> None:
+    with pytest.raises(DefaultScheduleError, match="not a CPU target"):
+        default_schedule(relu_func((4, 4)), Target({"kind": "cuda", "arch": "sm_90"}))
+
+
+def test_a_reduction_the_tiling_does_not_fit_keeps_its_loops_and_its_numbers() -> None:
+    # An annotated loop cannot be split: the tiling is dropped whole, the rest still applies.
+    func = conv_func(1, 4, 8, 8, 3, 1, 1, epilogue="bu")
+    pre = Schedule(func)
+    pre.annotate(pre.get_loops(pre.get_block("conv2d_nchw"))[3], "pragma_keep", 1)
+    sch = default_schedule(pre.mod, ONE_CORE)
+    assert [inst.kind for inst in sch.trace.insts].count("Split") == 0
+    assert "ComputeInline" in [inst.kind for inst in sch.trace.insts]  # the bias add, into relu
+    from msdb.tuner import build
+
+    x, w, b = rand(1, 4, 8, 8), rand(8, 4, 3, 3), rand(1, 8, 1, 1)
+    out = np.zeros((1, 8, 8, 8), "float32")
+    build(sch.mod)(x, w, b, out)
+    np.testing.assert_allclose(out, np.maximum(numpy_conv(x, w, 1, 1) + b, 0), rtol=1e-4, atol=1e-4)

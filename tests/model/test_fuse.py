@@ -1,0 +1,149 @@
+"""Fusion: TVM's FuseOps grouping and names on ResNet-18 (the layout TVM 0.27's "zero" pipeline
+gives, checked against TVM itself in test_onnx_tvm.py), the partitioner's rules on small graphs,
+and fold mode's batch-norm folding."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from msdb.model import zoo
+from msdb.model.fuse import fold_batch_norm, fuse_fold, fuse_tvm, partition
+from msdb.model.lower import lower
+from msdb.model.onnx_frontend import from_onnx
+from msdb.model.ops import OpGraph, OpNode, OpPattern
+
+from .conftest import ort_run, random_feeds, run_model
+
+# What TVM 0.27 extracts from this ResNet-18 (relax.get_pipeline("zero"), then
+# meta_schedule.relax_integration.extract_tasks): 27 tasks, 41 calls.
+RESNET18_TVM = {
+    "conv2d": 1, "conv2d1": 4, "conv2d2": 1, "conv2d3": 3, "conv2d4": 1, "conv2d5": 1, "conv2d6": 3,
+    "conv2d7": 1, "conv2d8": 1, "conv2d9": 3, "conv2d10": 1, "max_pool2d": 1, "mean": 1, "reshape": 1,
+    "fused_batch_norm_relu": 1, "fused_batch_norm1_relu1": 2, "fused_batch_norm1_add_relu1": 2,
+    "fused_batch_norm2_relu2": 2, "fused_batch_norm2_batch_norm2_add1_relu2": 1, "fused_batch_norm2_add1_relu2": 1,
+    "fused_batch_norm3_relu3": 2, "fused_batch_norm3_batch_norm3_add2_relu3": 1, "fused_batch_norm3_add2_relu3": 1,
+    "fused_batch_norm4_relu4": 2, "fused_batch_norm4_batch_norm4_add3_relu4": 1, "fused_batch_norm4_add3_relu4": 1,
+    "fused_matmul_add4": 1,
+}
+
+
+@pytest.fixture(scope="module")
+def resnet18_graph() -> OpGraph:
+    return from_onnx(zoo.resnet(18))
+
+
+def test_resnet18_tvm_mode_has_tvms_27_functions_and_call_counts(resnet18_graph):
+    model = lower(resnet18_graph, "tvm")
+    assert dict(model.call_counts()) == RESNET18_TVM
+    assert len(model.calls) == 41
+    # a conv stays alone (batch_norm is injective, not elementwise)
+    conv = model.functions["conv2d1"]
+    assert conv.attrs["op_pattern"] == int(OpPattern.OUT_EWISE_FUSABLE)
+    assert model.inputs[0].shape == (1, 3, 224, 224) and model.values[model.outputs[0]].shape == (1, 1000)
+
+
+def test_resnet18_tvm_groups(resnet18_graph):
+    part = fuse_tvm(resnet18_graph)
+    kinds = ["+".join(n.op for n in g) for g in part.groups]
+    assert kinds.count("nn.conv2d") == 20
+    assert kinds.count("nn.batch_norm+nn.relu") == 9
+    assert kinds.count("nn.batch_norm+add+nn.relu") == 5
+    assert kinds.count("nn.batch_norm+nn.batch_norm+add+nn.relu") == 3
+    assert kinds[-3:] == ["mean", "reshape", "matmul+add"]
+    # the Gemm's weight transpose was folded, not grouped
+    assert [n.op for n in part.folded] == ["permute_dims"]
+
+
+def test_fused_function_blocks_are_named_as_fusetir_names_them(resnet18_graph):
+    from msdb.ir import stmt as S
+    from msdb.ir.functor import post_order_visit
+
+    model = lower(resnet18_graph, "tvm")
+    names: list[str] = []
+    post_order_visit(model.functions["fused_batch_norm_relu"].body,
+                     lambda n: names.append(n.name_hint) if isinstance(n, S.Block) else None)
+    # batch_norm's own blocks (te.create_prim_func: T_reshape_1, ...), then relu's `compute`
+    # renamed `compute1` (FuseTIR), the two moving-statistics outputs left as dead blocks
+    assert names == ["T_reshape", "T_subtract", "T_reshape_1", "T_add", "compute", "T_divide", "T_reshape_2",
+                     "T_multiply", "T_reshape_3", "T_add_1", "T_multiply_1", "T_multiply_2", "compute1", "root"]
+
+
+def test_resnet34_shares_resnet18_layers():
+    m18 = lower(from_onnx(zoo.resnet(18, image=32, width=4, num_classes=10)), "tvm")
+    m34 = lower(from_onnx(zoo.resnet(34, image=32, width=4, num_classes=10)), "tvm")
+    assert set(m18.functions) == set(m34.functions)  # same layer shapes, more calls
+    assert len(m34.calls) > len(m18.calls)
+
+
+def _graph(ops: list[tuple[str, tuple[str, ...], str]], outputs: tuple[str, ...]) -> OpGraph:
+    nodes = [OpNode(op, ins, (out,), {}, out) for op, ins, out in ops]
+    names = {"x"} | {out for _, _, out in ops}
+    return OpGraph("g", ("x",), outputs, nodes, {n: (4,) for n in names}, {n: "float32" for n in names})
+
+
+PATTERNS = {"conv": OpPattern.OUT_EWISE_FUSABLE, "ew": OpPattern.ELEMWISE, "inj": OpPattern.INJECTIVE,
+            "red": OpPattern.COMM_REDUCE, "opq": OpPattern.OPAQUE}
+
+
+def _groups(graph: OpGraph) -> list[list[str]]:
+    groups, _ = partition(graph, lambda n: PATTERNS[n.op])
+    return [[n.outputs[0] for n in g] for g in groups]
+
+
+def test_anchor_takes_an_elementwise_diamond():
+    # conv -> (ew a, ew b) -> ew c: the post-dominator of conv is c, every path elementwise
+    g = _graph([("conv", ("x",), "k"), ("ew", ("k",), "a"), ("ew", ("k",), "b"), ("ew", ("a", "b"), "c")], ("c",))
+    assert _groups(g) == [["k", "a", "b", "c"]]
+
+
+def test_anchor_does_not_take_an_injective_epilogue():
+    g = _graph([("conv", ("x",), "k"), ("inj", ("k",), "a"), ("ew", ("a",), "b")], ("b",))
+    assert _groups(g) == [["k"], ["a", "b"]]
+
+
+def test_two_anchors_never_share_a_group():
+    g = _graph([("conv", ("x",), "k1"), ("conv", ("k1",), "k2"), ("ew", ("k2",), "e")], ("e",))
+    assert _groups(g) == [["k1"], ["k2", "e"]]
+
+
+def test_an_output_read_by_a_later_op_ends_its_group():
+    g = _graph([("ew", ("x",), "a"), ("ew", ("a",), "b"), ("opq", ("a",), "c")], ("b", "c"))
+    assert _groups(g) == [["a"], ["b"], ["c"]]
+
+
+# ---- fold mode --------------------------------------------------------------------------------
+
+
+def test_fold_mode_folds_batch_norm_into_the_conv():
+    proto = zoo.resnet(18, image=16, width=4, num_classes=10)
+    graph = from_onnx(proto)
+    folded = fold_batch_norm(graph)
+    assert not any(n.op == "nn.batch_norm" for n in folded.nodes)
+    # the stem: conv(x, W') then reshape(b') and add, W' = W * gamma / sqrt(var + eps)
+    conv = folded.nodes[0]
+    assert conv.op == "nn.conv2d" and [n.op for n in folded.nodes[1:3]] == ["reshape", "add"]
+    w = graph.constants["conv1.weight"]
+    gamma, beta, mean, var = (graph.constants[f"bn1.{p}"].astype(np.float64)
+                              for p in ("weight", "bias", "running_mean", "running_var"))
+    scale = gamma / np.sqrt(var + 1e-5)
+    np.testing.assert_allclose(folded.constants[conv.inputs[1]], w * scale[:, None, None, None], rtol=1e-6)
+    np.testing.assert_allclose(folded.constants[folded.nodes[1].inputs[0]], beta - mean * scale, rtol=1e-5, atol=1e-7)
+
+
+def test_fold_mode_groups_conv_bias_residual_relu_with_the_conv_first():
+    part = fuse_fold(from_onnx(zoo.resnet(18, image=32, width=4, num_classes=10)))
+    kinds = ["+".join(n.op for n in g) for g in part.groups]
+    assert "nn.conv2d+add+add+nn.relu" in kinds and "nn.conv2d+add+nn.relu" in kinds
+    for group in part.groups:
+        convs = [n for n in group if n.op == "nn.conv2d"]
+        assert len(convs) <= 1 and (not convs or group[0] is convs[0])
+    assert len(part.groups) == 24
+
+
+@pytest.mark.parametrize("fuse", ["tvm", "fold"])
+def test_small_resnet_runs_as_onnxruntime_in_both_modes(fuse):
+    proto = zoo.resnet(18, image=16, width=4, num_classes=10)
+    feeds = random_feeds(proto)
+    model = lower(from_onnx(proto), fuse)
+    np.testing.assert_allclose(run_model(model, feeds)[0], ort_run(proto, feeds)[0], rtol=1e-4, atol=1e-5)

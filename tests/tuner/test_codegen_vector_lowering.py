@@ -1,0 +1,201 @@
+"""Lowering paths of the CPU code generator added for issue 12's budgets, each checked against
+numpy on seeded inputs and for the IR shape it is meant to produce (docs/architecture.md,
+"Tuner"; `msdb.tuner.codegen.emit`):
+
+- strided vector loads (a stride-2 conv's input row) are one wide load and a shufflevector;
+- with `EmitOptions.exact_lanes`, vectorized loops of any extent up to 64 lanes are vectors of
+  exactly that length, not power-of-two vectors with masked-off lanes (the default);
+- a scalar `if_then_else` whose arms load (padding inlined into a conv) is a select over
+  guarded loads, without branches, and still never touches the untaken arm's address.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from msdb.ir import from_script
+from msdb.tuner import build
+from msdb.tuner.codegen import compile_module
+from msdb.tuner.codegen.emit import EmitOptions
+
+
+def _strided_script(lanes: int, stride: int, reverse: bool) -> str:
+    n = lanes * abs(stride) + 3
+    index = f"{n - 1} - vj * {stride}" if reverse else f"vj * {stride} + 1"
+    return f'''
+from tvm.script import tir as T
+@T.prim_func
+def main(A: T.Buffer((4, {n}), "float32"), O: T.Buffer((4, {lanes}), "float32")):
+    for i in range(4):
+        for j in T.vectorized({lanes}):
+            with T.block("O"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                O[vi, vj] = A[vi, {index}] * T.float32(2) + T.float32(1)
+'''
+
+
+@pytest.mark.parametrize("lanes,stride,reverse", [(16, 2, False), (7, 2, False), (8, 3, False), (16, 4, False),
+                                                  (8, 2, True), (5, 3, True)])
+def test_strided_vector_load_is_a_wide_load_and_a_shuffle(lanes: int, stride: int, reverse: bool) -> None:
+    mod = from_script(_strided_script(lanes, stride, reverse))
+    options = EmitOptions(exact_lanes=True)  # padded lanes would be masked: those stay gathers
+    compiled = compile_module(mod, options=options)
+    span = (lanes - 1) * stride + 1
+    assert f"load <{span} x float>" in compiled.llvm_ir
+    assert "shufflevector" in compiled.llvm_ir and "insertelement <" not in compiled.llvm_ir.split("shufflevector")[0]
+    n = lanes * stride + 3
+    a = np.random.default_rng(0).uniform(-1, 1, size=(4, n)).astype("float32")
+    out = np.zeros((4, lanes), dtype="float32")
+    build(mod, options=options)(a, out)
+    cols = n - 1 - stride * np.arange(lanes) if reverse else stride * np.arange(lanes) + 1
+    np.testing.assert_array_equal(out, a[:, cols] * np.float32(2) + np.float32(1))
+
+
+@pytest.mark.parametrize("lanes,stride,reverse", [(7, 2, False), (14, 2, False), (5, 3, True)])
+def test_strided_load_with_padding_lanes_is_a_masked_wide_load(lanes: int, stride: int, reverse: bool) -> None:
+    """Padded to a power of two (the default), the wide load is masked to the active lanes'
+    span: the padding lanes' addresses may be past the buffer."""
+    mod = from_script(_strided_script(lanes, stride, reverse))
+    ir_text = compile_module(mod).llvm_ir
+    padded = 1 << (lanes - 1).bit_length()
+    span = (padded - 1) * stride + 1
+    assert f"llvm.masked.load.v{span}f32" in ir_text and "llvm.masked.gather" not in ir_text
+    n = lanes * stride + 3
+    a = np.random.default_rng(3).uniform(-1, 1, size=(4, n)).astype("float32")
+    out = np.zeros((4, lanes), dtype="float32")
+    build(mod)(a, out)
+    cols = n - 1 - stride * np.arange(lanes) if reverse else stride * np.arange(lanes) + 1
+    np.testing.assert_array_equal(out, a[:, cols] * np.float32(2) + np.float32(1))
+
+
+def test_strides_above_the_limit_stay_scalar_loads() -> None:
+    compiled = compile_module(from_script(_strided_script(8, 7, False)))
+    assert "shufflevector <50 x float>" not in compiled.llvm_ir
+    assert "insertelement <8 x float>" in compiled.llvm_ir
+
+
+def _odd_script(extent: int) -> str:
+    return f'''
+from tvm.script import tir as T
+@T.prim_func
+def main(A: T.Buffer((3, {extent}), "float32"), B: T.Buffer((3, {extent}), "float32"),
+         O: T.Buffer((3, {extent}), "float32")):
+    for i in range(3):
+        for j in T.vectorized({extent}):
+            with T.block("O"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                O[vi, vj] = T.max(A[vi, vj] * B[vi, vj] + A[vi, vj], T.float32(0.25))
+'''
+
+
+EXACT = EmitOptions(exact_lanes=True)
+
+
+@pytest.mark.parametrize("extent,width,exact", [(7, 7, True), (14, 14, True), (28, 28, True), (43, 43, True),
+                                                (100, 4, True), (7, 8, False), (28, 32, False), (100, 16, False)])
+def test_odd_extents_exact_or_padded(extent: int, width: int, exact: bool) -> None:
+    mod = from_script(_odd_script(extent))
+    options = EXACT if exact else EmitOptions()
+    ir_text = compile_module(mod, options=options).llvm_ir
+    assert f"<{width} x float>" in ir_text
+    assert ("llvm.masked" in ir_text) != exact  # padding lanes are masked off, exact vectors have none
+    rng = np.random.default_rng(1)
+    a, b = (rng.uniform(-1, 1, size=(3, extent)).astype("float32") for _ in range(2))
+    out = np.zeros((3, extent), dtype="float32")
+    build(mod, options=options)(a, b, out)
+    np.testing.assert_allclose(out, np.maximum(a * b + a, np.float32(0.25)), rtol=1e-6, atol=1e-7)
+
+
+PREDICATED_ODD = '''
+from tvm.script import tir as T
+@T.prim_func
+def main(A: T.Buffer((7,), "float32"), O: T.Buffer((7,), "float32")):
+    for j in T.vectorized(7):
+        with T.block("O"):
+            vj = T.axis.spatial(7, j)
+            O[vj] = T.if_then_else(vj >= 2, A[vj - 2], T.float32(-1))
+'''
+
+
+def test_odd_length_vector_with_a_lane_dependent_condition() -> None:
+    mod = from_script(PREDICATED_ODD)
+    assert "<7 x i1>" in compile_module(mod, options=EXACT).llvm_ir  # the condition's mask, at the exact width
+    a = np.arange(7, dtype="float32") + 10
+    out = np.zeros(7, dtype="float32")
+    build(mod, options=EXACT)(a, out)
+    np.testing.assert_array_equal(out, np.array([-1, -1, 10, 11, 12, 13, 14], dtype="float32"))
+
+
+PADDED_CONV_ROW = '''
+from tvm.script import tir as T
+@T.prim_func
+def main(A: T.Buffer((6, 6), "float32"), W: T.Buffer((3, 3), "float32"), O: T.Buffer((6, 6), "float32")):
+    for i, j, ry, rx in T.grid(6, 6, 3, 3):
+        with T.block("O"):
+            vi, vj, vry, vrx = T.axis.remap("SSRR", [i, j, ry, rx])
+            with T.init():
+                O[vi, vj] = T.float32(0)
+            O[vi, vj] = O[vi, vj] + T.if_then_else(1 <= vi + vry and vi + vry < 7 and 1 <= vj + vrx and vj + vrx < 7,
+                                                   A[vi + vry - 1, vj + vrx - 1], T.float32(0)) * W[vry, vrx]
+'''
+
+
+def test_padding_if_then_else_is_branch_free_and_correct() -> None:
+    mod = from_script(PADDED_CONV_ROW)
+    ir_text = compile_module(mod).llvm_ir
+    assert "ite_then" not in ir_text and re.search(r"select\s+i1 %\S+, ptr", ir_text)  # a guarded address
+    rng = np.random.default_rng(2)
+    a = rng.uniform(-1, 1, size=(6, 6)).astype("float32")
+    w = rng.uniform(-1, 1, size=(3, 3)).astype("float32")
+    out = np.zeros((6, 6), dtype="float32")
+    build(mod)(a, w, out)
+    padded = np.pad(a, 1)
+    expected = np.zeros((6, 6), dtype="float32")
+    for ry in range(3):
+        for rx in range(3):
+            expected += padded[ry:ry + 6, rx:rx + 6] * w[ry, rx]
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
+
+
+FAR_ARM = '''
+from tvm.script import tir as T
+@T.prim_func
+def main(A: T.Buffer((16,), "float32"), O: T.Buffer((16,), "float32")):
+    for i in range(16):
+        with T.block("O"):
+            vi = T.axis.spatial(16, i)
+            O[vi] = T.if_then_else(A[vi] >= T.float32(0), A[vi], A[vi + T.int64(1099511627776)])
+'''
+
+DIVIDING_ARM = '''
+from tvm.script import tir as T
+@T.prim_func
+def main(A: T.Buffer((16,), "float32"), N: T.Buffer((1,), "int32"), O: T.Buffer((16,), "float32")):
+    for i in range(16):
+        with T.block("O"):
+            vi = T.axis.spatial(16, i)
+            O[vi] = T.if_then_else(N[0] != 0, A[T.floormod(vi, N[0])], T.float32(3))
+'''
+
+
+def test_speculated_arm_never_reads_the_untaken_address() -> None:
+    mod = from_script(FAR_ARM)
+    assert "ite_then" not in compile_module(mod).llvm_ir
+    a = np.arange(16, dtype="float32")
+    out = np.zeros(16, dtype="float32")
+    build(mod)(a, out)  # A >= 0: the untaken arm is 4 TiB past A, a crash if it were read
+    np.testing.assert_array_equal(out, a)
+
+
+def test_an_arm_dividing_by_a_variable_keeps_its_branch() -> None:
+    mod = from_script(DIVIDING_ARM)
+    assert "ite_then" in compile_module(mod).llvm_ir  # evaluated eagerly, it would divide by zero
+    a = np.arange(16, dtype="float32")
+    out = np.zeros(16, dtype="float32")
+    build(mod)(a, np.zeros(1, dtype="int32"), out)
+    np.testing.assert_array_equal(out, np.full(16, 3, dtype="float32"))
+    build(mod)(a, np.array([5], dtype="int32"), out)
+    np.testing.assert_array_equal(out, a[np.arange(16) % 5])

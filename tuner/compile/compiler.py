@@ -1,0 +1,242 @@
+"""`compile(model, database, target)`: a model's functions scheduled from (layered) databases and
+built into one runnable `CompiledModel` (docs/architecture.md, "Compile"; TVM's
+MetaScheduleApplyDatabase).
+
+Per function of the model, in the model's order:
+1. normalize it as a workload, the way task extraction does (`{"main": f}`), so its hashes
+   are the ones tuning stored;
+2. find the best valid record for the target: layers in order, structurally and then by anchor
+   block in each (`lookup.find_record`); the first layer with a record wins;
+3. apply it: a record whose workload is ignore-tensor-equal to the function replays its trace on
+   the *stored* workload with its post-processing instructions (TVM replays on the stored module,
+   whose block names the trace uses); any other (an anchor-block match) goes through TVM's
+   anchor-trace procedure (`schedule_using_anchor_trace`) on the function. A trace that raises
+   is a miss with the error's text, not an aborted compile (TVM aborts);
+4. a miss gets the default schedule (no search: parallel outer loops, vectorized inner loops);
+5. build with llvmlite (`msdb.tuner.kernel.build`).
+
+Where the time goes is kept in `CompiledModel.timings` (load, query, apply, build seconds), for
+bench/bench_compile.py.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import time
+from typing import TYPE_CHECKING, Any, Sequence
+
+from msdb.errors import MsdbError
+from msdb.ir.function import IRModule, PrimFunc
+from msdb.records import Target, TuningRecord, Workload
+from msdb.tuner.compile.compiled_model import CompiledModel
+from msdb.tuner.compile.lookup import Layer, Lookup, as_layers, find_record
+from msdb.tuner.compile.report import FunctionReport, MissReason
+
+if TYPE_CHECKING:
+    from msdb.database.base import Database
+    from msdb.model.graph import Model
+    from msdb.tuner.kernel import Kernel
+
+__all__ = ["compile_model", "as_workload", "apply_record", "compile_target"]
+
+logger = logging.getLogger(__name__)
+
+#: Seconds one kernel may take to build in a worker (a heavily unrolled tuned conv takes ~10 s).
+BUILD_TIMEOUT_S = 600.0
+
+DatabaseArg = Any  # Database | location | a list of them | None (see lookup.as_layers)
+
+
+def as_workload(func: PrimFunc) -> Workload:
+    """The function as a database workload, normalized as task extraction does
+    (`msdb.model.tasks.normalize_mod`: `{"main": f}`), so its hashes are the ones tuning stored."""
+    from msdb.model.tasks import normalize_mod
+
+    return Workload(normalize_mod(func))
+
+
+def compile_target(target: Target | str | dict[str, Any] | None) -> Target:
+    """The target to query and build for: as given, else this machine (`Target.host()`)."""
+    coerced = Target.coerce(target)
+    if coerced is None:
+        return Target.host()
+    if coerced.kind != "llvm":
+        raise MsdbError(f"compile: target {coerced} is not a CPU (llvm) target; msdb compiles models for CPUs only")
+    return coerced
+
+
+def apply_record(record: TuningRecord, workload: Workload, target: Target) -> IRModule:
+    """The function scheduled by `record` (step 3 of the module docstring); raises the
+    schedule's `MsdbError` when the trace does not apply."""
+    from msdb.database.base import replay
+    from msdb.schedule import Schedule
+    from msdb.tuner.compile.anchor_trace import schedule_using_anchor_trace
+
+    if record.workload.equal(workload, "ignore-tensor"):
+        return replay(record).mod
+    sch = Schedule(workload.mod)
+    schedule_using_anchor_trace(sch, record.trace, target)
+    return sch.mod
+
+
+def _default_mod(func: PrimFunc, target: Target) -> IRModule:
+    from msdb.tuner.compile.default_schedule import default_schedule
+
+    return default_schedule(func, target).mod
+
+
+def _entry(name: str, workload: Workload, weight: int, found: Lookup, flop: int | None) -> FunctionReport:
+    entry = FunctionReport(name=name, hash=workload.shash, weight=weight, hit=found.record is not None, flop=flop)
+    record = found.record
+    if record is not None:
+        assert found.layer is not None
+        entry.db = found.layer.label
+        entry.matched_by = found.matched_by
+        secs = record.mean_run_secs
+        entry.record_us = secs * 1e6 if math.isfinite(secs) else None  # a schedule function's record: no run
+        entry.record_target = str(record.target) if record.target is not None else None
+        # the record measured its own workload: an anchor-block match's has other epilogue blocks
+        record_flop = flop if found.matched_by == "structural" else _flop(record.workload)
+        if record_flop and entry.record_us is not None and secs > 0:
+            entry.record_gflops = record_flop / secs / 1e9
+    else:
+        entry.reason = found.reason
+        entry.detail = found.detail
+        entry.targets_with_records = list(found.targets_with_records)
+    return entry
+
+
+def _miss(entry: FunctionReport, reason: str, detail: str) -> None:
+    """Turn a found record into a miss (its trace did not apply): the answer is the default schedule."""
+    entry.hit = False
+    entry.db = entry.matched_by = entry.record_target = None
+    entry.record_us = entry.record_gflops = None
+    entry.reason = reason
+    entry.detail = detail
+
+
+def _flop(workload: Workload) -> int | None:
+    from msdb.ir.flops import estimate_flops
+
+    try:
+        return int(estimate_flops(workload.mod))
+    except MsdbError:
+        return None
+
+
+def compile_model(model: Model | str | os.PathLike[str], database: DatabaseArg = None,
+                  target: Target | str | dict[str, Any] | None = None, fuse: str = "tvm", *,
+                  num_threads: int | None = None, build_workers: int = 1) -> CompiledModel:
+    """Compile `model` (a `Model`, or a path for `msdb.model.load(path, fuse=fuse)`) with the
+    records of `database` (one `Database` or location, or a list of them: layers, the first
+    with a record wins) for `target` (default: this machine). `num_threads`: threads of the
+    parallel loops when run (default: the target's `num-cores` when given, else libgomp's).
+    `build_workers`: processes that build the kernels (1: in this process). See the module
+    docstring for what happens to each function."""
+    timings = {"load": 0.0, "query": 0.0, "apply": 0.0, "build": 0.0}
+    started = time.perf_counter()
+    if isinstance(model, (str, os.PathLike)):
+        from msdb.model.loader import load
+
+        model = load(os.fspath(model), fuse=fuse)
+    model.check()
+    timings["load"] = time.perf_counter() - started
+    build_target = compile_target(target)
+    if num_threads is None and target is not None:
+        cores = build_target.get("num-cores")
+        num_threads = int(cores) if isinstance(cores, int) else None
+    layers, opened = as_layers(database)
+    try:
+        mods, report = _schedule(model, layers, build_target, timings)
+    finally:
+        for layer in opened:
+            layer.database.close()
+    kernels = _build_all(model, mods, report, build_target, max(1, build_workers), timings)
+    return CompiledModel(model, kernels, report, build_target, timings, num_threads=num_threads)
+
+
+def _schedule(model: Model, layers: Sequence[Layer], target: Target, timings: dict[str, float]
+              ) -> tuple[dict[str, IRModule], list[FunctionReport]]:
+    """Steps 1-4 of the module docstring: the scheduled module of every function, and the report."""
+    counts = model.call_counts()
+    views: dict[tuple[int, str], Database] = {}
+    mods: dict[str, IRModule] = {}
+    report: list[FunctionReport] = []
+    for name, func in model.functions.items():
+        t0 = time.perf_counter()
+        workload = as_workload(func)
+        found = find_record(layers, workload, target, views, name)
+        entry = _entry(name, workload, counts.get(name, 0), found, _flop(workload))
+        t1 = time.perf_counter()
+        timings["query"] += t1 - t0
+        mod: IRModule | None = None
+        if found.record is not None:
+            try:
+                mod = apply_record(found.record, workload, target)
+            except MsdbError as exc:
+                logger.warning("%s: the record from %s does not apply: %s", name, entry.db, exc)
+                _miss(entry, MissReason.TRACE_DOES_NOT_APPLY, f"the record from {entry.db}: {exc}")
+        mods[name] = mod if mod is not None else _default_mod(func, target)
+        timings["apply"] += time.perf_counter() - t1
+        report.append(entry)
+    return mods, report
+
+
+def _build_all(model: Model, mods: dict[str, IRModule], report: list[FunctionReport], target: Target,
+               workers: int, timings: dict[str, float]) -> dict[str, Kernel]:
+    """Step 5: every scheduled module built, in this process (`workers` 1) or by a LocalBuilder
+    with `workers` processes (LLVM's O3 on unrolled tuned kernels is most of a warm compile). A
+    tuned module that does not build is a miss (trace does not apply) and gets the default
+    schedule."""
+    from msdb.tuner.kernel import build
+
+    started = time.perf_counter()
+    kernels: dict[str, Kernel] = {}
+    failed: dict[str, str] = {}
+    if workers <= 1:
+        for entry in report:
+            try:
+                kernels[entry.name] = build(mods[entry.name], target)
+            except MsdbError as exc:
+                if not entry.hit:
+                    for kernel in kernels.values():  # the compile fails: release what was loaded
+                        kernel.close()
+                    raise
+                failed[entry.name] = str(exc)
+    else:
+        kernels, failed = _build_in_workers(mods, report, target, workers)
+    for entry in report:
+        if entry.name in failed:
+            logger.warning("%s: the tuned module from %s does not build: %s", entry.name, entry.db, failed[entry.name])
+            _miss(entry, MissReason.TRACE_DOES_NOT_APPLY, f"the record from {entry.db} does not build: "
+                                                          f"{failed[entry.name]}")
+            kernels[entry.name] = build(_default_mod(model.functions[entry.name], target), target)
+    timings["build"] += time.perf_counter() - started
+    return kernels
+
+
+def _build_in_workers(mods: dict[str, IRModule], report: list[FunctionReport], target: Target, workers: int
+                      ) -> tuple[dict[str, Kernel], dict[str, str]]:
+    from msdb.tuner.codegen import CodegenError
+    from msdb.tuner.kernel import load_kernel
+    from msdb.tuner.measure.builder import BuilderInput, LocalBuilder
+
+    kernels: dict[str, Kernel] = {}
+    failed: dict[str, str] = {}
+    names = [entry.name for entry in report]
+    with LocalBuilder(max_workers=workers, timeout_sec=BUILD_TIMEOUT_S) as builder:
+        results = builder.build([BuilderInput(mods[name], target) for name in names])
+        for entry, result in zip(report, results):
+            if result.artifact_path is None:
+                if not entry.hit:
+                    for kernel in kernels.values():  # the compile fails: release what was loaded
+                        kernel.close()
+                    raise CodegenError(f"{entry.name}: {result.error_msg}")
+                failed[entry.name] = str(result.error_msg)
+                continue
+            with open(result.artifact_path + ".json") as meta, open(result.artifact_path, "rb") as obj:
+                kernels[entry.name] = load_kernel(obj.read(), json.load(meta))
+    return kernels, failed

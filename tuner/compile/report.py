@@ -1,0 +1,98 @@
+"""The hit/miss report of a compile: one entry per function of the model (docs/architecture.md,
+"Compile").
+
+Why a report at all: "layering a local database over a shared one at compile time" is only
+useful if the user can see which operators the databases answered and why the others missed,
+so every miss carries one of four reasons, decided from what the layers hold:
+
+- `no such workload`: no layer stores the workload, structurally or by anchor block;
+- `workload known but no record for this target`: stored, but its records are for other
+  targets (they are listed);
+- `only failed records`: every record for this target failed to build or run ([1e10]);
+- `trace does not apply`: the best record's trace raised an error on this function (its text).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, Sequence
+
+__all__ = ["FunctionReport", "MissReason", "report_json", "format_report", "summary_line"]
+
+
+class MissReason:
+    """The reasons a function missed (the `reason` strings of the report)."""
+
+    NO_WORKLOAD = "no such workload"
+    NO_RECORD_FOR_TARGET = "workload known but no record for this target"
+    ONLY_FAILED = "only failed records"
+    TRACE_DOES_NOT_APPLY = "trace does not apply"
+    NO_DATABASE = "no database"
+
+    ALL = (NO_WORKLOAD, NO_RECORD_FOR_TARGET, ONLY_FAILED, TRACE_DOES_NOT_APPLY, NO_DATABASE)
+
+
+@dataclass
+class FunctionReport:
+    """How one function of the model was scheduled.
+
+    `hash` is the structural hash of the function as a workload (what a database stores);
+    `weight` its number of calls in the model; `db` the location of the answering layer as the
+    user gave it; `matched_by` "structural" (the trace replayed on the stored workload),
+    "anchor-block" (TVM's anchor-trace procedure) or "schedule function" (a
+    `ScheduleFnDatabase` layer); `record_us` / `record_gflops` what the applied record
+    measured (on its own workload, the FLOPs of the stored workload: an anchor-block match's
+    epilogue differs); `flop` the function's own FLOPs; `reason` and `detail` say why a miss
+    missed (see the module docstring), `detail` listing the targets that have records or
+    quoting the error.
+    """
+
+    name: str
+    hash: str
+    weight: int
+    hit: bool
+    db: str | None = None
+    matched_by: str | None = None
+    record_us: float | None = None
+    record_gflops: float | None = None
+    record_target: str | None = None
+    reason: str | None = None
+    detail: str | None = None
+    targets_with_records: list[str] = field(default_factory=list)
+    flop: int | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def answer(self) -> str:
+        """The last column of the table: which layer and record, or why it missed."""
+        if self.hit:
+            speed = f"{self.record_us:.1f} us" if self.record_us is not None else "?"
+            if self.record_gflops is not None:
+                speed += f", {self.record_gflops:.1f} GFLOPS"
+            return f"hit in {self.db} ({self.matched_by}; {speed})"
+        return f"miss: {self.reason}" + (f" ({self.detail})" if self.detail else "")
+
+
+def report_json(entries: Sequence[FunctionReport]) -> str:
+    """The report as JSON: a list, one object per function, in the model's function order."""
+    return json.dumps([e.as_json() for e in entries], indent=2)
+
+
+def summary_line(entries: Sequence[FunctionReport]) -> str:
+    """`hits h/n functions, weight w/W calls`."""
+    hits = [e for e in entries if e.hit]
+    weight = sum(e.weight for e in entries)
+    hit_weight = sum(e.weight for e in hits)
+    return f"hits: {len(hits)}/{len(entries)} functions, {hit_weight}/{weight} calls"
+
+
+def format_report(entries: Sequence[FunctionReport]) -> str:
+    """A plain-text table, one row per function: name, hash, weight, and the answer."""
+    rows = [("function", "hash", "weight", "answer")]
+    rows += [(e.name, e.hash, str(e.weight), e.answer()) for e in entries]
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    lines = [f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:>{widths[2]}}  {r[3]}" for r in rows]
+    lines.insert(1, "-" * max(len(line) for line in lines))
+    return "\n".join(lines)

@@ -1,0 +1,70 @@
+"""`tune_model`: tune every task of a model, TVM's `tune_relax` for msdb's models
+(docs/architecture.md, "Tuner" and "Models").
+
+The steps are TVM's: extract the tasks (unique by hash under `module_equality`, weighted by call
+count, `msdb.model.extract_tasks`), skip functions already scheduled (`tirx.is_scheduled`),
+keep those whose name contains one of `op_names`, then hand them to `tune_tasks` with the task
+weights, so the gradient scheduler spends the trial budget where the model spends its time.
+What msdb adds: the model and its tasks are recorded in the database first (`model` and `task`
+tables, one transaction), so the database knows which models use which workloads even before a
+record exists.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Sequence
+
+from msdb.model.tasks import ExtractedTask, extract_tasks, record_model_tasks
+from msdb.tuner.tune import TuneResult, _context, _target, tune_tasks
+
+if TYPE_CHECKING:
+    from msdb.database.base import Database
+    from msdb.model.graph import Model
+    from msdb.records.target import Target
+    from msdb.tuner.task_scheduler.base import RoundFn
+    from msdb.tuner.tune import Builder, Runner
+
+__all__ = ["tune_model", "tunable_tasks"]
+
+logger = logging.getLogger(__name__)
+
+
+def tunable_tasks(tasks: Sequence[ExtractedTask], op_names: Sequence[str] | None = None) -> list[ExtractedTask]:
+    """The tasks `tune_relax` tunes: not already scheduled, and (with `op_names`) named with one
+    of them as a substring."""
+    out = []
+    for task in tasks:
+        if task.mod["main"].attrs.get("tirx.is_scheduled") or task.mod["main"].attrs.get("tir.is_scheduled"):
+            logger.warning("task %s is already scheduled; it is not tuned", task.task_name)
+            continue
+        if op_names and not any(name in task.task_name for name in op_names):
+            continue
+        out.append(task)
+    return out
+
+
+def tune_model(model: Model, target: Target | str | None, database: Database, max_trials_global: int,
+               num_trials_per_iter: int = 64, *, max_trials_per_task: int | None = None,
+               module_equality: str = "structural", op_names: Sequence[str] | None = None,
+               space: str = "post-order-apply", strategy: str = "evolutionary", cost_model: Any = "xgb",
+               task_scheduler: str = "gradient", seed: int | None = None, num_threads: int = 1,
+               builder: Builder | None = None, runner: Runner | None = None, on_round: RoundFn | None = None,
+               check_best: bool = True, model_name: str | None = None) -> TuneResult:
+    """Tune `model`'s tasks on `target` (default: this host with `num_threads` cores) for at most
+    `max_trials_global` measurements in all, weighted by the tasks' weights; records the model
+    and its tasks (as `model_name`, default the model's name) and every measurement in
+    `database`."""
+    resolved = _target(target, num_threads)
+    tasks = extract_tasks(model, resolved, module_equality=module_equality)
+    record_model_tasks(database, model_name or model.name, tasks)
+    chosen = tunable_tasks(tasks, op_names)
+    if not chosen:
+        logger.warning("%s: no task to tune", model.name)
+        return TuneResult([])
+    contexts = [_context(task.mod, resolved, space, strategy, seed, task.task_name, num_threads) for task in chosen]
+    weights = [float(task.weight) for task in chosen]
+    return tune_tasks(contexts, weights, database, max_trials_global, num_trials_per_iter,
+                      max_trials_per_task=max_trials_per_task, cost_model=cost_model, task_scheduler=task_scheduler,
+                      builder=builder, runner=runner, seed=seed, on_round=on_round, check_best=check_best,
+                      location=f"tune: model {model_name or model.name}")
