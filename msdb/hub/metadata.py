@@ -15,8 +15,9 @@ from msdb.hub.canned import canned_queries
 
 __all__ = ["TABLES", "HIDDEN_TABLES", "build_metadata"]
 
-#: Tables people have no use for in the browser (Alembic's bookkeeping); still readable by URL.
-HIDDEN_TABLES = ("alembic_version", "sqlite_sequence")
+#: Tables people have no use for in the browser (Alembic's and live tuners' bookkeeping); still
+#: readable by URL.
+HIDDEN_TABLES = ("alembic_version", "sqlite_sequence", "measurement_claim")
 
 #: table -> its datasette metadata. Column descriptions mirror the schema's comments.
 TABLES: dict[str, dict[str, Any]] = {

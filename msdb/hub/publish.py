@@ -114,6 +114,9 @@ def publish(db: str | os.PathLike[str], outdir: str | os.PathLike[str], *, keep_
             if state is not SchemaState.CURRENT:
                 raise DatabaseError(f"cannot publish {source or server}: its schema is {revision or 'not msdb'}, not this "
                                     f"msdb's; run `msdb migrate {source or server}` first")
+            # claims are live tuners' bookkeeping (msdb.database.claims), nothing a reader can use
+            conn.execute("DELETE FROM measurement_claim")
+            conn.commit()
             if not keep_provenance:
                 conn.execute(f"UPDATE source SET {', '.join(f'{c} = NULL' for c in PRIVATE_SOURCE_COLUMNS)}")
                 conn.commit()

@@ -28,7 +28,7 @@ import builtins
 import inspect
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from msdb.errors import MsdbError
 from msdb.ir import expr as E
@@ -45,7 +45,7 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "TEError", "Tensor", "TEIterVar", "Reduce", "placeholder", "compute", "reduce_axis", "var",
     "sum", "max", "min", "create_prim_func", "create_fused_prim_func", "simplify", "const",
-    "max_value", "min_value",
+    "max_value", "min_value", "NameSupply",
     "if_then_else", "all", "any", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh",
     "sigmoid", "erf", "fabs", "floor", "ceil", "round", "power", "floordiv", "floormod",
     "indexdiv", "indexmod", "truncdiv", "truncmod", "pad", "relu", "softmax",
@@ -563,11 +563,12 @@ def softmax(x: Tensor, axis: int = -1) -> Tensor:
 # =============================================================================================
 
 
-class _NameSupply:
-    """`name`, then `name_1`, `name_2`, ... (TVM's fresh-name scheme)."""
+class NameSupply:
+    """`name`, then `name_1`, `name_2`, ... (TVM's fresh-name scheme), avoiding `used` (names
+    taken already, e.g. a model file's own tensor names)."""
 
-    def __init__(self) -> None:
-        self.used: set[str] = set()
+    def __init__(self, used: Iterable[str] = ()) -> None:
+        self.used: set[str] = set(used)
 
     def fresh(self, name: str) -> str:
         candidate, n = name, 0
@@ -638,7 +639,7 @@ def create_prim_func(tensors: Sequence[Tensor]) -> PrimFunc:
     arg_ops = {id(t.op) for t in tensors}
     order = _post_dfs(tensors)
 
-    buffer_names = _NameSupply()
+    buffer_names = NameSupply()
     buffers: dict[int, E.Buffer] = {}
     # Parameters are named first, in order, so duplicates read `name_1` as TVM's printer shows.
     for t in tensors:
@@ -651,7 +652,7 @@ def create_prim_func(tensors: Sequence[Tensor]) -> PrimFunc:
                 "pass it to create_prim_func"
             )
 
-    block_names = _NameSupply()
+    block_names = NameSupply()
     root_allocs: list[E.Buffer] = []
     stmts: list[S.Stmt] = []
     for t in order:
@@ -702,7 +703,7 @@ def create_fused_prim_func(params: Sequence[Tensor], stages: Sequence[Sequence[T
         if isinstance(t.op, ComputeOp) and id(t.op) not in output_ops:
             raise TEError(f"parameter {t.name!r} is computed but is not a stage output")
 
-    buffer_names = _NameSupply()
+    buffer_names = NameSupply()
     buffers: dict[int, E.Buffer] = {}
     for t in params:
         if id(t.op) in buffers:
@@ -716,7 +717,7 @@ def create_fused_prim_func(params: Sequence[Tensor], stages: Sequence[Sequence[T
     done: set[int] = set()
     for stage in stages:
         order = _post_dfs(stage, stop=done)
-        block_names = _NameSupply()
+        block_names = NameSupply()
         outputs_here = {id(t.op) for t in stage}
         for t in order:
             if isinstance(t.op, PlaceholderOp):
@@ -749,7 +750,7 @@ def create_fused_prim_func(params: Sequence[Tensor], stages: Sequence[Sequence[T
     return PrimFunc(tuple(func_params), buffer_map, body, {"global_symbol": "main", "tir.noalias": True})
 
 
-def _intermediate_name(name: str, allocs: Sequence[E.Buffer], supply: _NameSupply) -> str:
+def _intermediate_name(name: str, allocs: Sequence[E.Buffer], supply: NameSupply) -> str:
     """FuseTIR's `<name>_intermediate`, extended by `_1`, `_2` while an allocation has it."""
     taken = {b.name for b in allocs}
     candidate, n = name + "_intermediate", 0
@@ -778,7 +779,7 @@ class _FuseTIRNames:
         return f"{base}{counter}"
 
 
-def _lower_compute(tensor: Tensor, buffers: dict[int, E.Buffer], block_names: _NameSupply,
+def _lower_compute(tensor: Tensor, buffers: dict[int, E.Buffer], block_names: NameSupply,
                    rename: Callable[[str], str] | None = None) -> S.Stmt:
     op = tensor.op
     assert isinstance(op, ComputeOp)

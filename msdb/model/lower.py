@@ -200,7 +200,7 @@ class _Lowering:
 
         tensors: list[te.Tensor] = []
         constants: dict[str, np.ndarray] = {}
-        names = _NameSupply()
+        names = te.NameSupply()
         for tensor in node.inputs:
             if tensor in given:
                 tensors.append(given[tensor])
@@ -250,19 +250,6 @@ class _Lowering:
         fused = te.create_fused_prim_func([tensors[t] for t in params + outputs], stages)
         hint = "fused_" + "_".join(self.op_names[id(n)] for n in group)
         return self.functions.add(hint, fused), params, outputs
-
-
-class _NameSupply:
-    def __init__(self) -> None:
-        self.taken: set[str] = set()
-
-    def fresh(self, name: str) -> str:
-        candidate, i = name, 0
-        while candidate in self.taken:
-            i += 1
-            candidate = f"{name}_{i}"
-        self.taken.add(candidate)
-        return candidate
 
 
 def _identifier(name: str) -> str:

@@ -29,6 +29,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from msdb.ir.te import NameSupply
 from msdb.model.graph import ModelError
 from msdb.model.ops import OpGraph, OpNode
 
@@ -121,7 +122,7 @@ class _Importer:
         self.dtypes: dict[str, str] = {}
         self.constants: dict[str, np.ndarray] = {}
         self.alias: dict[str, str] = {}  # Identity outputs -> their input tensor
-        self.used_names: set[str] = set()
+        self.names = NameSupply()
         self.opset = 0
         self.node: _Node | None = None
 
@@ -134,12 +135,7 @@ class _Importer:
 
     def fresh(self, hint: str) -> str:
         """A tensor name no ONNX tensor and no earlier op uses."""
-        candidate, i = hint, 0
-        while candidate in self.used_names:
-            i += 1
-            candidate = f"{hint}_{i}"
-        self.used_names.add(candidate)
-        return candidate
+        return self.names.fresh(hint)
 
     # ---- tensors -----------------------------------------------------------------------------
 
@@ -164,7 +160,7 @@ class _Importer:
         self.shapes[name] = tuple(int(d) for d in array.shape)
         self.dtypes[name] = str(array.dtype)
         self.constants[name] = array
-        self.used_names.add(name)
+        self.names.used.add(name)
         return name
 
     def emit(self, op: str, inputs: list[str], shape: tuple[int, ...], dtype: str, attrs: dict[str, Any] | None = None,
@@ -172,14 +168,14 @@ class _Importer:
         """Append `op(inputs)` writing `output` (a fresh name when None) and return its name."""
         assert self.node is not None
         out = output if output is not None else self.fresh(f"{self.node.name or self.node.op_type}.{op.split('.')[-1]}")
-        self.used_names.add(out)
+        self.names.used.add(out)
         if any(d <= 0 for d in shape):
             raise self.fail(f"output {out!r} would have shape {list(shape)}; check the attributes")
         self.shapes[out] = shape
         self.dtypes[out] = dtype
         outs = [out]
         for extra, extra_shape in extra_outputs:
-            self.used_names.add(extra)
+            self.names.used.add(extra)
             self.shapes[extra] = extra_shape
             self.dtypes[extra] = dtype
             outs.append(extra)
@@ -194,11 +190,11 @@ class _Importer:
         self.opset = self.check_opset()
         graph = proto.graph
         for t in graph.initializer:
-            self.used_names.add(t.name)
+            self.names.used.add(t.name)
         for info in graph.input:
-            self.used_names.add(info.name)
+            self.names.used.add(info.name)
         for node in graph.node:
-            self.used_names.update(node.output)
+            self.names.used.update(node.output)
         for t in graph.initializer:
             if not t.name.strip():
                 raise self.fail("an initializer has no name")

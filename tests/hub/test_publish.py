@@ -156,3 +156,26 @@ def test_msdb_serve_serves_the_manifest(team_db: Path, tmp_path: Path) -> None:
         with urllib.request.urlopen(base + "-/databases.json", timeout=5) as response:
             databases = json.load(response)
     assert metadata["msdb_manifest"]["sha256"] == databases[0]["hash"] == file_sha256(out / SNAPSHOT_NAME)
+
+
+def test_publish_drops_live_tuners_claims(team_db: Path, tmp_path: Path) -> None:
+    """A claim is a running tuner's note that it is measuring a candidate (msdb.database.claims):
+    the database keeps it, the published snapshot does not, and the browser hides the table."""
+    from msdb.database.sqlite import SQLiteDatabase
+    from msdb.hub.metadata import HIDDEN_TABLES
+
+    live = tmp_path / "live.sqlite"
+    live.write_bytes(team_db.read_bytes())
+    db = SQLiteDatabase(str(live))
+    try:
+        workload = db.get_all_tuning_records()[0].workload
+        assert db.claim_candidates(workload, "llvm -num-cores=1", ["k1", "k2"], owner="tuner-a") == {"k1", "k2"}
+    finally:
+        db.close()
+    with sqlite3.connect(live) as conn:
+        assert conn.execute("SELECT count(*) FROM measurement_claim").fetchone()[0] == 2
+    out = tmp_path / "hub"
+    publish(live, out)
+    with sqlite3.connect(out / SNAPSHOT_NAME) as conn:
+        assert conn.execute("SELECT count(*) FROM measurement_claim").fetchone()[0] == 0
+    assert "measurement_claim" in HIDDEN_TABLES

@@ -28,7 +28,7 @@ from typing import Any, Callable, Sequence
 
 from msdb.errors import MsdbError
 from msdb.records.ranking import FAILED_RUN_SECS
-from msdb.tuner.measure.runner import RunnerInput, RunnerResult, random_arguments
+from msdb.tuner.measure.runner import RunnerInput, RunnerResult, WorkerRunner, random_arguments
 
 __all__ = ["CudaRunner", "CudaRuntimeError", "CudaDevice", "time_cubin", "run_cubin", "check_against_numpy"]
 
@@ -324,7 +324,7 @@ def _time_in_worker(path: str, number: int, repeat: int, min_repeat_ms: float, s
     return time_cubin(path, number, repeat, min_repeat_ms, seed)
 
 
-class CudaRunner:
+class CudaRunner(WorkerRunner):
     """Measures CUDA artifacts one at a time (the `LocalRunner` interface)."""
 
     def __init__(self, timeout_sec: float = 30.0, number: int = 3, repeat: int = 1, min_repeat_ms: float = 100.0,
@@ -355,17 +355,3 @@ class CudaRunner:
             return RunnerResult([FAILED_RUN_SECS], f"CudaRunner: {type(err).__name__}: {err}")
         return RunnerResult(list(secs), None, time.perf_counter() - started - sum(secs) * self.number)
 
-    def run(self, runner_inputs: Sequence[RunnerInput]) -> list[RunnerResult]:
-        """One result per input, in order; failures are results, never exceptions."""
-        return [self.run_one(item) for item in runner_inputs]
-
-    def close(self) -> None:
-        if self._worker is not None:
-            self._worker.close()
-            self._worker = None
-
-    def __enter__(self) -> CudaRunner:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()

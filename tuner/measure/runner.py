@@ -19,12 +19,12 @@ import json
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Self, Sequence
 
 from msdb.records.ranking import FAILED_RUN_SECS
 from msdb.tuner.measure.worker import Worker, WorkerCrashed, WorkerFailed, WorkerTimeout
 
-__all__ = ["RunnerInput", "RunnerResult", "LocalRunner", "FAILED_RUN_SECS", "random_arguments", "time_object"]
+__all__ = ["RunnerInput", "RunnerResult", "WorkerRunner", "LocalRunner", "FAILED_RUN_SECS", "random_arguments", "time_object"]
 
 logger = logging.getLogger(__name__)
 
@@ -125,7 +125,33 @@ def _preload() -> None:
     jit.ensure_runtime()
 
 
-class LocalRunner:
+class WorkerRunner:
+    """What the runners that measure in an isolated worker process share (LocalRunner on the
+    CPU, CudaRunner on a GPU): `run` is `run_one` per input, `close` ends the worker, and a
+    runner is a context manager that closes it."""
+
+    _worker: Any = None
+
+    def run_one(self, item: RunnerInput) -> RunnerResult:
+        raise NotImplementedError
+
+    def run(self, runner_inputs: Sequence[RunnerInput]) -> list[RunnerResult]:
+        """One result per input, in order; failures are results, never exceptions."""
+        return [self.run_one(item) for item in runner_inputs]
+
+    def close(self) -> None:
+        if self._worker is not None:
+            self._worker.close()
+            self._worker = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class LocalRunner(WorkerRunner):
     """Measures artifacts one at a time in a worker process (see the module docstring)."""
 
     def __init__(self, timeout_sec: float = 30.0, number: int = 3, repeat: int = 1, min_repeat_ms: float = 100.0,
@@ -166,17 +192,3 @@ class LocalRunner:
             return RunnerResult([FAILED_RUN_SECS], f"LocalRunner: {type(err).__name__}: {err}")
         return RunnerResult(list(secs), None, time.perf_counter() - started - timed)
 
-    def run(self, runner_inputs: Sequence[RunnerInput]) -> list[RunnerResult]:
-        """One result per input, in order; failures are results, never exceptions."""
-        return [self.run_one(item) for item in runner_inputs]
-
-    def close(self) -> None:
-        if self._worker is not None:
-            self._worker.close()
-            self._worker = None
-
-    def __enter__(self) -> LocalRunner:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()

@@ -126,7 +126,10 @@ class _GraphEncoder:
         def build() -> int:
             shape = self.array([self.expr(d) for d in buf.shape])
             strides = self.array([self.expr(s) for s in buf.strides])
-            offset = buf.elem_offset if buf.elem_offset is not None else E.IntImm("int32", 0)
+            # TVM's default offset is a 0 of the first dimension's index dtype (BufferType's
+            # DefaultIndexType): an int32 0 on an int64-shaped buffer is a different buffer to TVM
+            index_dtype = buf.shape[0].dtype if buf.shape else "int32"
+            offset = buf.elem_offset if buf.elem_offset is not None else E.IntImm(index_dtype, 0)
             ty = self.add("tirx.BufferType", {
                 "span": 0, "dtype": self.prim_type(buf.dtype), "storage_scope": self.string(buf.scope),
                 "shape": shape, "strides": strides, "elem_offset": self.expr(offset),

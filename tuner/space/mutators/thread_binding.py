@@ -7,13 +7,10 @@ candidates by their probabilities."""
 
 from __future__ import annotations
 
-import random
 from typing import TYPE_CHECKING
 
 from msdb.schedule.rv import ExprRV
-from msdb.schedule.sampling import sample_int
-from msdb.tuner.space.mutators.base import Mutator
-from msdb.tuner.space.mutators.tile_size import redraw_other
+from msdb.tuner.space.mutators.unroll import RedrawCategorical
 
 if TYPE_CHECKING:
     from msdb.schedule.instruction import Instruction
@@ -39,19 +36,9 @@ def _thread_samples(trace: Trace) -> list[Instruction]:
     return out
 
 
-class MutateThreadBinding(Mutator):
+class MutateThreadBinding(RedrawCategorical):
     """Redraw the thread count of one sampled threadIdx.x split (TVM's
     `MutateThreadBinding`)."""
 
-    def apply(self, trace: Trace, rng: random.Random) -> Trace | None:
-        candidates = _thread_samples(trace)
-        if not candidates:
-            return None
-        inst = candidates[sample_int(rng, 0, len(candidates))]
-        decision = trace.get_decision(inst)
-        if decision is None:
-            return None
-        new_decision = redraw_other(inst.attrs[1], int(decision), rng)
-        if new_decision is None:
-            return None
-        return trace.with_decision(inst, new_decision, remove_postproc=True)
+    def candidates(self, trace: Trace) -> list[Instruction]:
+        return _thread_samples(trace)

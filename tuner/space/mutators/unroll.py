@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from msdb.schedule.instruction import Instruction
     from msdb.schedule.trace import Trace
 
-__all__ = ["MutateUnroll"]
+__all__ = ["MutateUnroll", "RedrawCategorical"]
 
 UNROLL_KEYS = ("meta_schedule.unroll_explicit", "meta_schedule.unroll_implicit")
 
@@ -41,11 +41,16 @@ def _unroll_samples(trace: Trace) -> list[Instruction]:
     return out
 
 
-class MutateUnroll(Mutator):
-    """Redraw the categorical sample behind one unroll annotation (TVM's `MutateUnroll`)."""
+class RedrawCategorical(Mutator):
+    """Redraw one categorical sample among those `candidates(trace)` names, to another of its
+    choices: the shape of TVM's MutateUnroll and MutateThreadBinding, which differ only in which
+    samples they may touch."""
+
+    def candidates(self, trace: Trace) -> list[Instruction]:
+        raise NotImplementedError
 
     def apply(self, trace: Trace, rng: random.Random) -> Trace | None:
-        candidates = _unroll_samples(trace)
+        candidates = self.candidates(trace)
         if not candidates:
             return None
         inst = candidates[sample_int(rng, 0, len(candidates))]
@@ -56,3 +61,10 @@ class MutateUnroll(Mutator):
         if new_decision is None:
             return None
         return trace.with_decision(inst, new_decision, remove_postproc=True)
+
+
+class MutateUnroll(RedrawCategorical):
+    """Redraw the categorical sample behind one unroll annotation (TVM's `MutateUnroll`)."""
+
+    def candidates(self, trace: Trace) -> list[Instruction]:
+        return _unroll_samples(trace)
