@@ -83,7 +83,8 @@ def test_layered_databases_report_the_answering_db_as_given(small_resnet: pathli
     assert re.search(rf"^{re.escape(name)} .* hit in {re.escape(str(local))} \(structural; ", result.output, re.M)
 
 
-@pytest.mark.parametrize("case", ["missing model", *BAD_MODELS, "missing db", "not a database", "hub down"])
+@pytest.mark.parametrize("case", ["missing model", *BAD_MODELS, "missing db", "not a database", "hub down",
+                                  "unknown cpu"])
 def test_bad_input_is_one_line_and_writes_nothing(case: str, small_resnet: pathlib.Path, tmp_path: pathlib.Path) -> None:
     work = tmp_path / "work"
     work.mkdir()
@@ -106,9 +107,12 @@ def test_bad_input_is_one_line_and_writes_nothing(case: str, small_resnet: pathl
         notes.write_text("not a database\n")
         args[2] = notes
         expected = f"{notes} is not a SQLite database"
-    else:
+    elif case == "hub down":
         args[2] = "http://127.0.0.1:9/"
         expected = "hub http://127.0.0.1:9/ cannot be reached"
+    else:  # LLVM itself would only warn about the name, then abort the whole process
+        args += ["--target", "llvm -mcpu=bogus"]
+        expected = "-mcpu=bogus is not a processor LLVM knows for"
     before = files_in(work)
     result = run("compile", *args, "--report", work / "report.json")
     assert result.exit_code == 1, result.output

@@ -85,7 +85,32 @@ def spec_for(target: Any = None) -> TargetSpec:
     triple = t.get("mtriple")
     if isinstance(triple, str) and triple and triple.split("-")[0] != host.triple.split("-")[0]:
         raise CodegenError(f"target triple {triple!r} is not this machine's architecture ({host.triple})")
+    if cpu != host.cpu and not _cpu_known(host.triple, cpu):
+        raise CodegenError(f"target {t}: -mcpu={cpu} is not a processor LLVM knows for {host.triple.split('-')[0]}")
     return TargetSpec(host.triple, cpu, features)
+
+
+_PROBE_CPU = """
+import sys
+import llvmlite.binding as llvm
+llvm.initialize_native_target()
+llvm.initialize_native_asmprinter()
+machine = llvm.Target.from_triple(sys.argv[1]).create_target_machine(cpu=sys.argv[2])
+machine.emit_object(llvm.parse_assembly("define void @probe() { ret void }"))
+"""
+
+
+@functools.lru_cache(maxsize=64)
+def _cpu_known(triple: str, cpu: str) -> bool:
+    """Whether LLVM knows `cpu` for `triple`. Asked in a child process, once per name: LLVM only
+    prints a warning for an unknown name and may then abort the whole process ("64-bit code
+    requested on a subtarget that doesn't support it"), which no exception reports."""
+    import subprocess
+    import sys
+
+    probe = subprocess.run([sys.executable, "-c", _PROBE_CPU, triple, cpu], capture_output=True, text=True,
+                           timeout=120)
+    return probe.returncode == 0 and "not a recognized processor" not in probe.stderr
 
 
 def _codegen_features(spec: TargetSpec) -> str:
