@@ -16,7 +16,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Sequence
 
 from msdb.model.tasks import ExtractedTask, extract_tasks, record_model_tasks
-from msdb.tuner.tune import TuneResult, _context, _target, tune_tasks
+from msdb.tuner.tune import TuneResult, make_context, tune_tasks, tuning_target
 
 if TYPE_CHECKING:
     from msdb.database.base import Database
@@ -55,14 +55,14 @@ def tune_model(model: Model, target: Target | str | None, database: Database, ma
     `max_trials_global` measurements in all, weighted by the tasks' weights; records the model
     and its tasks (as `model_name`, default the model's name) and every measurement in
     `database`."""
-    resolved = _target(target, num_threads)
+    resolved = tuning_target(target, num_threads)
     tasks = extract_tasks(model, resolved, module_equality=module_equality)
     record_model_tasks(database, model_name or model.name, tasks)
     chosen = tunable_tasks(tasks, op_names)
     if not chosen:
         logger.warning("%s: no task to tune", model.name)
         return TuneResult([])
-    contexts = [_context(task.mod, resolved, space, strategy, seed, task.task_name, num_threads) for task in chosen]
+    contexts = [make_context(task.mod, resolved, space, strategy, seed, task.task_name, num_threads) for task in chosen]
     weights = [float(task.weight) for task in chosen]
     return tune_tasks(contexts, weights, database, max_trials_global, num_trials_per_iter,
                       max_trials_per_task=max_trials_per_task, cost_model=cost_model, task_scheduler=task_scheduler,

@@ -43,7 +43,8 @@ if TYPE_CHECKING:
     Builder = LocalBuilder | DaskBuilder  # builders and runners are interchangeable (see each module)
     Runner = LocalRunner | DaskRunner | CudaRunner
 
-__all__ = ["tune_tir", "tune_tasks", "TuneResult", "TaskResult", "tuning_statistics", "check_record"]
+__all__ = ["tune_tir", "tune_tasks", "TuneResult", "TaskResult", "tuning_statistics", "check_record", "tuning_target",
+           "make_context"]
 
 logger = logging.getLogger(__name__)
 
@@ -111,8 +112,8 @@ def tune_tir(mod: IRModule | PrimFunc, target: Target | str | None, database: Da
              on_round: RoundFn | None = None, check_best: bool = True, pretrain: bool = True) -> TuneResult:
     """Tune one workload on `target` (default: this host with `num_threads` cores) for at
     most `max_trials_global` measurements; every measurement is committed to `database`."""
-    target = _target(target, num_threads)
-    context = _context(mod, target, space, strategy, seed, task_name, num_threads)
+    target = tuning_target(target, num_threads)
+    context = make_context(mod, target, space, strategy, seed, task_name, num_threads)
     return tune_tasks([context], [1.0], database, max_trials_global, num_trials_per_iter, cost_model=cost_model,
                       task_scheduler="round-robin", builder=builder, runner=runner, seed=seed, on_round=on_round,
                       check_best=check_best, pretrain=pretrain)
@@ -170,7 +171,8 @@ def tune_tasks(tasks: Sequence[TuneContext], task_weights: Sequence[float], data
 # ---------------------------------------------------------------- pieces
 
 
-def _target(target: Target | str | None, num_threads: int) -> Target:
+def tuning_target(target: Target | str | None, num_threads: int) -> Target:
+    """The target tuning runs for: `target` as a Target, or this host with `num_threads` cores."""
     if target is None:
         config = Target.host().config
         config["num-cores"] = num_threads
@@ -180,8 +182,10 @@ def _target(target: Target | str | None, num_threads: int) -> Target:
     return coerced
 
 
-def _context(mod: IRModule | PrimFunc, target: Target, space: Any, strategy: Any, seed: int | None, task_name: str,
-             num_threads: int) -> TuneContext:
+def make_context(mod: IRModule | PrimFunc, target: Target, space: Any, strategy: Any, seed: int | None, task_name: str,
+                 num_threads: int) -> TuneContext:
+    """One task's TuneContext: `space` and `strategy` by kind name (`create`) or as objects; seed
+    None draws one (TVM's -1)."""
     from msdb.tuner.search.base import SearchStrategy
     from msdb.tuner.space.generators.base import SpaceGenerator
 

@@ -82,8 +82,7 @@ class EvolutionarySearch(SearchStrategy):
             return None
         ranks = self._model_ranks()
         measured, speeds = self._pick_best_from_database(int(self.population_size * self.init_measured_ratio))
-        full_sample = ranks or self._mostly_invalid_space()
-        want_unmeasured = self.population_size - len(measured) if full_sample else max(self.init_min_unmeasured, wanted)
+        want_unmeasured = self.population_size - len(measured) if ranks else max(self.init_min_unmeasured, wanted)
         unmeasured = self._sample_init_population(want_unmeasured)
         if len(unmeasured) < self.init_min_unmeasured:
             logger.warning("task %r: only %d random samples of the design space succeeded (want %d); the task ends",
@@ -110,13 +109,6 @@ class EvolutionarySearch(SearchStrategy):
         model without the method is trusted."""
         can_rank = getattr(self.cost_model, "can_rank", None)
         return self.cost_model is not None and (can_rank is None or bool(can_rank()))
-
-    def _mostly_invalid_space(self) -> bool:
-        """Whether most random samples of the spaces fail their post-processors (GPU targets:
-        about 90% fail VerifyGPUCode), so warm-up rounds too sample TVM's full population;
-        a short warm-up sample would find too few valid schedules and end the task."""
-        target = self._context().target
-        return target is not None and getattr(target, "kind", "") == "cuda"
 
     def _equality(self) -> str:
         return self.database.module_equality if self.database is not None else "structural"
@@ -174,21 +166,27 @@ class EvolutionarySearch(SearchStrategy):
         """Random samples of the design spaces (every decision drawn anew), as TVM's
         SampleInitPopulation: rounds of `count` tries each (a failed replay or post-processor
         drops its try, so a round can give fewer), until `init_min_unmeasured` are found or
-        `max_fail_count` rounds found nothing. Full rounds matter on GPU spaces, where about 90%
-        of random samples fail VerifyGPUCode (docs/architecture.md, "Tuner")."""
+        `max_fail_count` rounds found nothing. A round in which most tries failed (GPU spaces:
+        about 90% of random samples fail VerifyGPUCode; docs/architecture.md, "Tuner") makes the
+        next rounds TVM's full population: the warm-up's short rounds would often find nothing
+        and end the task."""
         out: list[Schedule] = []
         fruitless = 0
+        tries = max(count, 1)
         first = True
         while first or (len(out) < self.init_min_unmeasured and fruitless < self.max_fail_count):
             first = False
             before = len(out)
-            for _ in range(max(count, 1)):
+            for _ in range(tries):
                 space = self.design_spaces[self.rng.randrange(len(self.design_spaces))]
                 sch = self._apply(Trace(space.insts))
                 if sch is not None:
                     out.append(sch)
-            if len(out) == before:
+            found = len(out) - before
+            if found == 0:
                 fruitless += 1
+            if 2 * found < tries:
+                tries = max(tries, self.population_size)
         return out
 
     def _scores(self, population: list[Schedule], keys: list[str], cache: dict[str, float]) -> np.ndarray:
