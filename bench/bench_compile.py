@@ -12,7 +12,7 @@ msdb's compile against onnxruntime (one intra-op thread) in the same run.
 The warm database is --db when given (e.g. one a --tune run left behind), else one made by
 tuning every task with --warm-trials trials each (replay-trace, random cost model: cheap, only
 so that every function has a record).
-Run: taskset -c 0 python bench/bench_compile.py [--depth 18] [--image 224] [--tune 2000] [--db warm.sqlite]
+Run: taskset -c 0 python bench/bench_compile.py [--depth 18] [--image 224] [--fuse fold] [--tune 2000] [--db warm.sqlite]
 """
 
 from __future__ import annotations
@@ -47,13 +47,14 @@ def ort_latency(path: str, inputs: dict[str, np.ndarray], repeat: int) -> tuple[
 
 
 def compile_and_time(path: str, database: object, repeat: int, inputs: dict[str, np.ndarray],
-                     expected: list[np.ndarray], label: str, ort_s: float, workers: int = 1) -> object:
+                     expected: list[np.ndarray], label: str, ort_s: float, workers: int = 1,
+                     fuse: str = "tvm") -> object:
     from msdb.tuner.compile.compiler import compile_model
     from msdb.tuner.compile.reference import errors
     from msdb.tuner.compile.report import summary_line
 
     start = time.perf_counter()
-    compiled = compile_model(path, database, num_threads=1, build_workers=workers)
+    compiled = compile_model(path, database, fuse=fuse, num_threads=1, build_workers=workers)
     total = time.perf_counter() - start
     phases = ", ".join(f"{k} {v:.1f} s" for k, v in compiled.timings.items())
     max_abs, max_rel = errors(compiled.run(inputs), expected)
@@ -64,13 +65,13 @@ def compile_and_time(path: str, database: object, repeat: int, inputs: dict[str,
     return compiled
 
 
-def warm_up_database(path: str, db_path: Path, trials_per_task: int) -> None:
+def warm_up_database(path: str, db_path: Path, trials_per_task: int, fuse: str) -> None:
     from msdb.database.sqlite import SQLiteDatabase
     from msdb.model.loader import load
     from msdb.model.tasks import extract_tasks
     from msdb.tuner.model_tuning import tune_model
 
-    model = load(path)
+    model = load(path, fuse=fuse)
     tasks = extract_tasks(model)
     db = SQLiteDatabase(db_path)
     try:
@@ -83,7 +84,7 @@ def warm_up_database(path: str, db_path: Path, trials_per_task: int) -> None:
         db.close()
 
 
-def tune(path: str, db_path: Path, trials: int) -> None:
+def tune(path: str, db_path: Path, trials: int, fuse: str) -> None:
     from msdb.database.sqlite import SQLiteDatabase
     from msdb.model.loader import load
     from msdb.tuner.model_tuning import tune_model
@@ -91,8 +92,9 @@ def tune(path: str, db_path: Path, trials: int) -> None:
     db = SQLiteDatabase(db_path)
     try:
         start = time.perf_counter()
-        result = tune_model(load(path), None, db, trials, 64, seed=0)
+        result = tune_model(load(path, fuse=fuse), None, db, trials, 64, seed=0)
         print(f"tuned {len(result.tasks)} tasks with {trials} trials in {time.perf_counter() - start:.0f} s")
+        print(result.table())
     finally:
         db.close()
 
@@ -108,6 +110,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=0,
                         help="also compile with the warm database building in this many processes")
     parser.add_argument("--tune-db", type=Path, default=None, help="where --tune commits (default: a temp file)")
+    parser.add_argument("--fuse", choices=("tvm", "fold"), default="tvm",
+                        help="how the model's operators are fused (msdb.model.load): TVM's layout or folded")
     args = parser.parse_args()
 
     import onnx
@@ -127,19 +131,21 @@ def main() -> None:
         print("|---|---|---|---|---|---|")
         empty = Path(tmp) / "empty.sqlite"
         SQLiteDatabase(empty).close()
-        compile_and_time(path, str(empty), args.repeat, inputs, expected, "default schedules (empty db)", ort_s)
+        compile_and_time(path, str(empty), args.repeat, inputs, expected, "default schedules (empty db)", ort_s,
+                         fuse=args.fuse)
         warm = args.db
         if warm is None:
             warm = Path(tmp) / "warm.sqlite"
-            warm_up_database(path, warm, args.warm_trials)
-        compile_and_time(path, str(warm), args.repeat, inputs, expected, f"warm db {warm.name}", ort_s)
+            warm_up_database(path, warm, args.warm_trials, args.fuse)
+        compile_and_time(path, str(warm), args.repeat, inputs, expected, f"warm db {warm.name}", ort_s, fuse=args.fuse)
         if args.workers > 1:
             compile_and_time(path, str(warm), args.repeat, inputs, expected,
-                             f"warm db, {args.workers} build processes", ort_s, args.workers)
+                             f"warm db, {args.workers} build processes", ort_s, args.workers, args.fuse)
         if args.tune:
             tuned = args.tune_db or Path(tmp) / "tuned.sqlite"
-            tune(path, tuned, args.tune)
-            compile_and_time(path, str(tuned), args.repeat, inputs, expected, f"tuned, {args.tune} trials", ort_s)
+            tune(path, tuned, args.tune, args.fuse)
+            compile_and_time(path, str(tuned), args.repeat, inputs, expected, f"tuned, {args.tune} trials", ort_s,
+                             fuse=args.fuse)
 
 
 if __name__ == "__main__":

@@ -4,8 +4,8 @@ timing semantics (docs/architecture.md, "CUDA").
     runner = CudaRunner(number=3, repeat=1, min_repeat_ms=100)
     results = runner.run([RunnerInput(r.artifact_path, "cuda") for r in builder_results])
 
-Per candidate: load the cubin, upload seeded random arguments (`runner.random_arguments`, the
-CPU runner's), allocate the workspaces, launch every kernel once (warm-up), then time `repeat`
+Per candidate: load the cubin, upload seeded random arguments (`runner.cached_arguments`, the
+CPU runner's, drawn once per task in a worker), allocate the workspaces, launch every kernel once (warm-up), then time `repeat`
 rounds of `number` calls between two CUDA events, growing `number` until a round lasts
 `min_repeat_ms` (`timing.evaluate`). A call launches the module's kernels in order. Failures
 (no driver, a kernel that faults, a bad artifact) are `[1e10]` results with the reason.
@@ -28,7 +28,7 @@ from typing import Any, Callable, Sequence
 
 from msdb.errors import MsdbError
 from msdb.records.ranking import FAILED_RUN_SECS
-from msdb.tuner.measure.runner import RunnerInput, RunnerResult, WorkerRunner, random_arguments
+from msdb.tuner.measure.runner import RunnerInput, RunnerResult, WorkerRunner, cached_arguments, random_arguments
 
 __all__ = ["CudaRunner", "CudaRuntimeError", "CudaDevice", "time_cubin", "run_cubin", "check_against_numpy"]
 
@@ -272,7 +272,7 @@ def time_cubin(path: str, number: int = 3, repeat: int = 1, min_repeat_ms: float
     from msdb.tuner.measure.timing import evaluate
 
     cubin, meta = _read(path)
-    loaded = _load(cubin, meta, random_arguments(meta["args"], seed))
+    loaded = _load(cubin, meta, cached_arguments(meta["args"], seed))
     try:
         begin, stop = loaded.device.timer()
 

@@ -24,7 +24,7 @@ from typing import Any, Self, Sequence
 from msdb.records.ranking import FAILED_RUN_SECS
 from msdb.tuner.measure.worker import Worker, WorkerCrashed, WorkerFailed, WorkerTimeout
 
-__all__ = ["RunnerInput", "RunnerResult", "WorkerRunner", "LocalRunner", "FAILED_RUN_SECS", "random_arguments", "time_object"]
+__all__ = ["RunnerInput", "RunnerResult", "WorkerRunner", "LocalRunner", "FAILED_RUN_SECS", "random_arguments", "cached_arguments", "time_object"]
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +72,10 @@ def random_arguments(args: Sequence[Sequence[Any]], seed: int = 0) -> list[Any]:
     return out
 
 
-def _cached_arguments(args: list[Any], seed: int) -> list[Any]:
+def cached_arguments(args: list[Any], seed: int) -> list[Any]:
+    """`random_arguments`, remembered for the last spec and seed: a worker measures one task's
+    candidates in a row, and drawing a 4096^2 matmul's arguments takes half a second (CPU and
+    CUDA runners; the arrays are inputs to copy from or to time on, never a result)."""
     key = (json.dumps(args), seed)
     hit = _args_cache.get(key)
     if hit is None:
@@ -101,7 +104,7 @@ def time_object(obj: bytes, meta: dict[str, Any], number: int, repeat: int, min_
     loaded = load_object(obj, TargetSpec(**meta["target"]))
     try:
         timed = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64)(loaded.address(meta["timed"]))
-        arrays = _cached_arguments(meta["args"], seed)
+        arrays = cached_arguments(meta["args"], seed)
         packed = (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])
         set_num_threads(num_threads)
         spent = [0]

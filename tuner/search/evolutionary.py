@@ -15,6 +15,13 @@ drawn by their measured speed, and half a round of fresh random samples of the d
 for a tenth of the replays; it evolves from the first round
 in which the model ranks (at once when it was pretrained on a shared database).
 
+And on a CPU (llvm) target the first round of a session also measures msdb's default schedule of
+the workload (`msdb.tuner.compile.default_schedule`, the schedule `msdb compile` gives a function
+no database knows), one trial of the round's budget, unless the database measured it already: the
+record of the best schedule is then never slower than what compiling without a record gives, so
+tuning a model cannot make it slower than not tuning it (TVM applies its best record whatever
+its speed; docs/architecture.md, "Compile").
+
 And a trace whose every decision is fixed always replays to the same post-processed
 schedule, and the search keeps meeting the same traces (a parent kept unmutated, two mutations
 that land on the same tile sizes, the database's best replayed every round), so replays are
@@ -43,6 +50,9 @@ __all__ = ["EvolutionarySearch"]
 
 logger = logging.getLogger(__name__)
 
+#: Forked sampling workers each get at least this many tries (fewer are not worth a fork).
+PARALLEL_MIN_TRIES_PER_WORKER = 32
+
 
 class EvolutionarySearch(SearchStrategy):
     """TVM's evolutionary search over the design spaces, scored by a cost model."""
@@ -50,7 +60,8 @@ class EvolutionarySearch(SearchStrategy):
     def __init__(self, *, population_size: int = 512, init_measured_ratio: float = 0.2,
                  init_min_unmeasured: int = 50, max_fail_count: int = 5, genetic_num_iters: int = 4,
                  genetic_mutate_prob: float = 0.85, genetic_max_fail_count: int = 10, eps_greedy: float = 0.05,
-                 num_empty_iters_before_early_stop: int = 5, replay_cache_size: int = 4096) -> None:
+                 num_empty_iters_before_early_stop: int = 5, replay_cache_size: int = 4096,
+                 measure_default_schedule: bool = True) -> None:
         super().__init__()
         if not 0 <= init_measured_ratio <= 1 or not 0 <= genetic_mutate_prob <= 1 or not 0 <= eps_greedy <= 1:
             raise ValueError("init_measured_ratio, genetic_mutate_prob and eps_greedy are probabilities in [0, 1]")
@@ -67,11 +78,16 @@ class EvolutionarySearch(SearchStrategy):
         self._empty_iters = 0
         self.replay_cache_size = replay_cache_size
         self._replays: dict[str, Schedule | None] = {}
+        self.measure_default_schedule = measure_default_schedule
+        self._first_round = True
+        self._mostly_failing = False  # most random samples fail: sample on every core
 
     def pre_tuning(self, *args: Any, **kwargs: Any) -> None:
         super().pre_tuning(*args, **kwargs)
         self._replays = {}
         self._empty_iters = 0
+        self._first_round = True
+        self._mostly_failing = False
 
     # ---- one round -----------------------------------------------------------------------
     def generate_measure_candidates(self) -> list[MeasureCandidate] | None:
@@ -92,7 +108,9 @@ class EvolutionarySearch(SearchStrategy):
             bests = self._evolve_with_cost_model(measured + unmeasured, wanted)
         else:  # the model's scores would be noise: mutate what measured fast instead
             bests = self._mutants_of_measured(measured, speeds, (wanted + 1) // 2) if measured else []
-        picks = self._pick_with_eps_greedy(unmeasured, bests, wanted)
+        baseline = self._default_schedule_candidate() if self._first_round else []
+        self._first_round = False
+        picks = baseline + self._pick_with_eps_greedy(unmeasured, bests, wanted - len(baseline))
         if not picks:
             self._empty_iters += 1
             return None if self._empty_iters >= self.num_empty_iters_before_early_stop else []
@@ -169,7 +187,8 @@ class EvolutionarySearch(SearchStrategy):
         `max_fail_count` rounds found nothing. A round in which most tries failed (GPU spaces:
         about 90% of random samples fail VerifyGPUCode; docs/architecture.md, "Tuner") makes the
         next rounds TVM's full population: the warm-up's short rounds would often find nothing
-        and end the task."""
+        and end the task; and from then on the session's rounds run on every core
+        (`parallel_sampling`: the same samples, found sooner)."""
         out: list[Schedule] = []
         fruitless = 0
         tries = max(count, 1)
@@ -177,17 +196,48 @@ class EvolutionarySearch(SearchStrategy):
         while first or (len(out) < self.init_min_unmeasured and fruitless < self.max_fail_count):
             first = False
             before = len(out)
-            for _ in range(tries):
-                space = self.design_spaces[self.rng.randrange(len(self.design_spaces))]
-                sch = self._apply(Trace(space.insts))
-                if sch is not None:
-                    out.append(sch)
+            out.extend(self._sample_round(tries))
             found = len(out) - before
             if found == 0:
                 fruitless += 1
             if 2 * found < tries:
                 tries = max(tries, self.population_size)
+                self._mostly_failing = True
         return out
+
+    def _sample_round(self, tries: int) -> list[Schedule]:
+        """One round of `tries` fresh samples: each draws its design space, then its seed (the
+        order `_apply` draws them in); in forked workers once most samples fail, the survivors
+        replayed here with their seeds (`parallel_sampling`), else one after another."""
+        from msdb.tuner.search.parallel_sampling import available_workers, survivors
+
+        plan = []
+        for _ in range(tries):
+            index = self.rng.randrange(len(self.design_spaces))
+            plan.append((index, self.rng.getrandbits(31)))
+        workers = min(available_workers(), tries // PARALLEL_MIN_TRIES_PER_WORKER) if self._mostly_failing else 1
+        mod = self._context().mod
+        assert mod is not None
+        if workers < 2:
+            found = (self._replay_fresh(mod, index, seed, self.failures) for index, seed in plan)
+            return [sch for sch in found if sch is not None]
+        out = []
+        for (index, seed), dropped in zip(plan, survivors(mod, self.design_spaces, self._postprocs(), plan, workers)):
+            if dropped is not None:
+                self.failures[dropped] += 1
+                continue
+            sch = self._replay_fresh(mod, index, seed, self.failures)
+            if sch is not None:
+                out.append(sch)
+        return out
+
+    def _replay_fresh(self, mod: Any, index: int, seed: int, failures: ReplayFailures) -> Schedule | None:
+        """Design space `index` replayed with every decision drawn from `seed`, remembered
+        under the decisions it drew."""
+        sch = apply_trace(mod, Trace(self.design_spaces[index].insts), self._postprocs(), seed, failures)
+        if sch is not None:
+            self._remember(_decided_key(sch.trace), sch)
+        return sch
 
     def _scores(self, population: list[Schedule], keys: list[str], cache: dict[str, float]) -> np.ndarray:
         """The cost model's scores (higher is better), clamped at 0, for each member; a module
@@ -287,6 +337,27 @@ class EvolutionarySearch(SearchStrategy):
             if draw < 0:
                 return mutator
         return mutators[-1][0]
+
+    def _default_schedule_candidate(self) -> list[Schedule]:
+        """msdb's default schedule of the workload as a candidate of the first round (see the
+        module docstring): [] when disabled, not a CPU target, already measured, claimed by
+        another tuner, or when the default schedule fails on this workload."""
+        from msdb.errors import MsdbError
+        from msdb.tuner.compile.default_schedule import default_schedule
+
+        context = self._context()
+        if not self.measure_default_schedule or context.target is None or context.target.kind != "llvm":
+            return []
+        try:
+            sch = default_schedule(context.mod, context.target)  # type: ignore[arg-type]
+        except MsdbError as exc:
+            logger.info("task %r: no default schedule to measure (%s)", context.task_name, exc)
+            return []
+        key = module_key(sch.mod, self._equality())
+        if key in self.measured:
+            return []
+        self.measured.add(key)
+        return self._claim([(key, sch)])
 
     def _pick_with_eps_greedy(self, unmeasured: list[Schedule], bests: list[Schedule], count: int) -> list[Schedule]:
         """`count` schedules to measure: the best-scored first, `eps_greedy` of them random

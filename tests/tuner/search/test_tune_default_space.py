@@ -115,3 +115,46 @@ def test_a_users_mutator_and_postproc_plug_into_the_evolutionary_search() -> Non
              builder=FakeBuilder(), runner=FakeRunner(), check_best=False)  # type: ignore[arg-type]
     assert len(db.get_all_tuning_records()) == 8
     assert SwapFirstTile.calls > 0 and CountingPostproc.seen > 0
+
+
+def test_the_first_round_measures_the_default_schedule_so_tuning_never_loses_to_compile() -> None:
+    """The evolutionary search measures msdb's default schedule (what `msdb compile` gives a
+    function without a record) in its first round, once per database: its record is real, it
+    computes the workload's numbers, the best record is at most its time, and a second session
+    on the same database does not measure it again."""
+    from msdb.tuner.compile.default_schedule import default_schedule
+    from msdb.tuner.search.replay import module_key
+
+    db = MemoryDatabase()
+    baseline = module_key(default_schedule(SMALL["c2d"], CPU).mod)
+
+    def keys_of(records: list) -> list[str]:
+        from msdb.database.base import replay
+
+        return [module_key(replay(r).mod) for r in records]
+
+    result = tune_tir(SMALL["c2d"], CPU, db, 4, 4, strategy=small_evolutionary(), cost_model="random", seed=2)
+    records = db.get_all_tuning_records()
+    assert len(records) == 4 and keys_of(records).count(baseline) == 1
+    measured = records[keys_of(records).index(baseline)]
+    assert measured.is_valid and check_record(measured) is None
+    (task,) = result.tasks
+    assert task.best is not None and task.best.mean_run_secs <= measured.mean_run_secs
+
+    tune_tir(SMALL["c2d"], CPU, db, 4, 4, strategy=small_evolutionary(), cost_model="random", seed=3)
+    again = db.get_all_tuning_records()
+    assert len(again) == 8 and keys_of(again).count(baseline) == 1
+
+
+def test_the_default_schedule_candidate_can_be_switched_off() -> None:
+    from msdb.tuner.compile.default_schedule import default_schedule
+    from msdb.tuner.search.replay import module_key
+    from msdb.database.base import replay
+
+    db = MemoryDatabase()
+    baseline = module_key(default_schedule(SMALL["gmm"], CPU).mod)
+    search = EvolutionarySearch(population_size=12, init_min_unmeasured=6, genetic_num_iters=2,
+                                measure_default_schedule=False)
+    tune_tir(SMALL["gmm"], CPU, db, 4, 4, strategy=search, cost_model="random", seed=2,
+             builder=FakeBuilder(), runner=FakeRunner(), check_best=False)  # type: ignore[arg-type]
+    assert baseline not in [module_key(replay(r).mod) for r in db.get_all_tuning_records()]
