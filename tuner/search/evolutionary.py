@@ -218,11 +218,12 @@ class EvolutionarySearch(SearchStrategy):
         workers = min(available_workers(), tries // PARALLEL_MIN_TRIES_PER_WORKER) if self._mostly_failing else 1
         mod = self._context().mod
         assert mod is not None
-        if workers < 2:
+        outcomes = survivors(mod, self.design_spaces, self._postprocs(), plan, workers) if workers >= 2 else None
+        if outcomes is None:
             found = (self._replay_fresh(mod, index, seed, self.failures) for index, seed in plan)
             return [sch for sch in found if sch is not None]
         out = []
-        for (index, seed), dropped in zip(plan, survivors(mod, self.design_spaces, self._postprocs(), plan, workers)):
+        for (index, seed), dropped in zip(plan, outcomes):
             if dropped is not None:
                 self.failures[dropped] += 1
                 continue

@@ -12,14 +12,16 @@ loop whatever the number of workers.
 
 Workers are forked, so they inherit the module, the design spaces and the post-processors
 (with their tune context) without pickling them; the pool lives for one call. Where fork is
-not available, or one core is all there is, the caller samples serially.
+not available, or one core is all there is, or a worker dies, the caller samples serially.
 """
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING, Any, Sequence
 
 from msdb.tuner.search.replay import ReplayFailures, apply_trace
@@ -29,6 +31,8 @@ if TYPE_CHECKING:
     from msdb.schedule.trace import Trace
 
 __all__ = ["available_workers", "survivors"]
+
+logger = logging.getLogger(__name__)
 
 #: What forked workers read: (module, design spaces, post-processors), set just before the fork.
 _STATE: tuple[IRModule, Sequence[Trace], Sequence[Any]] | None = None
@@ -42,15 +46,20 @@ def available_workers() -> int:
 
 
 def survivors(mod: IRModule, spaces: Sequence[Trace], postprocs: Sequence[Any], tries: Sequence[tuple[int, int]],
-              workers: int) -> list[str | None]:
+              workers: int) -> list[str | None] | None:
     """For each try (design space index, seed): None when `apply_trace(mod, Trace(spaces[i].insts),
-    postprocs, seed)` gives a schedule, else the name of what dropped it (ReplayFailures' key)."""
+    postprocs, seed)` gives a schedule, else the name of what dropped it (ReplayFailures' key).
+    None when the workers could not do it (a worker died, no process could be forked): the
+    caller then samples in its own process, with the same result."""
     global _STATE
     chunks = [list(tries[i::workers]) for i in range(workers)]
     _STATE = (mod, list(spaces), list(postprocs))
     try:
         with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
             answers = list(pool.map(_try_chunk, chunks))
+    except (BrokenProcessPool, OSError) as exc:
+        logger.warning("sampling in %d forked workers failed (%s); sampling in this process instead", workers, exc)
+        return None
     finally:
         _STATE = None
     out: list[str | None] = [None] * len(tries)

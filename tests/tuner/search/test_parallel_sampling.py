@@ -5,6 +5,8 @@ draws every try's space and seed first and replays the survivors itself."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 
 import pytest
 
@@ -24,6 +26,12 @@ def _strategy(size: int, target: str, population: int) -> EvolutionarySearch:
     assert context.space_generator is not None
     search.pre_tuning(8, 8, context.space_generator.generate_design_space(context.mod))
     return search
+
+
+def _die(chunk: list[tuple[int, int]]) -> list[str | None]:
+    """A sampling worker killed by a signal before it answers."""
+    os.kill(os.getpid(), signal.SIGKILL)
+    return []
 
 
 def _sample(workers: int, monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], dict[str, int]]:
@@ -50,3 +58,13 @@ def test_a_search_whose_samples_survive_stays_in_one_process(monkeypatch: pytest
     monkeypatch.setattr(parallel_sampling, "survivors", refuse)
     search = _strategy(16, "llvm -num-cores=1", 64)
     assert len(search._sample_init_population(64)) >= 32
+
+
+def test_a_worker_that_dies_leaves_the_samples_to_the_parent(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A forked worker killed mid-round (out of memory, a signal) breaks the pool: the round is
+    sampled in the tuning process instead, with the serial loop's samples."""
+    serial, _ = _sample(1, monkeypatch)
+    monkeypatch.setattr(parallel_sampling, "_try_chunk", _die)
+    after_crash, failures = _sample(2, monkeypatch)
+    assert after_crash == serial
+    assert failures.get("VerifyGPUCode", 0) > 0
