@@ -7,7 +7,9 @@ msdb's compile against onnxruntime (one intra-op thread) in the same run.
   PrimFuncs), query (layered lookups), apply (replaying traces, default schedules), build
   (llvmlite) (budget < 30 s);
 - with --tune N: the model's tasks tuned with N trials in all (gradient task scheduler, XGBoost
-  cost model), then latency and ratio again (budget <= 1.0x).
+  cost model), then latency and ratio again (budget <= 1.0x);
+- after the table, where each build's run time goes (`CompiledModel.profile`: the slowest
+  functions, timed in the model's order).
 
 The warm database is --db when given (e.g. one a --tune run left behind), else one made by
 tuning every task with --warm-trials trials each (replay-trace, random cost model: cheap, only
@@ -62,7 +64,20 @@ def compile_and_time(path: str, database: object, repeat: int, inputs: dict[str,
     print(f"| {label} | {summary_line(compiled.report)} | compile {total:.1f} s ({phases}) | "
           f"{timing.median * 1e3:.2f} ms | {timing.median / ort_s:.2f}x | {max_rel:.1e} |")
     sys.stdout.flush()
+    PROFILES.append((label, compiled.profile(inputs, repeat)))
     return compiled
+
+
+#: (build label, CompiledModel.profile) of each compile, printed after the table.
+PROFILES: list[tuple[str, list]] = []
+
+
+def print_profiles(top: int = 8) -> None:
+    """Where each build's run time goes: its slowest functions, timed in the model's order."""
+    for label, profile in PROFILES:
+        total = sum(f.seconds for f in profile)
+        slowest = ", ".join(f"{f.name} x{f.calls} {f.seconds * 1e3:.2f} ms" for f in profile[:top])
+        print(f"\n{label}: {total * 1e3:.2f} ms in kernels; slowest: {slowest}")
 
 
 def warm_up_database(path: str, db_path: Path, trials_per_task: int, fuse: str) -> None:
@@ -146,6 +161,7 @@ def main() -> None:
             tune(path, tuned, args.tune, args.fuse)
             compile_and_time(path, str(tuned), args.repeat, inputs, expected, f"tuned, {args.tune} trials", ort_s,
                              fuse=args.fuse)
+        print_profiles()
 
 
 if __name__ == "__main__":

@@ -302,6 +302,22 @@ def test_buffers_are_reused_and_outputs_are_fresh_arrays() -> None:
     assert len(timing.results) == 2 and all(t > 0 for t in timing.results)
 
 
+def test_profile_splits_a_run_by_function_and_leaves_the_outputs_right() -> None:
+    """`profile` names every function once with its call count (the 8->8 conv twice), times
+    them per run, slowest first, and a run after it still computes the model."""
+    model = tiny_resnet()
+    compiled = compile_model(model, None)
+    profile = compiled.profile({"x": _input(3)}, repeat=3)
+    calls = {f.name: f.calls for f in profile}
+    assert calls == {name: [c.function for c in model.calls].count(name) for name in calls}
+    assert set(calls) == {c.function for c in model.calls} and calls["fused_conv2d1_add1_relu1"] == 2
+    assert all(f.seconds > 0 for f in profile)
+    assert [f.seconds for f in profile] == sorted((f.seconds for f in profile), reverse=True)
+    _check_numbers(compiled, model)
+    with pytest.raises(ValueError, match="repeat must be >= 1"):
+        compiled.profile(repeat=0)
+
+
 def test_a_non_cpu_target_is_refused() -> None:
     from msdb.errors import MsdbError
 

@@ -11,6 +11,7 @@ outputs, so the arrays a caller holds are never overwritten by the next run.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from msdb.errors import MsdbError
@@ -24,11 +25,21 @@ if TYPE_CHECKING:
     from msdb.tuner.kernel import Kernel
     from msdb.tuner.measure.timing import TimingResult
 
-__all__ = ["CompiledModel", "ModelInputError"]
+__all__ = ["CompiledModel", "ModelInputError", "FunctionTime"]
 
 
 class ModelInputError(MsdbError, ValueError):
     """Inputs that do not match the compiled model's inputs (names, shapes, dtypes)."""
+
+
+@dataclass(frozen=True)
+class FunctionTime:
+    """One function's share of a model run (`CompiledModel.profile`): its calls and the seconds
+    they take per run, timed in the model's order (caches as a real run leaves them)."""
+
+    name: str
+    calls: int
+    seconds: float
 
 
 class CompiledModel:
@@ -121,6 +132,32 @@ class CompiledModel:
             return time.perf_counter_ns() - start
 
         return evaluate(timed, number, repeat, min_repeat_ms)
+
+    def profile(self, inputs: Mapping[str, Any] | None = None, repeat: int = 5) -> list[FunctionTime]:
+        """Where a run's time goes: per function, the seconds its calls take per model run
+        (median of `repeat` whole runs after one warm-up, each call timed where the model makes
+        it, so a kernel finds the caches the previous one left, unlike `benchmark` of a kernel
+        alone); slowest first. On `inputs`, else seeded random inputs."""
+        from statistics import median
+
+        from msdb.tuner.compile.reference import random_inputs
+
+        if repeat < 1:
+            raise ValueError(f"profile: repeat must be >= 1, got {repeat}")
+        self._bind_inputs(random_inputs(self) if inputs is None else inputs)
+        self._execute()
+        names = [call.function for call in self.model.calls]
+        runs: list[dict[str, int]] = []
+        for _ in range(repeat):
+            spent: dict[str, int] = dict.fromkeys(names, 0)
+            for name, (kernel, arrays) in zip(names, self._steps):
+                start = time.perf_counter_ns()
+                kernel(*arrays)
+                spent[name] += time.perf_counter_ns() - start
+            runs.append(spent)
+        calls = {name: names.count(name) for name in dict.fromkeys(names)}
+        out = [FunctionTime(name, count, median(run[name] for run in runs) * 1e-9) for name, count in calls.items()]
+        return sorted(out, key=lambda f: -f.seconds)
 
     # ---- the report ----
     @property
