@@ -21,10 +21,11 @@ other and replays on the function):
    When the weights of one tile over the whole reduction would not stay in L1, the first
    reduction loop is split and its outer part hoisted above the row loops. The init is split
    off above the reduction loops and vectorized. Strided reads (stride-2 convs) make each
-   vector lane a separate load: their vectors are powers of two when the extent allows, a
-   strided tile whose vector would need masked lanes keeps its innermost loop rolled (LLVM
-   does better there than masked gathers), and a strided reduction with nothing to reuse
-   (max-pooling) is left to LLVM's own vectorizer: all three measured faster than the rest.
+   vector lane a separate load: their vectors are powers of two when the extent allows; a
+   strided tile whose vector would need masked lanes is a masked gather, vectorized only with
+   its kernel window unrolled around it (3x3 stride-2 convs; a 1x1 one keeps its innermost
+   loop rolled, where LLVM does better than masked gathers); and a strided reduction with
+   nothing to reuse (max-pooling) is left to LLVM's own vectorizer: each measured fastest.
 3. The fused epilogue (bias, batch-norm, residual add, relu: the anchor's consumer left after
    inlining) is moved under the tile's outer spatial loops (`reverse_compute_at`), so it reads
    the tile while it is in cache.
@@ -37,9 +38,10 @@ other and replays on the function):
 
 Measured with bench/bench_default_schedule.py (one thread, CPU time, on the development
 machine, an AVX-512 Rocket Lake): ResNet-18's stride-1 and stem convolutions run at 1.4-2.8x
-onnxruntime's time, its stride-2 convolutions at 1.8-6.1x (worst where the output is 7 wide:
-each lane of a stride-2 read is a separate load), matmul, depthwise conv, max-pool and relu at
-0.7-1.1x; all of ResNet-18's convolutions, pool and matmul weighted by their counts: 2.2x.
+onnxruntime's time, its stride-2 convolutions at 1.8-4.9x (worst for the 1x1 ones and where
+the output is 7 wide: each lane of a stride-2 read is a separate load), matmul, depthwise conv,
+max-pool and relu at 0.7-1.1x; all of ResNet-18's convolutions, pool and matmul weighted by
+their counts: 2.0x.
 The unscheduled loops are 30-60x.
 
 Tile sizes divide the loop extents (no predicates), so every step is legal on any shape; a step
@@ -357,11 +359,16 @@ class _Planner:
         for part in inner[:-1]:
             _applied("unroll the register tile", partial(sch.unroll, part))
         masked = tile.v_vector & (tile.v_vector - 1) != 0
-        if not (strided and masked):
-            # (A strided read into a masked vector is a masked hardware gather, slower than
-            # what LLVM makes of the plain loop: 4.7 vs 16.6 ms on ResNet's last stride-2 conv.)
+        # A strided read into a masked vector is a masked hardware gather. Alone it is slower
+        # than what LLVM makes of the plain loop (4.7 vs 16.6 ms on ResNet's last stride-2 conv,
+        # and 1x1 stride-2 convs stay rolled); with the kernel window unrolled around it, each
+        # gather's accumulators stay in registers through the window and it pays (ResNet's
+        # 3x3 stride-2 convs to 14x14 and 7x7: 2.57 -> 1.37 ms and 3.73 -> 2.50 ms).
+        window = _product([extents[i] or 1 for i in reduce[1:]])
+        gather_window = strided and masked and window > 1
+        if not (strided and masked) or gather_window:
             _applied("vectorize the register tile", lambda: sch.vectorize(v_ii))
-        if not strided:
+        if not strided or gather_window:
             self._unroll_window(reduce_rvs, masked)
         init = _attempt("decompose_reduction", lambda: sch.decompose_reduction(block, first_reduce))
         if init is not None:
@@ -384,8 +391,8 @@ class _Planner:
         then forwards each accumulator from one step to the next inside the unrolled body, which
         it cannot do across loop iterations for the masked loads and stores of a vector whose
         length is not a power of two. For those, two steps of the first reduction loop are
-        unrolled too. (Strided reads are left rolled: each lane is a separate load, and the
-        unrolled code only grows.)"""
+        unrolled too. (A strided tile with full vectors is left rolled: each lane is a separate
+        load, and the unrolled code only grows; a masked one is unrolled, see `tile_reduction`.)"""
         sch = self.sch
         extents = [_extent(sch.get(rv)) or 1 for rv in reduce_rvs]
         if len(reduce_rvs) < 2 or _product(extents[1:]) > MAX_WINDOW_UNROLL:
