@@ -158,3 +158,20 @@ def test_the_default_schedule_candidate_can_be_switched_off() -> None:
     tune_tir(SMALL["gmm"], CPU, db, 4, 4, strategy=search, cost_model="random", seed=2,
              builder=FakeBuilder(), runner=FakeRunner(), check_best=False)  # type: ignore[arg-type]
     assert baseline not in [module_key(replay(r).mod) for r in db.get_all_tuning_records()]
+
+
+def test_a_default_schedule_that_breaks_does_not_end_the_tuning(monkeypatch: pytest.MonkeyPatch,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    """The baseline is an extra: should the default schedule raise on some workload (a bug), the
+    search logs it and measures its design space's candidates as before."""
+    from msdb.tuner.compile import default_schedule as module
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("a bug in the default schedule")
+
+    monkeypatch.setattr(module, "default_schedule", broken)
+    db = MemoryDatabase()
+    result = tune_tir(SMALL["gmm"], CPU, db, 4, 4, strategy=small_evolutionary(), cost_model="random", seed=2,
+                      builder=FakeBuilder(), runner=FakeRunner(), check_best=False)  # type: ignore[arg-type]
+    assert result.tasks[0].trials == len(db.get_all_tuning_records()) == 4
+    assert "the default schedule failed; tuning goes on without it" in caplog.text
