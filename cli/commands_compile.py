@@ -11,6 +11,10 @@ import click
 
 from msdb.cli.common import OptionError, target_option
 
+#: Functions named on the "slowest functions" line of `--run` (all of them are in the report's
+#: `run_ms`).
+SLOWEST_SHOWN = 5
+
 if TYPE_CHECKING:
     from msdb.records import Target
 
@@ -43,8 +47,9 @@ def _write_atomically(path: Path, text: str) -> None:
 @click.option("--fuse", type=click.Choice(["tvm", "fold"]), default="tvm", show_default=True,
               help="tvm: TVM's fusion (conv2d alone); fold: batch-norm folded into the conv, epilogue fused into it.")
 @click.option("--run", "run_model", is_flag=True,
-              help="Time the whole model (one thread) and compare its outputs with onnxruntime (.onnx) or the "
-                   "default-schedule build (Relax scripts).")
+              help="Time the whole model (one thread), name its slowest functions (each function's run_ms in "
+                   "--report), and compare its outputs with onnxruntime (.onnx) or the default-schedule build "
+                   "(Relax scripts).")
 @click.option("--repeat", type=click.IntRange(min=1), default=5, show_default=True, help="Timed runs with --run.")
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
               help="Processes that build the kernels (LLVM is most of a compile with tuned records).")
@@ -94,6 +99,9 @@ def compile_command(model_path: str, dbs: tuple[str, ...], target: Target | None
             timing = compiled.benchmark(inputs, repeat=repeat)
             click.echo(f"run: {timing.median * 1e3:.2f} ms median of {repeat} (min {timing.min * 1e3:.2f} ms), "
                        "one thread")
+            slowest = compiled.profile(inputs, repeat)[:SLOWEST_SHOWN]
+            click.echo("slowest functions: " + ", ".join(
+                f"{f.name} x{f.calls} {f.seconds * 1e3:.2f} ms" for f in slowest))
             click.echo(comparison.line())
         if report_path is not None:
             _write_atomically(Path(report_path), compiled.report_json() + "\n")

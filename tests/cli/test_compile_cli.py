@@ -55,6 +55,21 @@ def test_compile_runs_matches_onnxruntime_and_writes_the_report(small_resnet: pa
 
     model = load(str(small_resnet))
     assert sum(r["weight"] for r in rows) == len(model.calls)
+    # --run profiles the run: every function's share in the report, the slowest ones named
+    assert all(isinstance(r["run_ms"], float) and r["run_ms"] > 0 for r in rows)
+    slowest = sorted(rows, key=lambda r: -r["run_ms"])[0]
+    line = re.search(r"slowest functions: (\S+) x(\d+) [\d.]+ ms", result.output)
+    assert line, result.output
+    assert line.group(1) == slowest["name"] and int(line.group(2)) == slowest["weight"]
+
+
+def test_without_run_the_report_has_no_run_times(small_resnet: pathlib.Path, empty_db: pathlib.Path,
+                                                 tmp_path: pathlib.Path) -> None:
+    report = tmp_path / "report.json"
+    result = run("compile", small_resnet, "--db", empty_db, "--report", report)
+    assert result.exit_code == 0, result.output
+    assert "slowest functions" not in result.output
+    assert all(r["run_ms"] is None for r in json.loads(report.read_text()))
 
 
 @pytest.mark.slow

@@ -137,7 +137,8 @@ class CompiledModel:
         """Where a run's time goes: per function, the seconds its calls take per model run
         (median of `repeat` whole runs after one warm-up, each call timed where the model makes
         it, so a kernel finds the caches the previous one left, unlike `benchmark` of a kernel
-        alone); slowest first. On `inputs`, else seeded random inputs."""
+        alone); slowest first, and each function's `report` entry gets its `run_ms`. On
+        `inputs`, else seeded random inputs."""
         from statistics import median
 
         from msdb.tuner.compile.reference import random_inputs
@@ -157,6 +158,10 @@ class CompiledModel:
             runs.append(spent)
         calls = {name: names.count(name) for name in dict.fromkeys(names)}
         out = [FunctionTime(name, count, median(run[name] for run in runs) * 1e-9) for name, count in calls.items()]
+        by_name = {f.name: f for f in out}
+        for entry in self.report:
+            if entry.name in by_name:
+                entry.run_ms = by_name[entry.name].seconds * 1e3
         return sorted(out, key=lambda f: -f.seconds)
 
     # ---- the report ----

@@ -45,7 +45,8 @@ class FunctionReport:
     measured (on its own workload, the FLOPs of the stored workload: an anchor-block match's
     epilogue differs); `flop` the function's own FLOPs; `reason` and `detail` say why a miss
     missed (see the module docstring), `detail` listing the targets that have records or
-    quoting the error.
+    quoting the error. `run_ms`: milliseconds per model run its calls took, when the model was
+    run and profiled (`msdb compile --run`, `CompiledModel.profile`), else None.
     """
 
     name: str
@@ -61,6 +62,7 @@ class FunctionReport:
     detail: str | None = None
     targets_with_records: list[str] = field(default_factory=list)
     flop: int | None = None
+    run_ms: float | None = None
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
