@@ -155,7 +155,7 @@ def tune_command(db: str, script: str | None, zoo_name: str | None, target: Targ
     client: Any = None
     try:
         if cluster is not None:
-            client, builder, runner = _cluster_measure(cluster, threads)
+            client, builder, runner = _cluster_measure(cluster, threads, model is not None)
         progress = _TuneProgress(trials)
         try:
             if model is not None:
@@ -188,8 +188,9 @@ def tune_command(db: str, script: str | None, zoo_name: str | None, target: Targ
                        "were passed over", err=True)
 
 
-def _cluster_measure(address: str, threads: int) -> tuple[Any, Any, Any]:
-    """(client, DaskBuilder, DaskRunner) on one connection to the cluster at `address`."""
+def _cluster_measure(address: str, threads: int, for_model: bool) -> tuple[Any, Any, Any]:
+    """(client, DaskBuilder, DaskRunner) on one connection to the cluster at `address`; a model's
+    candidates timed cold, as `tune_model`'s own runner times them (`MODEL_TIMING`)."""
     try:
         from distributed import Client
     except ImportError:
@@ -204,7 +205,10 @@ def _cluster_measure(address: str, threads: int) -> tuple[Any, Any, Any]:
     builder = None
     try:
         builder = DaskBuilder(client)
-        return client, builder, DaskRunner(client, num_threads=threads)
+        from msdb.tuner.model_tuning import MODEL_TIMING
+
+        timing = MODEL_TIMING if for_model else {}
+        return client, builder, DaskRunner(client, num_threads=threads, **timing)
     except BaseException:
         if builder is not None:
             builder.close()

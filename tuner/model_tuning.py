@@ -8,6 +8,14 @@ weights, so the gradient scheduler spends the trial budget where the model spend
 What msdb adds: the model and its tasks are recorded in the database first (`model` and `task`
 tables, one transaction), so the database knows which models use which workloads even before a
 record exists.
+
+And on CPU targets a model's candidates are timed with cold caches (`MODEL_TIMING`: the caches
+flushed before each of ten single calls, as TVM's own model-tuning scripts configure their
+runner), not with the warm repeats of a single workload. In a model each kernel finds its
+weights out of cache, evicted by the layers before it, and a schedule tuned on warm caches can
+lose there: on ResNet-18's 512-channel 7x7 conv, the best of 4,000 warm-measured trials took
+2.26 ms alone and 5.18 ms cold, slower than the next seven records (2.9-3.1 ms cold), and
+5.95 ms per call in the model (docs/benchmarks.md, "Models").
 """
 
 from __future__ import annotations
@@ -25,7 +33,11 @@ if TYPE_CHECKING:
     from msdb.tuner.task_scheduler.base import RoundFn
     from msdb.tuner.tune import Builder, Runner
 
-__all__ = ["tune_model", "tunable_tasks"]
+__all__ = ["tune_model", "tunable_tasks", "MODEL_TIMING"]
+
+#: The CPU runner's timing for a model's tasks (see the module docstring): `LocalRunner` and
+#: `DaskRunner` keyword arguments.
+MODEL_TIMING: dict[str, Any] = {"number": 1, "repeat": 10, "min_repeat_ms": 0.0, "enable_cpu_cache_flush": True}
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +66,7 @@ def tune_model(model: Model, target: Target | str | None, database: Database, ma
     """Tune `model`'s tasks on `target` (default: this host with `num_threads` cores) for at most
     `max_trials_global` measurements in all, weighted by the tasks' weights; records the model
     and its tasks (as `model_name`, default the model's name) and every measurement in
-    `database`."""
+    `database`. Without a `runner`, CPU candidates are timed cold (`MODEL_TIMING`)."""
     resolved = tuning_target(target, num_threads)
     tasks = extract_tasks(model, resolved, module_equality=module_equality)
     record_model_tasks(database, model_name or model.name, tasks)
@@ -64,7 +76,16 @@ def tune_model(model: Model, target: Target | str | None, database: Database, ma
         return TuneResult([])
     contexts = [make_context(task.mod, resolved, space, strategy, seed, task.task_name, num_threads) for task in chosen]
     weights = [float(task.weight) for task in chosen]
-    return tune_tasks(contexts, weights, database, max_trials_global, num_trials_per_iter,
-                      max_trials_per_task=max_trials_per_task, cost_model=cost_model, task_scheduler=task_scheduler,
-                      builder=builder, runner=runner, seed=seed, on_round=on_round, check_best=check_best,
-                      location=f"tune: model {model_name or model.name}")
+    own_runner = None
+    if runner is None and resolved.kind == "llvm":
+        from msdb.tuner.measure.runner import LocalRunner
+
+        runner = own_runner = LocalRunner(num_threads=num_threads, **MODEL_TIMING)
+    try:
+        return tune_tasks(contexts, weights, database, max_trials_global, num_trials_per_iter,
+                          max_trials_per_task=max_trials_per_task, cost_model=cost_model, task_scheduler=task_scheduler,
+                          builder=builder, runner=runner, seed=seed, on_round=on_round, check_best=check_best,
+                          location=f"tune: model {model_name or model.name}")
+    finally:
+        if own_runner is not None:
+            own_runner.close()

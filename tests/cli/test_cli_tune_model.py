@@ -4,6 +4,7 @@ one line with no database written."""
 
 from __future__ import annotations
 
+import json
 import pathlib
 import sqlite3
 
@@ -14,6 +15,7 @@ from click.testing import CliRunner
 from msdb.cli.main import cli
 from msdb.hashing import structural_hash
 from msdb.ir import zoo
+from msdb.tuner.model_tuning import MODEL_TIMING
 from tests.cli.model_files import BAD_MODELS, bad_model, files_in, tiny_onnx
 from tests.model.relax_scripts import MLP
 
@@ -54,6 +56,11 @@ def test_tune_a_model_records_its_tasks_and_tunes_each(tmp_path: pathlib.Path, m
     # every task measured (relu0's space is small: candidates it already measured are not measured again)
     assert set(counts) == {t[3] for t in tasks} and sum(counts.values()) == 12
     assert sources == [("tune", "tune: model mlp")]
+    # a model's candidates are timed cold: ten single calls, caches flushed before each
+    conn = sqlite3.connect(db)
+    timings = [json.loads(text) for (text,) in conn.execute("SELECT run_secs FROM tuning_record WHERE is_valid")]
+    conn.close()
+    assert timings and all(len(t) == MODEL_TIMING["repeat"] for t in timings)
 
 
 def test_tune_a_model_with_an_unknown_function_is_one_line(tmp_path: pathlib.Path) -> None:

@@ -216,6 +216,25 @@ def test_cli_tune_on_a_cluster(cluster: Any, tmp_path: pathlib.Path) -> None:
     with SQLiteDatabase(db) as database:
         records = database.get_all_tuning_records()
     assert len(records) == 4 and all(r.run_secs[0] < FAILED_RUN_SECS for r in records)
+    assert all(len(r.run_secs) == 1 for r in records)  # one workload: TVM's warm timing, one repeat
+
+
+def test_cli_tune_a_model_on_a_cluster_times_it_cold(cluster: Any, tmp_path: pathlib.Path) -> None:
+    """A model's tasks on the cluster are timed as `tune_model` times them locally: ten single
+    calls, caches flushed before each (`MODEL_TIMING`)."""
+    from msdb.tuner.model_tuning import MODEL_TIMING
+    from tests.cli.model_files import tiny_onnx
+
+    model = tiny_onnx(tmp_path / "tiny.onnx")
+    db = tmp_path / "t.sqlite"
+    result = CliRunner().invoke(cli, ["tune", str(db), str(model), "--target", TARGET, "--trials", "4",
+                                      "--per-iter", "4", "--strategy", "replay-trace", "--cost-model", "random",
+                                      "--seed", "0", "--cluster", cluster.scheduler_address], prog_name="msdb")
+    assert result.exit_code == 0, result.output
+    with SQLiteDatabase(db) as database:
+        records = database.get_all_tuning_records()
+    assert records and all(r.run_secs[0] < FAILED_RUN_SECS for r in records)
+    assert all(len(r.run_secs) == MODEL_TIMING["repeat"] for r in records)
 
 
 def test_cli_cluster_and_workers_are_one_line(tmp_path: pathlib.Path) -> None:
