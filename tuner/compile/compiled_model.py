@@ -139,6 +139,7 @@ class CompiledModel:
         it, so a kernel finds the caches the previous one left, unlike `benchmark` of a kernel
         alone); slowest first, and each function's `report` entry gets its `run_ms`. On
         `inputs`, else seeded random inputs."""
+        from collections import Counter
         from statistics import median
 
         from msdb.tuner.compile.reference import random_inputs
@@ -156,8 +157,8 @@ class CompiledModel:
                 kernel(*arrays)
                 spent[name] += time.perf_counter_ns() - start
             runs.append(spent)
-        calls = {name: names.count(name) for name in dict.fromkeys(names)}
-        out = [FunctionTime(name, count, median(run[name] for run in runs) * 1e-9) for name, count in calls.items()]
+        out = [FunctionTime(name, count, median(run[name] for run in runs) * 1e-9)
+               for name, count in Counter(names).items()]
         by_name = {f.name: f for f in out}
         for entry in self.report:
             if entry.name in by_name:
