@@ -14,7 +14,7 @@ msdb's compile against onnxruntime (one intra-op thread) in the same run.
 The warm database is --db when given (e.g. one a --tune run left behind), else one made by
 tuning every task with --warm-trials trials each (replay-trace, random cost model: cheap, only
 so that every function has a record).
-Run: taskset -c 0 python bench/bench_compile.py [--depth 18] [--image 224] [--fuse fold] [--tune 2000] [--db warm.sqlite]
+Run: taskset -c 0 python bench/bench_compile.py [--depth 18] [--image 224] [--fuse fold|packed] [--tune 2000] [--db warm.sqlite]
 """
 
 from __future__ import annotations
@@ -34,11 +34,16 @@ import numpy as np  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 
 
+#: The onnxruntime session (one thread) every build is timed against.
+SESSION: list[object] = []
+
+
 def ort_latency(path: str, inputs: dict[str, np.ndarray], repeat: int) -> tuple[float, list[np.ndarray]]:
     """onnxruntime on one thread: median seconds per run (after one warm-up) and its outputs."""
     from msdb.tuner.compile.reference import onnxruntime_session
 
     session = onnxruntime_session(path)
+    SESSION[:] = [session]
     outputs = session.run(None, inputs)
     times = []
     for _ in range(repeat):
@@ -48,8 +53,26 @@ def ort_latency(path: str, inputs: dict[str, np.ndarray], repeat: int) -> tuple[
     return float(np.median(times)), outputs
 
 
+def paired_latency(compiled: object, inputs: dict[str, np.ndarray], repeat: int) -> tuple[float, float]:
+    """Median seconds per run of the compiled model and of onnxruntime, the two runs alternating
+    (`repeat` pairs, after a warm-up of each), so that the machine's load drifts over both alike
+    (on a shared machine onnxruntime alone moved between 19 and 23 ms from one minute to the next)."""
+    session = SESSION[0]
+    ours, theirs = [], []
+    compiled.run(inputs)  # type: ignore[attr-defined]
+    session.run(None, inputs)  # type: ignore[attr-defined]
+    for _ in range(repeat):
+        start = time.perf_counter()
+        compiled.run(inputs)  # type: ignore[attr-defined]
+        middle = time.perf_counter()
+        session.run(None, inputs)  # type: ignore[attr-defined]
+        theirs.append(time.perf_counter() - middle)
+        ours.append(middle - start)
+    return float(np.median(ours)), float(np.median(theirs))
+
+
 def compile_and_time(path: str, database: object, repeat: int, inputs: dict[str, np.ndarray],
-                     expected: list[np.ndarray], label: str, ort_s: float, workers: int = 1,
+                     expected: list[np.ndarray], label: str, workers: int = 1,
                      fuse: str = "tvm") -> object:
     from msdb.tuner.compile.compiler import compile_model
     from msdb.tuner.compile.reference import errors
@@ -60,9 +83,9 @@ def compile_and_time(path: str, database: object, repeat: int, inputs: dict[str,
     total = time.perf_counter() - start
     phases = ", ".join(f"{k} {v:.1f} s" for k, v in compiled.timings.items())
     max_abs, max_rel = errors(compiled.run(inputs), expected)
-    timing = compiled.benchmark(inputs, repeat=repeat)
+    ours, theirs = paired_latency(compiled, inputs, repeat)
     print(f"| {label} | {summary_line(compiled.report)} | compile {total:.1f} s ({phases}) | "
-          f"{timing.median * 1e3:.2f} ms | {timing.median / ort_s:.2f}x | {max_rel:.1e} |")
+          f"{ours * 1e3:.2f} ms | {theirs * 1e3:.2f} ms | {ours / theirs:.2f}x | {max_rel:.1e} |")
     sys.stdout.flush()
     PROFILES.append((label, compiled.profile(inputs, repeat)))
     return compiled
@@ -115,18 +138,21 @@ def tune(path: str, db_path: Path, trials: int, fuse: str) -> None:
 
 
 def main() -> None:
+    from msdb.model.lower import FUSE_MODES
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--depth", type=int, default=18)
     parser.add_argument("--image", type=int, default=224)
-    parser.add_argument("--repeat", type=int, default=10)
+    parser.add_argument("--repeat", type=int, default=20, help="runs of each build, alternating with onnxruntime's")
     parser.add_argument("--db", type=Path, default=None, help="a warm database (default: made with --warm-trials)")
     parser.add_argument("--warm-trials", type=int, default=2)
     parser.add_argument("--tune", type=int, default=0, metavar="N", help="also tune the tasks with N trials in all")
     parser.add_argument("--workers", type=int, default=0,
                         help="also compile with the warm database building in this many processes")
     parser.add_argument("--tune-db", type=Path, default=None, help="where --tune commits (default: a temp file)")
-    parser.add_argument("--fuse", choices=("tvm", "fold"), default="tvm",
-                        help="how the model's operators are fused (msdb.model.load): TVM's layout or folded")
+    parser.add_argument("--fuse", choices=FUSE_MODES, default="tvm",
+                        help="how the model's operators are fused (msdb.model.load): TVM's layout, folded, or "
+                             "folded with packed conv weights")
     args = parser.parse_args()
 
     import onnx
@@ -142,24 +168,25 @@ def main() -> None:
         inputs = {"data": np.random.default_rng(0).standard_normal((1, 3, args.image, args.image)).astype("float32")}
         ort_s, expected = ort_latency(path, inputs, args.repeat)
         print(f"onnxruntime: {ort_s * 1e3:.2f} ms\n")
-        print("| build | hits | compile time | latency | vs onnxruntime | max rel error |")
-        print("|---|---|---|---|---|---|")
+        print("| build | hits | compile time | latency | onnxruntime, alternating runs | vs onnxruntime | "
+              "max rel error |")
+        print("|---|---|---|---|---|---|---|")
         empty = Path(tmp) / "empty.sqlite"
         SQLiteDatabase(empty).close()
-        compile_and_time(path, str(empty), args.repeat, inputs, expected, "default schedules (empty db)", ort_s,
+        compile_and_time(path, str(empty), args.repeat, inputs, expected, "default schedules (empty db)",
                          fuse=args.fuse)
         warm = args.db
         if warm is None:
             warm = Path(tmp) / "warm.sqlite"
             warm_up_database(path, warm, args.warm_trials, args.fuse)
-        compile_and_time(path, str(warm), args.repeat, inputs, expected, f"warm db {warm.name}", ort_s, fuse=args.fuse)
+        compile_and_time(path, str(warm), args.repeat, inputs, expected, f"warm db {warm.name}", fuse=args.fuse)
         if args.workers > 1:
             compile_and_time(path, str(warm), args.repeat, inputs, expected,
-                             f"warm db, {args.workers} build processes", ort_s, args.workers, args.fuse)
+                             f"warm db, {args.workers} build processes", args.workers, args.fuse)
         if args.tune:
             tuned = args.tune_db or Path(tmp) / "tuned.sqlite"
             tune(path, tuned, args.tune, args.fuse)
-            compile_and_time(path, str(tuned), args.repeat, inputs, expected, f"tuned, {args.tune} trials", ort_s,
+            compile_and_time(path, str(tuned), args.repeat, inputs, expected, f"tuned, {args.tune} trials",
                              fuse=args.fuse)
         print_profiles()
 

@@ -44,8 +44,9 @@ def _write_atomically(path: Path, text: str) -> None:
               help="A database to take records from (path, SQLAlchemy URL or hub URL); repeat to layer them: the "
                    "first that has a record for a function answers. Opened read-only.")
 @target_option("The target to compile for (default: this machine); only records whose target matches are used.")
-@click.option("--fuse", type=click.Choice(["tvm", "fold"]), default="tvm", show_default=True,
-              help="tvm: TVM's fusion (conv2d alone); fold: batch-norm folded into the conv, epilogue fused into it.")
+@click.option("--fuse", type=click.Choice(["tvm", "fold", "packed"]), default="tvm", show_default=True,
+              help="tvm: TVM's fusion (conv2d alone); fold: batch-norm folded into the conv, epilogue fused into it; "
+                   "packed: fold, with conv weights packed in 16-channel blocks (fastest on CPUs).")
 @click.option("--run", "run_model", is_flag=True,
               help="Time the whole model (one thread), name its slowest functions (each function's run_ms in "
                    "--report), and compare its outputs with onnxruntime (.onnx) or the default-schedule build "

@@ -100,8 +100,9 @@ class _TuneProgress:
               default="structural", show_default=True, help="A MODEL's tasks are unique under this equality (TVM's).")
 @click.option("--max-trials-per-task", type=click.IntRange(min=1), default=None,
               help="A MODEL's trials per task at most (default: --trials, as TVM).")
-@click.option("--fuse", type=click.Choice(["tvm", "fold"]), default=None,
-              help="An ONNX MODEL's fusion (default tvm: TVM's tasks; fold: batch-norm folded, epilogues fused).")
+@click.option("--fuse", type=click.Choice(["tvm", "fold", "packed"]), default=None,
+              help="An ONNX MODEL's fusion (default tvm: TVM's tasks; fold: batch-norm folded, epilogues fused; "
+                   "packed: fold with conv weights packed in 16-channel blocks).")
 def tune_command(db: str, script: str | None, zoo_name: str | None, target: Target | None, trials: int, per_iter: int,
                  strategy: str, cost_model: str, seed: int | None, workers: int | None, threads: int,
                  cluster: str | None, module_equality: str, max_trials_per_task: int | None, fuse: str | None) -> None:

@@ -18,7 +18,8 @@
 #      make_mlp_weights.py) has its tasks extracted and tuned into ./msdb.sqlite (24 trials), then
 #      `msdb compile` layers ./msdb.sqlite over the team database and reports, per function, which
 #      record hit; and a small ONNX ResNet-18 (msdb.model.zoo, 32x32) compiles with default
-#      schedules wherever no record hits, run and checked against onnxruntime
+#      schedules wherever no record hits, run and checked against onnxruntime; then again with
+#      `--fuse packed` (the CPU-fastest layout: conv weights packed in 16-channel blocks)
 #
 # Idempotent: imports and merges add nothing when run again (they deduplicate records; the
 # export is replaced atomically); a second tune continues (it measures nothing measured before). Needs only Python 3.11: without an `msdb` on PATH it sets
@@ -64,3 +65,6 @@ msdb compile examples/models/mlp.py --db msdb.sqlite --db build/team_dbs/team_a.
 echo "== a small ONNX ResNet-18: compile (default schedules where nothing hits), run, compare with onnxruntime"
 "$PYTHON" -c "import onnx; from msdb.model.zoo import resnet; onnx.save(resnet(18, image=32, width=8, num_classes=10), 'build/resnet18_small.onnx')"
 msdb compile build/resnet18_small.onnx --db msdb.sqlite --target "llvm -num-cores=1" --run
+
+echo "== the same ResNet-18 with --fuse packed: batch-norm folded, conv weights packed in 16-channel blocks"
+msdb compile build/resnet18_small.onnx --db msdb.sqlite --target "llvm -num-cores=1" --fuse packed --run

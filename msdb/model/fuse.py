@@ -38,7 +38,7 @@ import numpy as np
 from msdb.model.graph import ModelError
 from msdb.model.ops import OpGraph, OpNode, OpPattern
 
-__all__ = ["Partition", "fuse_tvm", "fuse_fold", "fold_constants", "fold_batch_norm", "partition"]
+__all__ = ["Partition", "fuse_tvm", "fuse_fold", "fold_constants", "fold_batch_norm", "pack_convs", "partition"]
 
 #: TVM's relax.FuseOps.max_depth default (kMaxFusedOps)
 MAX_FUSED_OPS = 256
@@ -82,6 +82,38 @@ def fuse_fold(graph: OpGraph, pattern_of: PatternOf | None = None) -> Partition:
     """Fold batch-norms into the convs before them, then group as `fuse_tvm` does: each conv is
     the anchor of one function with its bias, residual add and relu/clip epilogue."""
     return fuse_tvm(fold_batch_norm(graph), pattern_of)
+
+
+def pack_convs(graph: OpGraph) -> OpGraph:
+    """msdb's `packed` mode (after `fold_batch_norm`): each conv2d with constant weights, NCHW
+    layouts, groups=1 and output channels in whole blocks of `PACK_BLOCK` becomes an
+    `nn.conv2d_packed` of the same data and its weights packed once, here, in NumPy
+    (`pack_weight`: [F/16, C, KH, KW, 16]), so that no run pays for the layout change (TVM's
+    layout-free weights, done ahead of time). The conv keeps its output tensor (NCHW), so the
+    rest of the graph and the fusion are unchanged. Grouped and depthwise convs stay."""
+    from msdb.model.legalize.conv import PACK_BLOCK, pack_weight
+
+    constants = dict(graph.constants)
+    shapes = dict(graph.shapes)
+    dtypes = dict(graph.dtypes)
+    nodes: list[OpNode] = []
+    for node in graph.nodes:
+        weight = constants.get(node.inputs[1]) if node.op == "nn.conv2d" and len(node.inputs) == 2 else None
+        packable = (weight is not None and np.ndim(weight) == 4 and int(node.attrs.get("groups", 1)) == 1
+                    and np.shape(weight)[0] % PACK_BLOCK == 0
+                    and all(node.attrs.get(key, want) == want for key, want in
+                            (("data_layout", "NCHW"), ("kernel_layout", "OIHW"), ("out_layout", "NCHW"))))
+        if not packable:
+            nodes.append(node)
+            continue
+        packed = pack_weight(np.asarray(weight))
+        name = _fresh(constants, f"{node.inputs[1]}.packed")
+        constants[name] = packed
+        shapes[name], dtypes[name] = tuple(packed.shape), str(packed.dtype)
+        nodes.append(OpNode("nn.conv2d_packed", (node.inputs[0], name), node.outputs, dict(node.attrs), node.node))
+    used = {i for n in nodes for i in n.inputs} | set(graph.outputs)
+    constants = {k: v for k, v in constants.items() if k in used}
+    return dataclasses.replace(graph, nodes=nodes, shapes=shapes, dtypes=dtypes, constants=constants)
 
 
 # =============================================================================================

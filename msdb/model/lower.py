@@ -33,7 +33,7 @@ import numpy as np
 from msdb.ir import expr as E
 from msdb.ir import te
 from msdb.ir.function import PrimFunc
-from msdb.model.fuse import Partition, fold_batch_norm, fuse_tvm
+from msdb.model.fuse import Partition, fold_batch_norm, fuse_tvm, pack_convs
 from msdb.model.graph import Call, Model, ModelError, TensorInfo
 from msdb.model.ops import OpGraph, OpNode, OpPattern
 
@@ -41,12 +41,12 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["lower", "FUNC_NAMES", "FUSE_MODES"]
 
-FUSE_MODES = ("tvm", "fold")
+FUSE_MODES = ("tvm", "fold", "packed")
 
 #: TVM's PrimFunc name hint per Relax op (the `primfunc_name_hint` of LegalizeOps, else the TOPI
 #: function's `__name__`; `isnan` and `where` only appear folded and never collide)
 FUNC_NAMES: dict[str, str] = {
-    "nn.conv2d": "conv2d", "nn.batch_norm": "batch_norm", "nn.relu": "relu", "add": "add",
+    "nn.conv2d": "conv2d", "nn.conv2d_packed": "conv2d_packed", "nn.batch_norm": "batch_norm", "nn.relu": "relu", "add": "add",
     "subtract": "subtract", "multiply": "multiply", "divide": "divide", "maximum": "maximum",
     "minimum": "minimum", "nn.max_pool2d": "max_pool2d", "nn.avg_pool2d": "avg_pool2d", "mean": "mean",
     "sum": "sum", "reshape": "reshape", "flatten": "reshape", "permute_dims": "transpose",
@@ -55,12 +55,15 @@ FUNC_NAMES: dict[str, str] = {
 }
 
 
-def lower(graph: OpGraph, fuse: Literal["tvm", "fold"] | str = "tvm") -> Model:
+def lower(graph: OpGraph, fuse: Literal["tvm", "fold", "packed"] | str = "tvm") -> Model:
     """The `Model` of `graph` with TVM's legalization and the given fusion: "tvm" (the "zero"
-    pipeline's FuseOps) or "fold" (batch-norm folded into the convs, conv epilogues fused)."""
+    pipeline's FuseOps), "fold" (batch-norm folded into the convs, conv epilogues fused) or
+    "packed" (fold, with the convs' weights packed in output-channel blocks: `pack_convs`)."""
     if fuse not in FUSE_MODES:
         raise ModelError(f"fuse={fuse!r} is not a fusion mode; use one of {', '.join(FUSE_MODES)}")
-    source = fold_batch_norm(graph) if fuse == "fold" else graph
+    source = fold_batch_norm(graph) if fuse in ("fold", "packed") else graph
+    if fuse == "packed":
+        source = pack_convs(source)
     lowering = _Lowering(source)
     # AnnotateTIROpPattern: each op's class is TVM's analysis of its legalized PrimFunc
     part = fuse_tvm(source, pattern_of=lowering.pattern)

@@ -339,7 +339,25 @@ def _iter_domains(block: S.Block, provided: tuple[S.BufferRegion, ...], required
             need = [union_intervals((acc[d] for acc in accesses), outer) for d in range(ndim)]
         except ValueError:
             need = [_full_dim(region.buffer, d) for d in range(ndim)]
+        split = _div_mod_dims(region, block_vars)
+        mod_dims = {dm for _, _, dm in split.values()}
         for d, rng in enumerate(region.region):
+            if d in mod_dims:
+                continue
+            if d in split:
+                var, factor, dm = split[d]
+                inv = _invert_div_mod(need[d], need[dm], factor, outer)
+                if inv is None:
+                    if reverse:
+                        raise ScheduleError(f"{where}: buffer {region.buffer.name!r} is read at a part of the "
+                                            f"lanes of several {var.name!r} blocks (dimension {dm}); its domain "
+                                            "cannot be derived")
+                    continue
+                doms.setdefault(var, []).append(inv)
+                blocks = E.const_int(region.buffer.shape[d])
+                if blocks is not None:
+                    bounds.setdefault(var, []).append((0, blocks * factor - 1))
+                continue
             form = as_affine(rng.min)
             single = isinstance(rng.extent, E.IntImm) and rng.extent.value == 1
             if form is not None and form.is_const():
@@ -370,6 +388,46 @@ def _iter_domains(block: S.Block, provided: tuple[S.BufferRegion, ...], required
             continue
     out_bounds = {var: (min(b[0] for b in items), max(b[1] for b in items)) for var, items in bounds.items()}
     return out_doms, out_bounds
+
+
+def _div_mod_dims(region: S.BufferRegion, block_vars: set[E.Var]) -> dict[int, tuple[E.Var, int, int]]:
+    """Dimensions of a single-point access indexed `floordiv(v, c)` with another indexed
+    `floormod(v, c)` (a blocked layout read back in the plain one: a packed conv's output
+    channels `[v // 16, ..., v % 16]`): {div dimension: (v, c, mod dimension)}."""
+    def split_of(index: E.PrimExpr, kind: type[E.FloorDiv] | type[E.FloorMod]) -> tuple[E.Var, int] | None:
+        if not isinstance(index, kind):
+            return None
+        factor = E.const_int(index.b)
+        if factor is None or factor < 1 or not isinstance(index.a, E.Var) or index.a not in block_vars:
+            return None
+        return index.a, factor
+
+    if not all(isinstance(r.extent, E.IntImm) and r.extent.value == 1 for r in region.region):
+        return {}
+    mods = {split_of(r.min, E.FloorMod): d for d, r in enumerate(region.region)}
+    found: dict[int, tuple[E.Var, int, int]] = {}
+    for d, rng in enumerate(region.region):
+        key = split_of(rng.min, E.FloorDiv)
+        if key is not None and key in mods:
+            found[d] = (key[0], key[1], mods[key])
+    return found
+
+
+def _invert_div_mod(div_need: Interval, mod_need: Interval, factor: int, outer: dict[E.Var, NumRange]
+                    ) -> Interval | None:
+    """Values of v with (v // factor, v % factor) inside the needed region, exactly (TVM's
+    answer): whole blocks when the region covers every `v % factor`, a run of lanes inside
+    one block when it covers one block; None otherwise (lanes of several blocks)."""
+    lo, hi = mod_need[0].numeric(outer), mod_need[1].numeric(outer)
+    if lo is None or hi is None:
+        return None
+    if lo[1] <= 0 and hi[0] >= factor - 1:
+        return div_need[0].scale(factor), div_need[1].scale(factor) + (factor - 1)
+    one_block = div_need[1] - div_need[0]
+    if one_block.is_const() and one_block.const == 0 and lo[0] >= 0 and hi[1] <= factor - 1:
+        base = div_need[0].scale(factor)
+        return base + mod_need[0], base + mod_need[1]
+    return None
 
 
 def _invert(lo: Affine, hi: Affine, coef: int, offset: int, outer: dict[E.Var, NumRange]) -> Interval | None:

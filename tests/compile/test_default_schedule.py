@@ -83,6 +83,47 @@ def test_convolutions_compute_what_numpy_computes(c: int, hw: int, f: int, k: in
     np.testing.assert_allclose(run(func, inputs), expected, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("c,hw,f,k,stride,pad,epilogue", [
+    (8, 14, 32, 3, 1, 1, "bru"),   # 14 wide: one 14-row tile of one 16-channel block
+    (64, 7, 32, 3, 1, 1, "bu"),    # 7 wide: 7 rows x 2 blocks, reduction blocking
+    (8, 14, 16, 1, 2, 0, "b"),     # 1x1 stride 2: broadcast reads do not care about the stride
+    (3, 20, 16, 7, 2, 3, "bu"),    # the stem
+])
+def test_packed_convolutions_compute_what_numpy_computes(c: int, hw: int, f: int, k: int, stride: int, pad: int,
+                                                         epilogue: str) -> None:
+    from msdb.model.legalize.conv import pack_weight
+
+    func = conv_func(1, c, hw, f, k, stride, pad, epilogue=epilogue, packed=True)
+    x, w = rand(1, c, hw, hw), rand(f, c, k, k)
+    expected = numpy_conv(x, w, stride, pad)
+    inputs = [x, pack_weight(w)]
+    for step in epilogue:
+        if step == "b":
+            inputs.append(rand(1, f, 1, 1, seed=1))
+        elif step == "r":
+            inputs.append(rand(*expected.shape, seed=2))
+        expected = np.maximum(expected, 0) if step == "u" else expected + inputs[-1]
+    np.testing.assert_allclose(run(func, inputs), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_a_packed_conv_vectorizes_output_channels_with_its_epilogue_under_the_tile() -> None:
+    """ResNet's last stage in packed form: 16 channels a vector, a 7 x 2 tile (7 output columns
+    broadcast into 2 channel blocks), the unpack inlined and the epilogue under the tile."""
+    func = conv_func(1, 64, 7, 64, 3, 1, 1, epilogue="bru", packed=True)
+    sch = default_schedule(func, ONE_CORE)
+    blocks = []
+    post_order_visit(sch.mod.main.body, lambda n: blocks.append(n.name_hint) if isinstance(n, S.Block) else None)
+    assert "conv2d_unpack" not in blocks
+    conv = sch.get_block("conv2d_NCHWc_update")
+    loops = [sch.get(lp) for lp in sch.get_loops(conv)]
+    assert [(lp.kind, lp.extent.value) for lp in loops[-4:]] == [
+        (S.ForKind.UNROLLED, 7), (S.ForKind.UNROLLED, 2), (S.ForKind.UNROLLED, 1), (S.ForKind.VECTORIZED, 16)]
+    epilogue = [name for name in blocks if name not in ("root", "pad_temp") and not name.startswith("conv2d_NCHWc")]
+    assert epilogue
+    for name in epilogue:  # under the conv's outer (channel-block) loop, not at the root
+        assert len(sch.get_loops(sch.get_block(name))) > 4
+
+
 @pytest.mark.parametrize("m,n,k,bias", [(1, 100, 64, True), (4, 48, 24, False)])
 def test_matmul_computes_what_numpy_computes(m: int, n: int, k: int, bias: bool) -> None:
     a, b = rand(m, k), rand(k, n)

@@ -24,12 +24,17 @@ def _one(op: str, *inputs: te.Tensor, **attrs: object) -> te.Tensor:
 
 
 def conv_func(n: int, c: int, hw: int, f: int, k: int, stride: int, pad: int, *, groups: int = 1,
-              epilogue: str = "") -> PrimFunc:
+              epilogue: str = "", packed: bool = False) -> PrimFunc:
     """A conv (NCHW / OIHW, dilation 1) and its epilogue: `epilogue` is a sequence of "b" (bias
-    add), "r" (residual add) and "u" (relu), e.g. "bu" = TVM's fused_conv2d_add_relu."""
+    add), "r" (residual add) and "u" (relu), e.g. "bu" = TVM's fused_conv2d_add_relu. `packed`:
+    `fuse="packed"`'s conv, weights [f/16, c, k, k, 16] (`msdb.model.legalize.conv.pack_weight`)."""
     data = _placeholder((n, c, hw, hw), "data")
-    weight = _placeholder((f, c // groups, k, k), "weight")
-    out = _one("nn.conv2d", data, weight, strides=(stride, stride), padding=(pad,) * 4, groups=groups)
+    if packed:
+        weight = _placeholder((f // 16, c, k, k, 16), "weight")
+        out = _one("nn.conv2d_packed", data, weight, strides=(stride, stride), padding=(pad,) * 4)
+    else:
+        weight = _placeholder((f, c // groups, k, k), "weight")
+        out = _one("nn.conv2d", data, weight, strides=(stride, stride), padding=(pad,) * 4, groups=groups)
     args = [data, weight]
     for step in epilogue:
         if step == "u":

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from msdb.model import zoo
-from msdb.model.fuse import fold_batch_norm, fuse_fold, fuse_tvm, partition
+from msdb.model.fuse import fold_batch_norm, fuse_fold, fuse_tvm, pack_convs, partition
 from msdb.model.lower import lower
 from msdb.model.onnx_frontend import from_onnx
 from msdb.model.ops import OpGraph, OpNode, OpPattern
@@ -141,9 +141,89 @@ def test_fold_mode_groups_conv_bias_residual_relu_with_the_conv_first():
     assert len(part.groups) == 24
 
 
-@pytest.mark.parametrize("fuse", ["tvm", "fold"])
-def test_small_resnet_runs_as_onnxruntime_in_both_modes(fuse):
+@pytest.mark.parametrize("fuse", ["tvm", "fold", "packed"])
+def test_small_resnet_runs_as_onnxruntime_in_every_mode(fuse):
     proto = zoo.resnet(18, image=16, width=4, num_classes=10)
     feeds = random_feeds(proto)
     model = lower(from_onnx(proto), fuse)
     np.testing.assert_allclose(run_model(model, feeds)[0], ort_run(proto, feeds)[0], rtol=1e-4, atol=1e-5)
+
+
+# ---- packed mode ------------------------------------------------------------------------------
+
+
+def test_packed_mode_packs_the_weights_of_convs_with_whole_channel_blocks():
+    """width 8: the stem (8 channels) and layer1 stay plain convs, layers 2-4 (16, 32, 64
+    channels) get their weights packed as [F/16, C, KH, KW, 16] with the same values."""
+    from msdb.model.legalize.conv import PACK_BLOCK
+
+    folded = fold_batch_norm(from_onnx(zoo.resnet(18, image=32, width=8, num_classes=10)))
+    packed = pack_convs(folded)
+    before = [n for n in folded.nodes if n.op == "nn.conv2d"]
+    after = [n for n in packed.nodes if n.op in ("nn.conv2d", "nn.conv2d_packed")]
+    assert [n.outputs for n in after] == [n.outputs for n in before]  # same tensors, same order
+    for old, new in zip(before, after):
+        weight = folded.constants[old.inputs[1]]
+        if weight.shape[0] % PACK_BLOCK:
+            assert new.op == "nn.conv2d" and new.inputs == old.inputs
+            continue
+        assert new.op == "nn.conv2d_packed" and new.attrs == old.attrs and new.inputs[0] == old.inputs[0]
+        got = packed.constants[new.inputs[1]]
+        f, c, kh, kw = weight.shape
+        assert got.shape == packed.shapes[new.inputs[1]] == (f // PACK_BLOCK, c, kh, kw, PACK_BLOCK)
+        assert got.flags.c_contiguous
+        for o in (0, f - 1):  # output channel o is block o // 16, lane o % 16
+            np.testing.assert_array_equal(got[o // PACK_BLOCK, ..., o % PACK_BLOCK], weight[o])
+        assert old.inputs[1] not in packed.constants  # the plain weights are not kept beside the packed ones
+    assert sum(n.op == "nn.conv2d_packed" for n in after) == 15
+
+
+def test_packed_mode_leaves_grouped_and_depthwise_convs_alone():
+    folded = fold_batch_norm(from_onnx(zoo.mobilenet_like(image=32, width=16, num_classes=10)))
+    packed = pack_convs(folded)
+    for node in packed.nodes:
+        if node.op == "nn.conv2d":
+            assert int(node.attrs.get("groups", 1)) > 1  # every plain conv here has 16k channels
+    assert any(n.op == "nn.conv2d_packed" for n in packed.nodes)
+    proto = zoo.mobilenet_like(image=16, width=16, num_classes=10)
+    feeds = random_feeds(proto)
+    model = lower(from_onnx(proto), "packed")
+    np.testing.assert_allclose(run_model(model, feeds)[0], ort_run(proto, feeds)[0], rtol=1e-4, atol=1e-5)
+
+
+def test_packed_conv_functions_fuse_their_epilogue_as_fold_does():
+    fold = lower(from_onnx(zoo.resnet(18, image=32, width=16, num_classes=10)), "fold")
+    packed = lower(from_onnx(zoo.resnet(18, image=32, width=16, num_classes=10)), "packed")
+    assert len(packed.calls) == len(fold.calls)
+    assert [c.function.replace("conv2d_packed", "conv2d") for c in packed.calls] == [c.function for c in fold.calls]
+    blocks = [b.name_hint for b in _blocks(packed.functions["fused_conv2d_packed_add_relu"])]
+    assert blocks[:3] == ["pad_temp", "conv2d_NCHWc", "conv2d_unpack"] and "T_add" in blocks
+
+
+def test_a_packed_conv_with_weights_of_the_wrong_shape_is_a_clear_error():
+    from msdb.ir import te
+    from msdb.model.graph import ModelError
+    from msdb.model.legalize import legalize_op
+
+    data = te.placeholder((1, 8, 6, 6), name="data")
+    plain = te.placeholder((16, 8, 3, 3), name="w")
+    with pytest.raises(ModelError, match=r"nn.conv2d_packed: expects 4-d NCHW data and 5-d packed weights"):
+        legalize_op("nn.conv2d_packed", [data, plain], {})
+    wrong = te.placeholder((1, 4, 3, 3, 16), name="w")
+    with pytest.raises(ModelError, match=r"weights \[1, 4, 3, 3, 16\] do not pack 8 input channels"):
+        legalize_op("nn.conv2d_packed", [data, wrong], {})
+
+
+def _blocks(func):
+    from msdb.ir.functor import IRVisitor
+
+    found = []
+
+    class Collect(IRVisitor):
+        def visit_Block(self, node):
+            if node.name_hint != "root":
+                found.append(node)
+            super().visit_Block(node)
+
+    Collect().visit(func.body)
+    return found

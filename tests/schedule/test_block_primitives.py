@@ -326,6 +326,42 @@ def test_reverse_compute_at_moves_the_consumer_under_the_producer_tile() -> None
     assert_same_results(mod, sch.mod)
 
 
+def blocked_then_unpacked() -> IRModule:
+    """A producer in a blocked layout ([C/4, W, 4]) read back in the plain one ([C, W]) with
+    `c // 4` and `c % 4`, as a packed conv's epilogue reads it."""
+    a = te.placeholder((12, 5), name="A")
+    packed = te.compute((3, 5, 4), lambda o, x, lane: a[o * 4 + lane, x] * te.const(2.0, "float32"), name="P")
+    out = te.compute((12, 5), lambda c, x: packed[te.floordiv(c, 4), x, te.floormod(c, 4)] + te.const(1.0, "float32"),
+                     name="U")
+    return IRModule.from_func(te.create_prim_func([a, out]))
+
+
+def test_reverse_compute_at_inverts_a_read_of_whole_blocks() -> None:
+    mod = blocked_then_unpacked()
+    sch = Schedule(mod)
+    p, u = sch.get_block("P"), sch.get_block("U")
+    o, x, lane = sch.get_loops(p)
+    sch.reverse_compute_at(u, o, preserve_unit_loops=True)
+    assert extents(sch, u) == [3, 4, 5]  # the 4 channels of block o, every column
+    assert_same_results(mod, sch.mod)
+    sch2 = Schedule(mod)
+    sch2.reverse_compute_at(sch2.get_block("U"), sch2.get_loops(sch2.get_block("P"))[1])
+    assert extents(sch2, sch2.get_block("U")) == [3, 5, 4]  # one column of block o: its 4 channels
+    assert_same_results(mod, sch2.mod)
+
+
+def test_reverse_compute_at_refuses_a_read_of_part_of_several_blocks() -> None:
+    """Half of each block's lanes in a tile of two blocks: the consumer's channels are not one
+    range (TVM's answer for part of one block is in test_chains.py)."""
+    sch = Schedule(blocked_then_unpacked())
+    p, u = sch.get_block("P"), sch.get_block("U")
+    o, x, lane = sch.get_loops(p)
+    o0, o1 = sch.split(o, [None, 3])
+    lane0, lane1 = sch.split(lane, [2, 2])
+    sch.reorder(lane0, o1)
+    assert_unchanged_after_error(sch, lambda s: s.reverse_compute_at(u, lane0), "'U'", "'P'", "several")
+
+
 def test_compute_at_errors() -> None:
     sch = Schedule(matmul_relu(8))
     c, d = sch.get_block("C"), sch.get_block("D")

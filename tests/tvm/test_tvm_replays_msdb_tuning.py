@@ -27,6 +27,7 @@ from msdb.schedule import Schedule
 from msdb.tuner.cost_model import XGBModel
 from msdb.tuner.search.evolutionary import EvolutionarySearch
 from msdb.tuner.tune import tune_tir
+from tests.compile.workloads import conv_func
 
 pytestmark = pytest.mark.tvm
 
@@ -34,6 +35,10 @@ TARGET = Target({"kind": "llvm", "num-cores": 1})
 WORKLOADS = {
     "gmm": zoo.build("GMM", 1, 32, 32, 32),
     "c2d": zoo.build("C2D", 1, 8, 8, 8, 8, 3, 1, 1),
+    # fuse="packed"'s conv with its unpack and a bias + residual + relu epilogue: the default
+    # schedule's trace (measured in the first round) moves the epilogue under the tile through
+    # the `[c // 16, ..., c % 16]` read
+    "packed": IRModule.from_func(conv_func(1, 8, 7, 32, 3, 1, 1, epilogue="bru", packed=True)),
 }
 
 
@@ -64,6 +69,9 @@ def test_tvm_replays_every_record_msdb_tuned(tmp_path: pathlib.Path, name: str) 
     finally:
         db.close()
 
+    if name == "packed":  # the default schedule's record (no sampling) is among them
+        assert any("SamplePerfectTile" not in str(r.trace.as_json()) and "ReverseComputeAt" in str(r.trace.as_json())
+                   for r in records if r.is_valid)
     tvm_db = JSONDatabase(work_dir=str(tmp_path / "work_dir"))
     tvm_records = tvm_db.get_all_tuning_records()
     valid = [r for r in records if r.is_valid]

@@ -8,7 +8,7 @@ other and replays on the function):
 1. Inline what costs nothing to inline: TVM's default CPU `AutoInline` rule (elementwise
    producers with injective, ordered reads into their consumers). A padding stage
    (`if_then_else`) stays a separate, cheap copy: inlined, it would put a branch into the
-   reduction's innermost loop.
+   reduction's innermost loop (pooling aside, see step 2).
 2. Tile the anchor reduction (conv2d, grouped/depthwise conv, matmul: any reduction block with
    a plain loop nest) for registers: the innermost output dimension `v` (contiguous in memory)
    becomes the vector loop; an output dimension `u` that the vector operands do not depend on
@@ -25,7 +25,15 @@ other and replays on the function):
    strided tile whose vector would need masked lanes is a masked gather, vectorized only with
    its kernel window unrolled around it (3x3 stride-2 convs; a 1x1 one keeps its innermost
    loop rolled, where LLVM does better than masked gathers); and a strided reduction with
-   nothing to reuse (max-pooling) is left to LLVM's own vectorizer: each measured fastest.
+   nothing to reuse (max-pooling) gets its padding inlined and its window loops moved above the
+   output row, which is left to LLVM's own vectorizer (`pool`): each measured fastest.
+   Which loop is `u` and which is `w` follows from the reads: for a packed conv
+   (`fuse="packed"`, output [N, F/16, OH, OW, 16]) `v` is the 16 output channels of a block
+   (the weights are the vector operand), `u` the output columns (each input value broadcast)
+   and `w` the channel blocks; since the vectors are then the operand streamed from L2, the
+   tile takes as many columns as fit first (`choose_tile`), and the L1 blocking measures the
+   weights' block whichever operand they are (`_reused_dims`). The packed conv's unpack
+   block is inlined into its epilogue (`_is_layout_copy`).
 3. The fused epilogue (bias, batch-norm, residual add, relu: the anchor's consumer left after
    inlining) is moved under the tile's outer spatial loops (`reverse_compute_at`), so it reads
    the tile while it is in cache.
@@ -37,12 +45,13 @@ other and replays on the function):
    thread.
 
 Measured with bench/bench_default_schedule.py (one thread, CPU time, on the development
-machine, an AVX-512 Rocket Lake): ResNet-18's stride-1 and stem convolutions run at 1.4-2.8x
+machine, an AVX-512 Sapphire Rapids): ResNet-18's stride-1 and stem convolutions run at 1.4-2.8x
 onnxruntime's time, its stride-2 convolutions at 1.8-4.9x (worst for the 1x1 ones and where
 the output is 7 wide: each lane of a stride-2 read is a separate load), matmul, depthwise conv,
 max-pool and relu at 0.7-1.1x; all of ResNet-18's convolutions, pool and matmul weighted by
 their counts: 2.0x.
-The unscheduled loops are 30-60x.
+The unscheduled loops are 30-60x. In packed form (`fuse="packed"`) its convolutions run at
+130-190 GFLOPS and the whole model at 1.12-1.14x onnxruntime's time (docs/benchmarks.md).
 
 Tile sizes divide the loop extents (no predicates), so every step is legal on any shape; a step
 a primitive refuses is skipped (the schedule stays valid, only slower). Vector width comes from
@@ -167,25 +176,30 @@ class RegisterTile:
     w_inner: int = 1
 
 
-def choose_tile(u_extent: int, v_extent: int, lanes: int, strided: bool = False, w_extent: int = 1) -> RegisterTile:
+def choose_tile(u_extent: int, v_extent: int, lanes: int, strided: bool = False, w_extent: int = 1,
+                broadcast_rows_first: bool = False) -> RegisterTile:
     """Tile sizes dividing the extents: the vector part of `v` (`_vector_part`), then the `u`
     rows and `w` rows that fill the accumulator registers with the fewest loads per FMA (each
     step loads `w_inner` input vectors and `u_inner` broadcast weights for `u_inner * w_inner`
-    FMAs), then `v` vectors for what registers remain."""
+    FMAs), then `v` vectors for what registers remain. `broadcast_rows_first`: the vectors are
+    the operand streamed from L2 on every sweep (a packed conv's weights), so as many `u`
+    rows as fit come first, each loaded vector then serving the most FMAs (measured on
+    ResNet-18's packed convs: 14x1 and 7x2 tiles 165-198 GFLOPS, 4x4 144-175, 2x8 97-115)."""
     v_vector = _vector_part(v_extent, lanes, strided)
     regs_per_vector = -(-v_vector // lanes)
     budget = max(1, ACCUMULATOR_REGISTERS // regs_per_vector)
-    best: tuple[float, int, int] | None = None
+    best: tuple[tuple[float, ...], int, int] | None = None
     for u in _divisors(u_extent):
         for w in _divisors(w_extent):
             if u > MAX_UNROLL or u * w > budget:
                 continue
             loads_per_fma = (u + w * regs_per_vector) / (u * w * regs_per_vector)
-            key = (loads_per_fma, -u, w)  # then prefer u rows: they reuse the loaded input vector
-            if best is None or key < best:
-                best = key
+            # then prefer u rows: they reuse the loaded vector
+            key = (-u, loads_per_fma, w) if broadcast_rows_first else (loads_per_fma, -u, w)
+            if best is None or key < best[0]:
+                best = (key, u, w)
     assert best is not None  # u = w = 1 always fits
-    u_inner, w_inner = -best[1], best[2]
+    _, u_inner, w_inner = best
     v_outer = max(d for d in _divisors(v_extent // v_vector) if d * u_inner * w_inner <= budget)
     return RegisterTile(u_inner, v_outer, v_vector, w_inner)
 
@@ -304,17 +318,18 @@ class _Planner:
         if strided and u is None:
             # Nothing to reuse across a tile (pooling): the separate lane loads of an explicit
             # vector lose to LLVM's own vectorizer on the plain nest (measured: 0.58 vs 0.93 ms
-            # for ResNet's max-pool).
-            return False
+            # for ResNet's max-pool), once the output row is the innermost loop.
+            return self.pool(name, spatial, reduce, v)
         # A second row loop `w` in the tile (fewer loads per FMA) pays only with full-width
         # vectors: with masked or strided ones, LLVM stops forwarding the accumulators through
         # the larger unrolled body (measured: 14x slower on ResNet's 28x28 conv).
         rows = [i for i in big if i not in (u, v)]
         v_vector = _vector_part(extents[v] or 1, lanes, strided)
         full_width = v_vector & (v_vector - 1) == 0 and not strided
-        w = rows[-1] if rows and u is not None and full_width else None
+        w = self._pick_w(node, u, rows) if u is not None and full_width else None
+        reused = self._reused_dims(node, spatial, u) if u is not None else []
         tile = choose_tile(extents[u] or 1 if u is not None else 1, extents[v] or 1, lanes, strided,
-                           extents[w] or 1 if w is not None else 1)
+                           extents[w] or 1 if w is not None else 1, broadcast_rows_first=v in reused)
 
         block = sch.get_block(name)
         rvs = sch.get_loops(block)
@@ -342,13 +357,20 @@ class _Planner:
         head = len(outer)
         if u is not None:
             r_extents = [extents[i] or 1 for i in reduce]
-            rest = tile.u_inner * _product(r_extents[1:]) * self.dtype_bytes(name)
+            inner_extent = {v: tile.v_outer * tile.v_vector, u: tile.u_inner}
+            if w is not None:
+                inner_extent[w] = tile.w_inner
+            rest = (_product([inner_extent.get(i, 1) for i in reused]) * _product(r_extents[1:])
+                    * self.dtype_bytes(name))
             if rest * r_extents[0] > L1_REUSE_BYTES * 2:
                 r_inner = max(d for d in _divisors(r_extents[0]) if d * rest <= L1_REUSE_BYTES or d == 1)
                 if r_inner < r_extents[0]:
                     r_outer, r_in = sch.split(reduce_rvs[0], [None, r_inner])
                     reduce_rvs = [r_in] + reduce_rvs[1:]
-                    head = outer.index(u_outer) + 1
+                    # above the loops the reused block does not depend on (unit loops aside)
+                    positions = [spatial.index(i) for i in reused
+                                 if (extents[i] or 1) > inner_extent.get(i, 1)] or [spatial.index(reused[0])]
+                    head = max(positions) + 1
                     outer = outer[:head] + [r_outer] + outer[head:]
         sch.reorder(*outer, *reduce_rvs, *inner)
         first_reduce = outer[head] if head < len(outer) else reduce_rvs[0]
@@ -404,6 +426,32 @@ class _Planner:
             if pair is not None:
                 _applied("unroll two reduction steps", lambda: sch.unroll(pair[1]))
 
+    def _pick_w(self, node: S.Block, u: int, candidates: Sequence[int]) -> int | None:
+        """The second row loop of the register tile: the innermost one that the broadcast
+        operands (the reads along `u`) do not depend on, so that each broadcast value serves
+        every `w` row (an NCHW conv's output row: the weights do not move with it; a packed
+        conv's output-channel block: its input does not). None when there is none."""
+        for i in reversed(candidates):
+            if self._reuses(node, u, i):
+                return i
+        return None
+
+    def _reused_dims(self, node: S.Block, spatial: Sequence[int], u: int) -> list[int]:
+        """The spatial iter vars (indices) of the operand the tile keeps reusing while the outer
+        loops sweep the rest: of the reads that move with the reduction, the one that depends
+        on the fewest spatial iter vars (the conv's weights), the one along `u` on a tie."""
+        out = node.writes[0].buffer
+        reduce_vars = [iv.var for iv in node.iter_vars if iv.iter_type == S.IterType.COMM_REDUCE]
+        best: tuple[int, int, list[int]] | None = None
+        for region in node.reads:
+            if region.buffer is out or not any(_uses(region, var) for var in reduce_vars):
+                continue
+            dims = [i for i in spatial if _uses(region, node.iter_vars[i].var)]
+            key = (len(dims), 0 if u in dims else 1, dims)
+            if best is None or key[:2] < best[:2]:
+                best = key
+        return best[2] if best is not None else [u]
+
     def _pick_u(self, node: S.Block, v: int, candidates: Sequence[int]) -> int | None:
         """The spatial loop to unroll: the innermost one that the reads along `v` (the vector
         operands) do not depend on, so that each loaded vector serves every row of the tile
@@ -442,11 +490,51 @@ class _Planner:
         consumers = A.scope_of(sch.state, sch.func_name, node).consumers(node)
         if len(consumers) != 1 or not outer:
             return
+        if self._is_layout_copy(consumers[0], node):
+            # a packed conv's unpack (`msdb.model.legalize.conv.conv2d_packed`): inlined into the
+            # epilogue, which then reads the tile's output-channel blocks directly
+            copy = sch.get_block(consumers[0].name_hint)
+            if _applied("inline the layout copy", lambda: sch.compute_inline(copy)):
+                consumers = A.scope_of(sch.state, sch.func_name, self.block(anchor)).consumers(self.block(anchor))
+                if len(consumers) != 1:
+                    return
         name = consumers[0].name_hint
         block = sch.get_block(name)
         if _applied("reverse_compute_at the epilogue",
                     lambda: sch.reverse_compute_at(block, outer[-1], preserve_unit_loops=True)):
             self.done.add(name)  # its loops under the tile are LLVM's to vectorize (as step 4)
+
+    def pool(self, name: str, spatial: Sequence[int], reduce: Sequence[int], v: int) -> bool:
+        """A strided reduction with nothing to reuse (max- or sum-pooling): its padding
+        inlined (no copy of the whole input; the bounds test it leaves in the loop costs less),
+        the window loops moved outside the output row `v`, so that LLVM's loop vectorizer
+        takes the row with each window step a strided load, and the init split off above the
+        window. Measured on ResNet-18's max-pool: 0.60 -> 0.39 ms (the copy and a window-
+        innermost nest; onnxruntime's NCHWc pool: 0.17 ms)."""
+        sch = self.sch
+        block = sch.get_block(name)
+        for producer in sch.get_producers(block):
+            node = sch.get(producer)
+            if SA.is_spatial(node) and len(A.scope_of(sch.state, sch.func_name, node).consumers(node)) == 1:
+                _applied("inline the padding", lambda: sch.compute_inline(producer))
+        rvs = sch.get_loops(block)
+        outer = [rvs[i] for i in spatial if i != v]
+        window = [rvs[i] for i in reduce]
+        sch.reorder(*outer, *window, rvs[v])
+        init = _attempt("decompose_reduction", lambda: sch.decompose_reduction(block, window[0]))
+        if init is not None:
+            self.done.add(sch.get(init).name_hint)
+        self.parallelize(outer)
+        return True
+
+    def _is_layout_copy(self, block: S.Block, producer: S.Block) -> bool:
+        """Whether `block` only copies `producer`'s output into another layout (a spatial block
+        with one read, of that output) and writes an intermediate buffer that others read."""
+        func = self.func()
+        outputs = set(func.buffer_map.values())
+        return (SA.is_spatial(block) and len(block.reads) == 1 and len(block.writes) == 1
+                and block.reads[0].buffer is producer.writes[0].buffer
+                and block.writes[0].buffer not in outputs)
 
     def parallelize_elementwise(self, name: str) -> None:
         """Step 4: with several cores, fuse the loops above the innermost one of a spatial block

@@ -54,7 +54,16 @@ def _chain(n=10):
     return [a, d]
 
 
+def _blocked():
+    a = te.placeholder((12, 5), name="A")
+    p = te.compute((3, 5, 4), lambda o, x, lane: a[o * 4 + lane, x] * tvm.tirx.const(2.0, "float32"), name="P")
+    u = te.compute((12, 5), lambda c, x: p[tvm.tirx.floordiv(c, 4), x, tvm.tirx.floormod(c, 4)]
+                   + tvm.tirx.const(1.0, "float32"), name="U")
+    return [a, u]
+
+
 WORKLOADS = {
+    "blocked": _blocked,
     "mm": lambda: _mm(),
     "mmrelu": lambda: _mm(relu=True),
     "ew": _ew,

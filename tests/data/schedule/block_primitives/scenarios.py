@@ -316,7 +316,31 @@ def err_compute_at_output_block(sch):
     sch.compute_at(sch.get_sblock("D"), i)
 
 
+# ---- a blocked producer P[C/4, W, 4] read back as U[c, x] = P[c // 4, x, c % 4] (a packed conv's
+# unpack, msdb.model.legalize.conv.conv2d_packed) ----
+
+
+def blocked_reverse_compute_at_block_loop(sch):
+    o, x, lane = sch.get_loops(sch.get_sblock("P"))
+    sch.reverse_compute_at(sch.get_sblock("U"), o, preserve_unit_loops=True)
+
+
+def blocked_reverse_compute_at_column_loop(sch):
+    o, x, lane = sch.get_loops(sch.get_sblock("P"))
+    sch.reverse_compute_at(sch.get_sblock("U"), x)
+
+
+def blocked_reverse_compute_at_half_blocks(sch):
+    o, x, lane = sch.get_loops(sch.get_sblock("P"))
+    lane0, lane1 = sch.split(lane, [2, 2])
+    sch.reorder(lane0, x)
+    sch.reverse_compute_at(sch.get_sblock("U"), lane0)
+
+
 SCENARIOS = {
+    "blocked_reverse_compute_at_block_loop": ("blocked", blocked_reverse_compute_at_block_loop),
+    "blocked_reverse_compute_at_column_loop": ("blocked", blocked_reverse_compute_at_column_loop),
+    "blocked_reverse_compute_at_half_blocks": ("blocked", blocked_reverse_compute_at_half_blocks),
     "ew_compute_at_nondivisible": ("ew", ew_compute_at_nondivisible),
     "ew_compute_at_drop_unit_loops": ("ew", ew_compute_at_drop_unit_loops),
     "ew_compute_at_keep_unit_loops": ("ew", ew_compute_at_keep_unit_loops),
