@@ -51,7 +51,7 @@ the output is 7 wide: each lane of a stride-2 read is a separate load), matmul, 
 max-pool and relu at 0.7-1.1x; all of ResNet-18's convolutions, pool and matmul weighted by
 their counts: 2.0x.
 The unscheduled loops are 30-60x. In packed form (`fuse="packed"`) its convolutions run at
-130-190 GFLOPS and the whole model at 1.12-1.14x onnxruntime's time (docs/benchmarks.md).
+130-190 GFLOPS and the whole model at about 1.16x onnxruntime's time (docs/benchmarks.md).
 
 Tile sizes divide the loop extents (no predicates), so every step is legal on any shape; a step
 a primitive refuses is skipped (the schedule stays valid, only slower). Vector width comes from
