@@ -124,6 +124,24 @@ def test_a_packed_conv_vectorizes_output_channels_with_its_epilogue_under_the_ti
         assert len(sch.get_loops(sch.get_block(name))) > 4
 
 
+@pytest.mark.parametrize("hw,vectorized", [(56, True), (14, False)])
+def test_a_padding_copy_with_wide_rows_is_vectorized(hw: int, vectorized: bool) -> None:
+    """Rows of 58 (more than two 16-lane vectors) are vectorized with masked border lanes; rows
+    of 16 stay with LLVM's vectorizer. Either way the padded copy is exact."""
+    func = conv_func(1, 16, hw, 16, 3, 1, 1, epilogue="u", packed=True)
+    sch = default_schedule(func, Target({"kind": "llvm", "mcpu": "skylake-avx512", "mattr": ["+avx512f"]}))
+    pad = sch.get_block("pad_temp")
+    kinds = [sch.get(lp).kind for lp in sch.get_loops(pad)]
+    assert (kinds[-1] == S.ForKind.VECTORIZED) is vectorized
+    assert S.ForKind.VECTORIZED not in kinds[:-1]
+    if vectorized:
+        from msdb.model.legalize.conv import pack_weight
+
+        x, w = rand(1, 16, hw, hw), rand(16, 16, 3, 3)
+        np.testing.assert_allclose(run(func, [x, pack_weight(w)]), np.maximum(numpy_conv(x, w, 1, 1), 0),
+                                   rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("m,n,k,bias", [(1, 100, 64, True), (4, 48, 24, False)])
 def test_matmul_computes_what_numpy_computes(m: int, n: int, k: int, bias: bool) -> None:
     a, b = rand(m, k), rand(k, n)
