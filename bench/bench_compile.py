@@ -34,30 +34,26 @@ import numpy as np  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 
 
-#: The onnxruntime session (one thread) every build is timed against.
-SESSION: list[object] = []
-
-
-def ort_latency(path: str, inputs: dict[str, np.ndarray], repeat: int) -> tuple[float, list[np.ndarray]]:
-    """onnxruntime on one thread: median seconds per run (after one warm-up) and its outputs."""
+def ort_latency(path: str, inputs: dict[str, np.ndarray], repeat: int) -> tuple[object, float, list[np.ndarray]]:
+    """onnxruntime on one thread: its session (every build is timed against it), median seconds
+    per run (after one warm-up) and its outputs."""
     from msdb.tuner.compile.reference import onnxruntime_session
 
     session = onnxruntime_session(path)
-    SESSION[:] = [session]
     outputs = session.run(None, inputs)
     times = []
     for _ in range(repeat):
         start = time.perf_counter()
         session.run(None, inputs)
         times.append(time.perf_counter() - start)
-    return float(np.median(times)), outputs
+    return session, float(np.median(times)), outputs
 
 
-def paired_latency(compiled: object, inputs: dict[str, np.ndarray], repeat: int) -> tuple[float, float]:
+def paired_latency(compiled: object, session: object, inputs: dict[str, np.ndarray], repeat: int
+                   ) -> tuple[float, float]:
     """Median seconds per run of the compiled model and of onnxruntime, the two runs alternating
     (`repeat` pairs, after a warm-up of each), so that the machine's load drifts over both alike
     (on a shared machine onnxruntime alone moved between 19 and 23 ms from one minute to the next)."""
-    session = SESSION[0]
     ours, theirs = [], []
     compiled.run(inputs)  # type: ignore[attr-defined]
     session.run(None, inputs)  # type: ignore[attr-defined]
@@ -71,9 +67,8 @@ def paired_latency(compiled: object, inputs: dict[str, np.ndarray], repeat: int)
     return float(np.median(ours)), float(np.median(theirs))
 
 
-def compile_and_time(path: str, database: object, repeat: int, inputs: dict[str, np.ndarray],
-                     expected: list[np.ndarray], label: str, workers: int = 1,
-                     fuse: str = "tvm") -> object:
+def compile_and_time(path: str, database: object, session: object, repeat: int, inputs: dict[str, np.ndarray],
+                     expected: list[np.ndarray], label: str, workers: int = 1, fuse: str = "tvm") -> object:
     from msdb.tuner.compile.compiler import compile_model
     from msdb.tuner.compile.reference import errors
     from msdb.tuner.compile.report import summary_line
@@ -83,7 +78,7 @@ def compile_and_time(path: str, database: object, repeat: int, inputs: dict[str,
     total = time.perf_counter() - start
     phases = ", ".join(f"{k} {v:.1f} s" for k, v in compiled.timings.items())
     max_abs, max_rel = errors(compiled.run(inputs), expected)
-    ours, theirs = paired_latency(compiled, inputs, repeat)
+    ours, theirs = paired_latency(compiled, session, inputs, repeat)
     print(f"| {label} | {summary_line(compiled.report)} | compile {total:.1f} s ({phases}) | "
           f"{ours * 1e3:.2f} ms | {theirs * 1e3:.2f} ms | {ours / theirs:.2f}x | {max_rel:.1e} |")
     sys.stdout.flush()
@@ -166,27 +161,28 @@ def main() -> None:
         path = str(Path(tmp) / f"resnet{args.depth}.onnx")
         onnx.save(resnet(args.depth, image=args.image), path)
         inputs = {"data": np.random.default_rng(0).standard_normal((1, 3, args.image, args.image)).astype("float32")}
-        ort_s, expected = ort_latency(path, inputs, args.repeat)
+        session, ort_s, expected = ort_latency(path, inputs, args.repeat)
         print(f"onnxruntime: {ort_s * 1e3:.2f} ms\n")
         print("| build | hits | compile time | latency | onnxruntime, alternating runs | vs onnxruntime | "
               "max rel error |")
         print("|---|---|---|---|---|---|---|")
         empty = Path(tmp) / "empty.sqlite"
         SQLiteDatabase(empty).close()
-        compile_and_time(path, str(empty), args.repeat, inputs, expected, "default schedules (empty db)",
+        compile_and_time(path, str(empty), session, args.repeat, inputs, expected, "default schedules (empty db)",
                          fuse=args.fuse)
         warm = args.db
         if warm is None:
             warm = Path(tmp) / "warm.sqlite"
             warm_up_database(path, warm, args.warm_trials, args.fuse)
-        compile_and_time(path, str(warm), args.repeat, inputs, expected, f"warm db {warm.name}", fuse=args.fuse)
+        compile_and_time(path, str(warm), session, args.repeat, inputs, expected, f"warm db {warm.name}",
+                         fuse=args.fuse)
         if args.workers > 1:
-            compile_and_time(path, str(warm), args.repeat, inputs, expected,
+            compile_and_time(path, str(warm), session, args.repeat, inputs, expected,
                              f"warm db, {args.workers} build processes", args.workers, args.fuse)
         if args.tune:
             tuned = args.tune_db or Path(tmp) / "tuned.sqlite"
             tune(path, tuned, args.tune, args.fuse)
-            compile_and_time(path, str(tuned), args.repeat, inputs, expected, f"tuned, {args.tune} trials",
+            compile_and_time(path, str(tuned), session, args.repeat, inputs, expected, f"tuned, {args.tune} trials",
                              fuse=args.fuse)
         print_profiles()
 

@@ -91,7 +91,7 @@ def pack_convs(graph: OpGraph) -> OpGraph:
     (`pack_weight`: [F/16, C, KH, KW, 16]), so that no run pays for the layout change (TVM's
     layout-free weights, done ahead of time). The conv keeps its output tensor (NCHW), so the
     rest of the graph and the fusion are unchanged. Grouped and depthwise convs stay."""
-    from msdb.model.legalize.conv import PACK_BLOCK, pack_weight
+    from msdb.model.legalize.conv import CONV_LAYOUTS, PACK_BLOCK, pack_weight
 
     constants = dict(graph.constants)
     shapes = dict(graph.shapes)
@@ -101,8 +101,7 @@ def pack_convs(graph: OpGraph) -> OpGraph:
         weight = constants.get(node.inputs[1]) if node.op == "nn.conv2d" and len(node.inputs) == 2 else None
         packable = (weight is not None and np.ndim(weight) == 4 and int(node.attrs.get("groups", 1)) == 1
                     and np.shape(weight)[0] % PACK_BLOCK == 0
-                    and all(node.attrs.get(key, want) == want for key, want in
-                            (("data_layout", "NCHW"), ("kernel_layout", "OIHW"), ("out_layout", "NCHW"))))
+                    and all(node.attrs.get(key, want) == want for key, want in CONV_LAYOUTS.items()))
         if not packable:
             nodes.append(node)
             continue
@@ -111,9 +110,7 @@ def pack_convs(graph: OpGraph) -> OpGraph:
         constants[name] = packed
         shapes[name], dtypes[name] = tuple(packed.shape), str(packed.dtype)
         nodes.append(OpNode("nn.conv2d_packed", (node.inputs[0], name), node.outputs, dict(node.attrs), node.node))
-    used = {i for n in nodes for i in n.inputs} | set(graph.outputs)
-    constants = {k: v for k, v in constants.items() if k in used}
-    return dataclasses.replace(graph, nodes=nodes, shapes=shapes, dtypes=dtypes, constants=constants)
+    return _rebuilt(graph, nodes, shapes, dtypes, constants)
 
 
 # =============================================================================================
@@ -230,9 +227,16 @@ def fold_batch_norm(graph: OpGraph) -> OpGraph:
         if id(node) in drop:
             continue
         nodes.extend(replace.get(id(node), [node]))
+    return _rebuilt(graph, nodes, shapes, dtypes, constants)
+
+
+def _rebuilt(graph: OpGraph, nodes: list[OpNode], shapes: dict[str, tuple[int, ...]],
+             dtypes: dict[str, str], constants: dict[str, Any]) -> OpGraph:
+    """`graph` with its ops replaced by `nodes`, keeping only the constants they (or the
+    outputs) still read."""
     used = {i for n in nodes for i in n.inputs} | set(graph.outputs)
-    constants = {k: v for k, v in constants.items() if k in used}
-    return dataclasses.replace(graph, nodes=nodes, shapes=shapes, dtypes=dtypes, constants=constants)
+    return dataclasses.replace(graph, nodes=nodes, shapes=shapes, dtypes=dtypes,
+                               constants={k: v for k, v in constants.items() if k in used})
 
 
 def _conv_chain(producers: dict[str, OpNode], readers: dict[str, int], constants: dict[str, Any],

@@ -46,7 +46,8 @@ FUSE_MODES = ("tvm", "fold", "packed")
 #: TVM's PrimFunc name hint per Relax op (the `primfunc_name_hint` of LegalizeOps, else the TOPI
 #: function's `__name__`; `isnan` and `where` only appear folded and never collide)
 FUNC_NAMES: dict[str, str] = {
-    "nn.conv2d": "conv2d", "nn.conv2d_packed": "conv2d_packed", "nn.batch_norm": "batch_norm", "nn.relu": "relu", "add": "add",
+    "nn.conv2d": "conv2d", "nn.conv2d_packed": "conv2d_packed", "nn.batch_norm": "batch_norm", "nn.relu": "relu",
+    "add": "add",
     "subtract": "subtract", "multiply": "multiply", "divide": "divide", "maximum": "maximum",
     "minimum": "minimum", "nn.max_pool2d": "max_pool2d", "nn.avg_pool2d": "avg_pool2d", "mean": "mean",
     "sum": "sum", "reshape": "reshape", "flatten": "reshape", "permute_dims": "transpose",

@@ -404,13 +404,9 @@ def _div_mod_dims(region: S.BufferRegion, block_vars: set[E.Var]) -> dict[int, t
 
     if not all(isinstance(r.extent, E.IntImm) and r.extent.value == 1 for r in region.region):
         return {}
-    mods = {split_of(r.min, E.FloorMod): d for d, r in enumerate(region.region)}
-    found: dict[int, tuple[E.Var, int, int]] = {}
-    for d, rng in enumerate(region.region):
-        key = split_of(rng.min, E.FloorDiv)
-        if key is not None and key in mods:
-            found[d] = (key[0], key[1], mods[key])
-    return found
+    mods = {key: d for d, r in enumerate(region.region) if (key := split_of(r.min, E.FloorMod)) is not None}
+    divs = {d: key for d, r in enumerate(region.region) if (key := split_of(r.min, E.FloorDiv)) is not None}
+    return {d: (key[0], key[1], mods[key]) for d, key in divs.items() if key in mods}
 
 
 def _invert_div_mod(div_need: Interval, mod_need: Interval, factor: int, outer: dict[E.Var, NumRange]

@@ -314,7 +314,7 @@ class _Planner:
         if not big:
             return False
         v = big[-1]
-        u = self._pick_u(node, v, [i for i in big if i != v])
+        u = self._innermost_reused(node, v, [i for i in big if i != v])
         lanes = self.lanes_for(name)
         strided = self._strided(node, v)
         if strided and u is None:
@@ -328,7 +328,7 @@ class _Planner:
         rows = [i for i in big if i not in (u, v)]
         v_vector = _vector_part(extents[v] or 1, lanes, strided)
         full_width = v_vector & (v_vector - 1) == 0 and not strided
-        w = self._pick_w(node, u, rows) if u is not None and full_width else None
+        w = self._innermost_reused(node, u, rows) if u is not None and full_width else None
         reused = self._reused_dims(node, spatial, u) if u is not None else []
         tile = choose_tile(extents[u] or 1 if u is not None else 1, extents[v] or 1, lanes, strided,
                            extents[w] or 1 if w is not None else 1, broadcast_rows_first=v in reused)
@@ -428,16 +428,6 @@ class _Planner:
             if pair is not None:
                 _applied("unroll two reduction steps", lambda: sch.unroll(pair[1]))
 
-    def _pick_w(self, node: S.Block, u: int, candidates: Sequence[int]) -> int | None:
-        """The second row loop of the register tile: the innermost one that the broadcast
-        operands (the reads along `u`) do not depend on, so that each broadcast value serves
-        every `w` row (an NCHW conv's output row: the weights do not move with it; a packed
-        conv's output-channel block: its input does not). None when there is none."""
-        for i in reversed(candidates):
-            if self._reuses(node, u, i):
-                return i
-        return None
-
     def _reused_dims(self, node: S.Block, spatial: Sequence[int], u: int) -> list[int]:
         """The spatial iter vars (indices) of the operand the tile keeps reusing while the outer
         loops sweep the rest: of the reads that move with the reduction, the one that depends
@@ -454,13 +444,17 @@ class _Planner:
                 best = key
         return best[2] if best is not None else [u]
 
-    def _pick_u(self, node: S.Block, v: int, candidates: Sequence[int]) -> int | None:
-        """The spatial loop to unroll: the innermost one that the reads along `v` (the vector
-        operands) do not depend on, so that each loaded vector serves every row of the tile
-        (the conv's output channel); None when there is none (depthwise conv, pooling): more
-        vectors along `v` then fill the accumulator registers instead."""
+    def _innermost_reused(self, node: S.Block, along: int, candidates: Sequence[int]) -> int | None:
+        """The innermost of `candidates` that the reads along `along` do not depend on, so that
+        each value those reads load serves every step of it; None when there is none.
+
+        The tile's `u` is this along `v`: each loaded vector serves every `u` row (the NCHW
+        conv's output channel; none for depthwise conv and pooling, where more vectors along
+        `v` fill the registers instead). Its `w` is this along `u`: each broadcast value serves
+        every `w` row (the NCHW conv's output row: the weights do not move with it; a packed
+        conv's output-channel block: its input does not)."""
         for i in reversed(candidates):
-            if self._reuses(node, v, i):
+            if self._reuses(node, along, i):
                 return i
         return None
 

@@ -23,7 +23,10 @@ from msdb.model.legalize.common import attr_int, expect_tensor, i64, int_list, s
 from msdb.model.legalize.registry import Legalized, Operand, register
 from msdb.model.ops import OpPattern
 
-__all__ = ["conv2d_nchw", "conv2d_packed", "conv_padding", "PACK_BLOCK", "pack_weight"]
+__all__ = ["conv2d_nchw", "conv2d_packed", "conv_padding", "PACK_BLOCK", "pack_weight", "CONV_LAYOUTS"]
+
+#: The layout attributes msdb legalizes convs with (Relax's defaults): attribute -> value.
+CONV_LAYOUTS = {"data_layout": "NCHW", "kernel_layout": "OIHW", "out_layout": "NCHW"}
 
 #: Output channels per block of a packed conv's weights (`pack_weight`): one AVX-512 vector of
 #: fp32, two AVX2 ones.
@@ -91,7 +94,7 @@ def conv2d(inputs: Sequence[Operand], attrs: Mapping[str, Any], constants: Mappi
     `out_dtype` (None/"" or the input dtype). Bias is a separate `add`."""
     op = "nn.conv2d"
     data, weight = expect_tensor(inputs[0], op, 0), expect_tensor(inputs[1], op, 1)
-    for key, want in (("data_layout", "NCHW"), ("kernel_layout", "OIHW"), ("out_layout", "NCHW")):
+    for key, want in CONV_LAYOUTS.items():
         if attrs.get(key, want) != want:
             raise ModelError(f"{op}: only {key}={want!r} is supported, got {attrs[key]!r}")
     out_dtype = attrs.get("out_dtype") or data.dtype
