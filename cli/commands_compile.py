@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from msdb.cli.common import OptionError, target_option
+from msdb.model.ops import FUSE_MODES
 
 #: Functions named on the "slowest functions" line of `--run` (all of them are in the report's
 #: `run_ms`).
@@ -44,9 +45,11 @@ def _write_atomically(path: Path, text: str) -> None:
               help="A database to take records from (path, SQLAlchemy URL or hub URL); repeat to layer them: the "
                    "first that has a record for a function answers. Opened read-only.")
 @target_option("The target to compile for (default: this machine); only records whose target matches are used.")
-@click.option("--fuse", type=click.Choice(["tvm", "fold", "packed"]), default="tvm", show_default=True,
+@click.option("--fuse", type=click.Choice(FUSE_MODES), default="tvm", show_default=True,
               help="tvm: TVM's fusion (conv2d alone); fold: batch-norm folded into the conv, epilogue fused into it; "
-                   "packed: fold, with conv weights packed in 16-channel blocks (fastest on CPUs).")
+                   "packed: fold, with conv weights packed in 16-channel blocks; winograd: packed, with 3x3 "
+                   "stride-1 convs computed by Winograd's F(m, 3) (fastest on CPUs; its rounding differs from a "
+                   "direct conv's by about 1e-6 relative).")
 @click.option("--run", "run_model", is_flag=True,
               help="Time the whole model (one thread), name its slowest functions (each function's run_ms in "
                    "--report), and compare its outputs with onnxruntime (.onnx) or the default-schedule build "

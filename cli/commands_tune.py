@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from msdb.cli.common import OptionError, open_db, target_option
+from msdb.model.ops import FUSE_MODES
 
 if TYPE_CHECKING:
     from msdb.ir.function import IRModule
@@ -100,9 +101,10 @@ class _TuneProgress:
               default="structural", show_default=True, help="A MODEL's tasks are unique under this equality (TVM's).")
 @click.option("--max-trials-per-task", type=click.IntRange(min=1), default=None,
               help="A MODEL's trials per task at most (default: --trials, as TVM).")
-@click.option("--fuse", type=click.Choice(["tvm", "fold", "packed"]), default=None,
+@click.option("--fuse", type=click.Choice(FUSE_MODES), default=None,
               help="An ONNX MODEL's fusion (default tvm: TVM's tasks; fold: batch-norm folded, epilogues fused; "
-                   "packed: fold with conv weights packed in 16-channel blocks).")
+                   "packed: fold with conv weights packed in 16-channel blocks; winograd: packed, "
+                   "3x3 stride-1 convs by Winograd's F(m, 3)).")
 def tune_command(db: str, script: str | None, zoo_name: str | None, target: Target | None, trials: int, per_iter: int,
                  strategy: str, cost_model: str, seed: int | None, workers: int | None, threads: int,
                  cluster: str | None, module_equality: str, max_trials_per_task: int | None, fuse: str | None) -> None:

@@ -84,14 +84,19 @@ def fuse_fold(graph: OpGraph, pattern_of: PatternOf | None = None) -> Partition:
     return fuse_tvm(fold_batch_norm(graph), pattern_of)
 
 
-def pack_convs(graph: OpGraph) -> OpGraph:
+def pack_convs(graph: OpGraph, winograd: bool = False) -> OpGraph:
     """msdb's `packed` mode (after `fold_batch_norm`): each conv2d with constant weights, NCHW
     layouts, groups=1 and output channels in whole blocks of `PACK_BLOCK` becomes an
     `nn.conv2d_packed` of the same data and its weights packed once, here, in NumPy
     (`pack_weight`: [F/16, C, KH, KW, 16]), so that no run pays for the layout change (TVM's
     layout-free weights, done ahead of time). The conv keeps its output tensor (NCHW), so the
-    rest of the graph and the fusion are unchanged. Grouped and depthwise convs stay."""
+    rest of the graph and the fusion are unchanged. Grouped and depthwise convs stay.
+
+    `winograd` (`fuse="winograd"`): a packable 3x3 conv with strides and dilation 1 whose
+    output splits into whole Winograd tiles (`winograd_tile`) becomes an `nn.conv2d_winograd`
+    instead, its weights transformed here (`winograd_weight`)."""
     from msdb.model.legalize.conv import CONV_LAYOUTS, PACK_BLOCK, pack_weight
+    from msdb.model.legalize.winograd import winograd_weight
 
     constants = dict(graph.constants)
     shapes = dict(graph.shapes)
@@ -105,12 +110,31 @@ def pack_convs(graph: OpGraph) -> OpGraph:
         if not packable:
             nodes.append(node)
             continue
-        packed = pack_weight(np.asarray(weight))
-        name = _fresh(constants, f"{node.inputs[1]}.packed")
+        tile = _winograd_tile(node, shapes, np.shape(np.asarray(weight))) if winograd else None
+        packed = pack_weight(np.asarray(weight)) if tile is None else winograd_weight(np.asarray(weight), tile)
+        name = _fresh(constants, f"{node.inputs[1]}.{'packed' if tile is None else 'winograd'}")
         constants[name] = packed
         shapes[name], dtypes[name] = tuple(packed.shape), str(packed.dtype)
-        nodes.append(OpNode("nn.conv2d_packed", (node.inputs[0], name), node.outputs, dict(node.attrs), node.node))
+        op = "nn.conv2d_packed" if tile is None else "nn.conv2d_winograd"
+        nodes.append(OpNode(op, (node.inputs[0], name), node.outputs, dict(node.attrs), node.node))
     return _rebuilt(graph, nodes, shapes, dtypes, constants)
+
+
+def _winograd_tile(node: OpNode, shapes: dict[str, tuple[int, ...]], weight_shape: tuple[int, ...]) -> int | None:
+    """The Winograd tile size for a packable conv (`pack_convs`), or None when it stays direct:
+    not 3x3, a stride or dilation other than 1, or an output that does not split into tiles."""
+    from msdb.model.legalize.conv import conv_padding
+    from msdb.model.legalize.winograd import winograd_tile
+
+    if tuple(weight_shape[2:]) != (3, 3):
+        return None
+    if any([int(v) for v in node.attrs.get(key, (1, 1))] != [1, 1] for key in ("strides", "dilation")):
+        return None
+    data = shapes.get(node.inputs[0])
+    if data is None or len(data) != 4:
+        return None
+    before, after = conv_padding(node.attrs, node.op)
+    return winograd_tile(data[2] + before[0] + after[0] - 2, data[3] + before[1] + after[1] - 2)
 
 
 # =============================================================================================

@@ -14,7 +14,12 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["OpPattern", "OpNode", "OpGraph"]
+__all__ = ["OpPattern", "OpNode", "OpGraph", "FUSE_MODES"]
+
+
+#: The fusion modes `msdb.model.lower.lower` knows (docs/architecture.md, "Models"): TVM's
+#: "zero" pipeline, then msdb's own, each one step beyond the last.
+FUSE_MODES = ("tvm", "fold", "packed", "winograd")
 
 
 class OpPattern(enum.IntEnum):

@@ -41,7 +41,7 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
 
 
 @pytest.mark.slow  # ~6 s each; tests/cli/test_compile_cli.py runs the tvm layout against onnxruntime unmarked
-@pytest.mark.parametrize("fuse", ["tvm", "fold", "packed"])
+@pytest.mark.parametrize("fuse", ["tvm", "fold", "packed", "winograd"])
 def test_small_resnet_with_an_empty_database_matches_onnxruntime(models: dict[int, Path], tmp_path: Path,
                                                                  fuse: str) -> None:
     empty = SQLiteDatabase(tmp_path / "empty.sqlite")
@@ -98,25 +98,30 @@ def test_resnet18_at_224_with_an_empty_database_matches_onnxruntime(tmp_path: Pa
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("fuse,op,least", [("packed", "conv2d_packed", 6), ("winograd", "conv2d_winograd", 2)])
 def test_packed_resnet_tuned_from_its_design_spaces_hits_and_matches_onnxruntime(models: dict[int, Path],
-                                                                                 tmp_path: Path) -> None:
-    """`fuse="packed"`: each task tuned with one sample of TVM's design space (no default
-    schedule: the space itself must schedule the packed conv, its unpack and epilogue); the
-    records apply at compile time and the model still computes what onnxruntime computes."""
+                                                                                 tmp_path: Path, fuse: str, op: str,
+                                                                                 least: int) -> None:
+    """`fuse="packed"` and `"winograd"`: each task tuned with one sample of TVM's design space
+    (no default schedule: the space itself must schedule the packed or Winograd conv, its
+    unpack and epilogue); the records apply at compile time and the model still computes what
+    onnxruntime computes."""
     from msdb.model.loader import load
     from msdb.model.tasks import extract_tasks
     from msdb.tuner.model_tuning import tune_model
 
-    model = load(models[18], fuse="packed")
-    packed = [name for name in model.functions if "conv2d_packed" in name]
-    assert len(packed) >= 6  # the 16-, 32- and 64-channel convs of a width-8 ResNet-18
+    model = load(models[18], fuse=fuse)
+    packed = [name for name in model.functions if op in name]
+    # packed: the 16-, 32- and 64-channel convs of a width-8 ResNet-18; winograd: its 3x3
+    # stride-1 convs of 16 and 32 channels (4x4 and 2x2 outputs)
+    assert len(packed) >= least
     db = SQLiteDatabase(tmp_path / "packed.sqlite")
     try:
         count = len(extract_tasks(model))
         tune_model(model, None, db, count, 8, max_trials_per_task=1, strategy="replay-trace", cost_model="random",
                    task_scheduler="round-robin", seed=0, check_best=False)
         valid = {r.workload.shash for r in db.get_all_tuning_records() if r.is_valid}
-        compiled = compile_model(models[18], db, fuse="packed")
+        compiled = compile_model(models[18], db, fuse=fuse)
     finally:
         db.close()
     hits = {e.name for e in compiled.report if e.hit}

@@ -124,6 +124,55 @@ def test_a_packed_conv_vectorizes_output_channels_with_its_epilogue_under_the_ti
         assert len(sch.get_loops(sch.get_block(name))) > 4
 
 
+@pytest.mark.parametrize("c,hw,f,m,epilogue,cores", [
+    (16, 24, 16, "4", "bu", 1),    # 36 tiles, 16 channels: the tile row outside, data_pack under it
+    (16, 8, 32, "4", "bru", 1),    # 4 tiles, 32 channels: the channel block outside, data_pack first
+    (8, 6, 16, "2", "", 1),        # F(2, 3), no epilogue: the unpack writes the output
+    (16, 10, 16, "2", "u", 2),     # two cores: the outer loop parallel
+])
+def test_winograd_convolutions_compute_what_numpy_computes(c: int, hw: int, f: int, m: str, epilogue: str,
+                                                           cores: int) -> None:
+    from msdb.model.legalize.winograd import winograd_weight
+
+    func = conv_func(1, c, hw, f, 3, 1, 1, epilogue=epilogue, winograd=int(m))
+    x, w = rand(1, c, hw, hw), rand(f, c, 3, 3)
+    expected = numpy_conv(x, w, 1, 1)
+    inputs = [x, winograd_weight(w, int(m))]
+    for step in epilogue:
+        if step == "b":
+            inputs.append(rand(1, f, 1, 1, seed=1))
+        elif step == "r":
+            inputs.append(rand(*expected.shape, seed=2))
+        expected = np.maximum(expected, 0) if step == "u" else expected + inputs[-1]
+    target = Target({"kind": "llvm", "num-cores": cores})
+    np.testing.assert_allclose(run(func, inputs, target), expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("hw,f,rows_outside", [(24, 16, True), (8, 32, False)])
+def test_a_winograd_conv_tiles_its_product_and_unrolls_its_transforms(hw: int, f: int, rows_outside: bool) -> None:
+    """The batched product gets the packed conv's register tile; data_pack sits under the tile
+    row when the transformed input is the bigger operand, else runs first; the transforms
+    unroll their (eps, nu) / (i, j) loops and vectorize the innermost one; the unpack is inlined
+    into the epilogue, which runs under the product's outer loops with the inverse."""
+    func = conv_func(1, 16, hw, f, 3, 1, 1, epilogue="bu", winograd=4)
+    sch = default_schedule(func, ONE_CORE)
+    blocks = []
+    post_order_visit(sch.mod.main.body, lambda n: blocks.append(n.name_hint) if isinstance(n, S.Block) else None)
+    assert "conv2d_unpack" not in blocks
+    gemm = [sch.get(lp) for lp in sch.get_loops(sch.get_block("bgemm_update"))]
+    tiles_w = hw // 4
+    assert [lp.kind for lp in gemm[-4:]] == [S.ForKind.UNROLLED] * 3 + [S.ForKind.VECTORIZED]
+    assert gemm[-4].extent.value == tiles_w and gemm[-1].extent.value == 16
+    for name in ("data_pack", "inverse"):
+        loops = [sch.get(lp) for lp in sch.get_loops(sch.get_block(name))]
+        assert [lp.kind for lp in loops[-3:]] == [S.ForKind.UNROLLED, S.ForKind.UNROLLED, S.ForKind.VECTORIZED]
+    data_pack_loops = len(sch.get_loops(sch.get_block("data_pack")))
+    assert (data_pack_loops > 6) is rows_outside  # under the gemm's tile row, or at the root (6 own loops)
+    epilogue = [name for name in blocks if name not in ("root", "pad_temp", "data_pack", "inverse")
+                and not name.startswith("bgemm")]
+    assert epilogue and all(len(sch.get_loops(sch.get_block(name))) > 4 for name in epilogue)
+
+
 @pytest.mark.parametrize("hw,vectorized", [(56, True), (14, False)])
 def test_a_padding_copy_with_wide_rows_is_vectorized(hw: int, vectorized: bool) -> None:
     """Rows of 58 (more than two 16-lane vectors) are vectorized with masked border lanes; rows

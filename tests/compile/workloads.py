@@ -24,12 +24,17 @@ def _one(op: str, *inputs: te.Tensor, **attrs: object) -> te.Tensor:
 
 
 def conv_func(n: int, c: int, hw: int, f: int, k: int, stride: int, pad: int, *, groups: int = 1,
-              epilogue: str = "", packed: bool = False) -> PrimFunc:
+              epilogue: str = "", packed: bool = False, winograd: int = 0) -> PrimFunc:
     """A conv (NCHW / OIHW, dilation 1) and its epilogue: `epilogue` is a sequence of "b" (bias
     add), "r" (residual add) and "u" (relu), e.g. "bu" = TVM's fused_conv2d_add_relu. `packed`:
-    `fuse="packed"`'s conv, weights [f/16, c, k, k, 16] (`msdb.model.legalize.conv.pack_weight`)."""
+    `fuse="packed"`'s conv, weights [f/16, c, k, k, 16] (`msdb.model.legalize.conv.pack_weight`);
+    `winograd` m: `fuse="winograd"`'s F(m, 3) conv (k 3, stride 1), weights [m+2, m+2, f/16, c, 16]
+    (`msdb.model.legalize.winograd.winograd_weight`)."""
     data = _placeholder((n, c, hw, hw), "data")
-    if packed:
+    if winograd:
+        weight = _placeholder((winograd + 2, winograd + 2, f // 16, c, 16), "weight")
+        out = _one("nn.conv2d_winograd", data, weight, padding=(pad,) * 4)
+    elif packed:
         weight = _placeholder((f // 16, c, k, k, 16), "weight")
         out = _one("nn.conv2d_packed", data, weight, strides=(stride, stride), padding=(pad,) * 4)
     else:

@@ -227,3 +227,66 @@ def _blocks(func):
 
     Collect().visit(func.body)
     return found
+
+
+def _conv_output(graph: OpGraph, node: OpNode) -> tuple[int, int]:
+    return tuple(graph.shapes[node.outputs[0]][2:])  # type: ignore[return-value]
+
+
+def test_winograd_mode_transforms_exactly_the_3x3_stride_1_convs_with_whole_tiles():
+    """ResNet-18 at 32x32 (width 16): its 3x3 stride-1 convs at 8x8 and 4x4 take F(4, 3), at
+    2x2 F(2, 3); the stem (7x7), the stride-2 and 1x1 convs, and the 3x3 ones with a 1x1 output
+    (no whole 2x2 tile) stay packed. Each transformed weight is [m+2, m+2, F/16, C, 16]."""
+    folded = fold_batch_norm(from_onnx(zoo.resnet(18, image=32, width=16, num_classes=10)))
+    packed = pack_convs(folded, winograd=True)
+    tiles: dict[tuple[int, int], int] = {}
+    for before, after in zip(folded.nodes, packed.nodes):
+        if before.op != "nn.conv2d":
+            assert after.op == before.op
+            continue
+        weight = folded.constants[before.inputs[1]]
+        f, c, kh, _ = weight.shape
+        stride_1 = [int(s) for s in before.attrs.get("strides", (1, 1))] == [1, 1]
+        out = _conv_output(folded, before)
+        if kh == 3 and stride_1 and out[0] % 2 == 0:
+            m = 4 if out[0] % 4 == 0 else 2
+            assert after.op == "nn.conv2d_winograd"
+            assert packed.constants[after.inputs[1]].shape == (m + 2, m + 2, f // 16, c, 16)
+            tiles[out] = m
+        else:
+            assert after.op == "nn.conv2d_packed"
+    assert tiles == {(8, 8): 4, (4, 4): 4, (2, 2): 2}
+    assert any(n.op == "nn.conv2d_packed" and folded.constants[o.inputs[1]].shape[2] == 3
+               for n, o in zip(packed.nodes, folded.nodes))  # the 1x1-output 3x3 convs
+
+
+def test_winograd_mode_computes_what_onnxruntime_computes():
+    """The unscheduled functions (msdb's interpreter) of a small ResNet in winograd mode against
+    onnxruntime: the transforms are exact up to float rounding."""
+    proto = zoo.resnet(18, image=32, width=16, num_classes=10)
+    feeds = random_feeds(proto)
+    model = lower(from_onnx(proto), "winograd")
+    assert any(name.startswith("fused_conv2d_winograd") for name in model.functions)
+    expected = ort_run(proto, feeds)[0]
+    np.testing.assert_allclose(run_model(model, feeds)[0], expected, rtol=1e-4,
+                               atol=1e-4 * float(np.max(np.abs(expected))))
+
+
+def test_a_winograd_conv_that_cannot_be_one_is_a_clear_error():
+    from msdb.ir import te
+    from msdb.model.graph import ModelError
+    from msdb.model.legalize import legalize_op
+    from msdb.model.legalize.winograd import winograd_weight
+
+    data = te.placeholder((1, 16, 6, 6), name="data")
+    with pytest.raises(ModelError, match=r"nn.conv2d_winograd: expects 4-d NCHW data and 5-d transformed weights"):
+        legalize_op("nn.conv2d_winograd", [data, te.placeholder((16, 16, 3, 3), name="w")], {"padding": (1,) * 4})
+    six = te.placeholder((6, 6, 1, 16, 16), name="w")  # F(4, 3): a 6x6 output is not whole 4x4 tiles
+    with pytest.raises(ModelError, match=r"a 6x6 output does not split into 4x4 tiles"):
+        legalize_op("nn.conv2d_winograd", [data, six], {"padding": (1,) * 4})
+    with pytest.raises(ModelError, match=r"nn.conv2d_winograd: strides must be \(1, 1\)"):
+        legalize_op("nn.conv2d_winograd", [data, six], {"padding": (1,) * 4, "strides": (2, 2)})
+    with pytest.raises(ModelError, match=r"weights \[6, 6, 1, 8, 16\] are not F\(m, 3\) transforms"):
+        legalize_op("nn.conv2d_winograd", [data, te.placeholder((6, 6, 1, 8, 16), name="w")], {"padding": (1,) * 4})
+    with pytest.raises(ModelError, match=r"weights \[16, 16, 5, 5\] are not 3x3"):
+        winograd_weight(np.zeros((16, 16, 5, 5), np.float32), 4)

@@ -158,3 +158,29 @@ def test_wrong_arguments_are_rejected_before_the_call() -> None:
         kernel(a[:10], b, out)
     with pytest.raises(CodegenError, match="contiguous"):
         kernel(a, b, np.asfortranarray(out))
+
+
+SELECT_BY_UNROLLED_INDEX = '''
+from tvm.script import tir as T
+@T.prim_func
+def main(A: T.Buffer((16, 3), "float32"), O: T.Buffer((16, 4), "float32")):
+    for i in range(16):
+        for k in T.unroll(4):
+            with T.block("b"):
+                vi, vk = T.axis.remap("SS", [i, k])
+                O[vi, vk] = T.Select(vk < 2, T.Select(vk < 1, A[vi, 0] + A[vi, 1], A[vi, 1] - A[vi, 2]),
+                                     T.Select(vk < 3, A[vi, 0] * T.float32(2), A[vi, 2]))
+'''
+
+
+def test_a_select_on_an_unrolled_index_emits_only_the_taken_case() -> None:
+    """A Winograd transform's cases (`msdb.model.legalize.winograd`): once the index loop is
+    unrolled, each copy emits its one case and no `select` instruction, and the result is the
+    interpreter's."""
+    from msdb.tuner.codegen import emit_llvm_ir
+
+    mod = from_script(SELECT_BY_UNROLLED_INDEX)
+    check_against_interpreter(mod, rtol=0, atol=0)
+    text, _, _ = emit_llvm_ir(mod)
+    assert " select " not in text
+    assert text.count("fsub") == 1 and text.count("fmul") == 1

@@ -39,6 +39,9 @@ WORKLOADS = {
     # schedule's trace (measured in the first round) moves the epilogue under the tile through
     # the `[c // 16, ..., c % 16]` read
     "packed": IRModule.from_func(conv_func(1, 8, 7, 32, 3, 1, 1, epilogue="bru", packed=True)),
+    # fuse="winograd"'s F(4, 3) conv (36 tiles, 16 channels): the default schedule's trace
+    # computes data_pack under the product's tile row and the inverse and epilogue after it
+    "winograd": IRModule.from_func(conv_func(1, 16, 24, 16, 3, 1, 1, epilogue="bru", winograd=4)),
 }
 
 
@@ -69,8 +72,9 @@ def test_tvm_replays_every_record_msdb_tuned(tmp_path: pathlib.Path, name: str) 
     finally:
         db.close()
 
-    if name == "packed":  # the default schedule's record (no sampling) is among them
-        assert any("SamplePerfectTile" not in str(r.trace.as_json()) and "ReverseComputeAt" in str(r.trace.as_json())
+    if name in ("packed", "winograd"):  # the default schedule's record (no sampling) is among them
+        moved = "ComputeAt" if name == "winograd" else "ReverseComputeAt"
+        assert any("SamplePerfectTile" not in str(r.trace.as_json()) and f"'{moved}'" in str(r.trace.as_json())
                    for r in records if r.is_valid)
     tvm_db = JSONDatabase(work_dir=str(tmp_path / "work_dir"))
     tvm_records = tvm_db.get_all_tuning_records()

@@ -103,6 +103,11 @@ class ExprEmitter:
             return self.not_(fn, a)
         if isinstance(e, E.Select):
             c = self.expr(fn, e.condition)
+            if isinstance(c, ir.Constant) and not isinstance(c.type, ir.VectorType):
+                # a condition unrolling made constant (a Winograd transform's case): only the
+                # taken value is emitted, not every case of the chain
+                taken = e.true_value if c.constant else e.false_value
+                return self.cast_value(fn, self.expr(fn, taken), taken.dtype, e.dtype)
             tv = self.expr(fn, e.true_value)
             fv = self.expr(fn, e.false_value)
             fv = self.cast_value(fn, fv, e.false_value.dtype, e.dtype)

@@ -1,0 +1,179 @@
+"""`nn.conv2d_winograd`: msdb's own op for `fuse="winograd"`, a 3x3 stride-1 conv computed with
+Winograd's minimal filtering F(m x m, 3 x 3) (docs/architecture.md, "Models").
+
+Why: a direct 3x3 conv does 9 multiply-adds per output and input channel; F(m, 3) does
+(m + 2)^2 / m^2 of them (4 for m = 2 is 16/4: 2.25x fewer; m = 4: 36/16, 4x fewer), as a batched
+matrix product over transformed tiles, plus two cheap transforms. onnxruntime's CPU convs are
+direct, so this is where a compiler can beat its kernels on ResNet's 3x3 layers.
+
+Blocks (tile coordinates `th`, `tw`; `eps`, `nu` the (m + 2) x (m + 2) transformed positions):
+- `pad_temp`: the padded input, as `conv2d_nchw`'s;
+- `data_pack` V[n, th, eps, nu, c, tw] = (B^T d B)[eps, nu] of the input tile at (th, tw):
+  each (eps, nu) an explicit sum of the tile's values (zero terms left out, +-1 as adds), chosen
+  by a `Select` on eps * (m + 2) + nu that a schedule folds away by unrolling eps and nu
+  (the code generator does not fold multiplications by 0.0: IEEE NaNs);
+- `bgemm` M[n, th, eps, nu, fo, tw, fi] = sum_c V[.., c, tw] * U[eps, nu, fo, c, fi]: the
+  batched product, output channels in blocks of 16 innermost as `conv2d_packed`'s (one weight
+  vector times a broadcast value);
+- `inverse` Y[n, fo, th, i, tw, j, fi] = (A^T M A)[i, j], chosen like `data_pack`'s;
+- `conv2d_unpack`: the NCHW output the fused epilogue reads.
+
+The weights U = G g G^T are transformed once, at load time (`winograd_weight`, called by
+`msdb.model.fuse.pack_convs`), in blocks of 16 output channels: [m+2, m+2, F/16, C, 16].
+Rounding differs from a direct conv's: measured relative error 5e-7 (m = 2) and 7e-6 (m = 4)
+of the output's largest value on a 64-channel layer.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from msdb.ir import expr as E
+from msdb.ir import te
+from msdb.model.graph import ModelError
+from msdb.model.legalize.common import expect_tensor, i64, static_shape
+from msdb.model.legalize.conv import PACK_BLOCK, conv_padding
+from msdb.model.legalize.registry import Legalized, Operand, register
+from msdb.model.ops import OpPattern
+
+__all__ = ["winograd_tile", "winograd_weight", "conv2d_winograd", "WINOGRAD_BLOCKS"]
+
+#: The block names a schedule recognizes a Winograd conv by (`tuner/compile/default_schedule.py`).
+WINOGRAD_BLOCKS = ("data_pack", "bgemm", "inverse")
+
+_F = Fraction
+#: (B^T, G, A^T) of F(m, 3) per output tile size m, interpolation points 0, 1, -1 (m = 2) and
+#: 0, 1, -1, 2, -2 (m = 4), plus the point at infinity: the standard Cook-Toom matrices.
+_MATRICES: dict[int, tuple[list[list[Fraction]], list[list[Fraction]], list[list[Fraction]]]] = {
+    2: ([[_F(v) for v in row] for row in ((1, 0, -1, 0), (0, 1, 1, 0), (0, -1, 1, 0), (0, 1, 0, -1))],
+        [[_F(1), _F(0), _F(0)], [_F(1, 2)] * 3, [_F(1, 2), _F(-1, 2), _F(1, 2)], [_F(0), _F(0), _F(1)]],
+        [[_F(v) for v in row] for row in ((1, 1, 1, 0), (0, 1, -1, -1))]),
+    4: ([[_F(v) for v in row] for row in ((4, 0, -5, 0, 1, 0), (0, -4, -4, 1, 1, 0), (0, 4, -4, -1, 1, 0),
+                                          (0, -2, -1, 2, 1, 0), (0, 2, -1, -2, 1, 0), (0, 4, 0, -5, 0, 1))],
+        [[_F(1, 4), _F(0), _F(0)], [_F(-1, 6)] * 3, [_F(-1, 6), _F(1, 6), _F(-1, 6)],
+         [_F(1, 24), _F(1, 12), _F(1, 6)], [_F(1, 24), _F(-1, 12), _F(1, 6)], [_F(0), _F(0), _F(1)]],
+        [[_F(v) for v in row] for row in ((1, 1, 1, 1, 1, 0), (0, 1, -1, 2, -2, 0), (0, 1, 1, 4, 4, 0),
+                                          (0, 1, -1, 8, -8, 1))]),
+}
+
+
+def winograd_tile(out_h: int, out_w: int) -> int | None:
+    """The output tile size m for a conv whose output is `out_h` x `out_w`: the largest of 4
+    and 2 dividing both (no partial tiles), else None (the conv stays direct)."""
+    for m in sorted(_MATRICES, reverse=True):
+        if out_h % m == 0 and out_w % m == 0:
+            return m
+    return None
+
+
+def winograd_weight(weight: np.ndarray, m: int) -> np.ndarray:
+    """OIHW 3x3 weights as `conv2d_winograd` reads them: U = G g G^T per filter and channel,
+    [m+2, m+2, O / 16, I, 16] (output channels in blocks of `PACK_BLOCK`, as `pack_weight`'s),
+    computed in float64 and stored in the weights' dtype."""
+    o, i, kh, kw = weight.shape
+    if (kh, kw) != (3, 3) or o % PACK_BLOCK or m not in _MATRICES:
+        raise ModelError(f"nn.conv2d_winograd: weights {list(weight.shape)} are not 3x3 in blocks of "
+                         f"{PACK_BLOCK} output channels, or tile {m} is not one of {sorted(_MATRICES)}")
+    g = np.array(_MATRICES[m][1], dtype=np.float64)
+    u = np.einsum("ea,fcab,vb->evfc", g, weight.astype(np.float64), g)
+    alpha = m + 2
+    blocked = u.reshape(alpha, alpha, o // PACK_BLOCK, PACK_BLOCK, i).transpose(0, 1, 2, 4, 3)
+    return np.ascontiguousarray(blocked).astype(weight.dtype)
+
+
+def _combination(terms: Sequence[tuple[Fraction, E.PrimExpr]], dtype: str) -> E.PrimExpr:
+    """sum(coefficient * value), zero terms left out and +-1 as plain adds and subtracts."""
+    total: E.PrimExpr | None = None
+    for coefficient, value in terms:
+        if coefficient == 0:
+            continue
+        if abs(coefficient) != 1:
+            value = value * te.const(float(abs(coefficient)), dtype)
+        if total is None:
+            total = value if coefficient > 0 else te.const(0.0, dtype) - value
+        else:
+            total = total + value if coefficient > 0 else total - value
+    return total if total is not None else te.const(0.0, dtype)
+
+
+def _choice(index: E.PrimExpr, cases: Sequence[E.PrimExpr], first: int = 0) -> E.PrimExpr:
+    """cases[index - first] as a balanced tree of Selects, folded to one case once the index's
+    loops are unrolled (balanced: a chain would make every analysis of it quadratic)."""
+    if len(cases) == 1:
+        return cases[0]
+    half = len(cases) // 2
+    return E.Select(E.LT(index, i64(first + half)), _choice(index, cases[:half], first),
+                    _choice(index, cases[half:], first + half))
+
+
+def conv2d_winograd(data: te.Tensor, weight: te.Tensor, pad_before: Sequence[int], pad_after: Sequence[int],
+                    op: str = "nn.conv2d_winograd") -> te.Tensor:
+    """A 3x3 stride-1 conv of NCHW `data` with Winograd-transformed weights
+    ([m+2, m+2, F/16, C, 16], `winograd_weight`; m from their shape): the blocks of the module
+    docstring. The output must split into whole m x m tiles."""
+    n, c, h, w = static_shape(data, op)
+    if data.ndim != 4 or weight.ndim != 5:
+        raise ModelError(f"{op}: expects 4-d NCHW data and 5-d transformed weights [m+2, m+2, F/16, C, 16]")
+    alpha, alpha_w, blocks, c_w, block = static_shape(weight, op)
+    m = alpha - 2
+    if alpha != alpha_w or m not in _MATRICES or c_w != c or block != PACK_BLOCK:
+        raise ModelError(f"{op}: weights {[alpha, alpha_w, blocks, c_w, block]} are not F(m, 3) transforms "
+                         f"(m in {sorted(_MATRICES)}) of {c} input channels in blocks of {PACK_BLOCK}")
+    out_h, out_w = h + pad_before[0] + pad_after[0] - 2, w + pad_before[1] + pad_after[1] - 2
+    if out_h <= 0 or out_w <= 0 or out_h % m or out_w % m:
+        raise ModelError(f"{op}: a {out_h}x{out_w} output does not split into {m}x{m} tiles")
+    tiles_h, tiles_w = out_h // m, out_w // m
+    dtype = data.dtype
+    b_t, _, a_t = _MATRICES[m]
+    temp = te.pad(data, [0, 0, *pad_before], [0, 0, *pad_after], name="pad_temp")
+
+    def pack(nn: E.PrimExpr, th: E.PrimExpr, eps: E.PrimExpr, nu: E.PrimExpr, cc: E.PrimExpr,
+             tw: E.PrimExpr) -> E.PrimExpr:
+        window = [[temp[nn, cc, th * i64(m) + i64(a), tw * i64(m) + i64(b)] for b in range(alpha)] for a in range(alpha)]
+        cases = [_combination([(b_t[e][a] * b_t[v][b], window[a][b]) for a in range(alpha) for b in range(alpha)], dtype)
+                 for e in range(alpha) for v in range(alpha)]
+        return _choice(eps * i64(alpha) + nu, cases)
+
+    packed = te.compute(tuple(i64(d) for d in (n, tiles_h, alpha, alpha, c, tiles_w)), pack, name="data_pack",
+                        varargs_names=["nn", "th", "eps", "nu", "cc", "tw"])
+    rc = te.reduce_axis((i64(0), i64(c)), name="rc")
+    product = te.compute(tuple(i64(d) for d in (n, tiles_h, alpha, alpha, blocks, tiles_w, PACK_BLOCK)),
+                         lambda nn, th, eps, nu, fo, tw, fi: te.sum(packed[nn, th, eps, nu, rc, tw]
+                                                                    * weight[eps, nu, fo, rc, fi], axis=[rc]),
+                         name="bgemm", varargs_names=["nn", "th", "eps", "nu", "fo", "tw", "fi"])
+
+    def inverse(nn: E.PrimExpr, fo: E.PrimExpr, th: E.PrimExpr, i: E.PrimExpr, tw: E.PrimExpr, j: E.PrimExpr,
+                fi: E.PrimExpr) -> E.PrimExpr:
+        cases = [_combination([(a_t[r][e] * a_t[s][v], product[nn, th, i64(e), i64(v), fo, tw, fi])
+                               for e in range(alpha) for v in range(alpha)], dtype)
+                 for r in range(m) for s in range(m)]
+        return _choice(i * i64(m) + j, cases)
+
+    tiles = te.compute(tuple(i64(d) for d in (n, blocks, tiles_h, m, tiles_w, m, PACK_BLOCK)), inverse,
+                       name="inverse", varargs_names=["nn", "fo", "th", "i", "tw", "j", "fi"])
+    mi = i64(m)
+    return te.compute(tuple(i64(d) for d in (n, blocks * PACK_BLOCK, out_h, out_w)),
+                      lambda nn, ff, yy, xx: tiles[nn, te.floordiv(ff, i64(PACK_BLOCK)), te.floordiv(yy, mi),
+                                                   te.floormod(yy, mi), te.floordiv(xx, mi), te.floormod(xx, mi),
+                                                   te.floormod(ff, i64(PACK_BLOCK))],
+                      name="conv2d_unpack")
+
+
+@register("nn.conv2d_winograd", OpPattern.OUT_EWISE_FUSABLE, (2, 2))
+def conv2d_winograd_op(inputs: Sequence[Operand], attrs: Mapping[str, Any], constants: Mapping[str, np.ndarray]
+                       ) -> Legalized:
+    """`nn.conv2d_winograd(data, transformed_weight)`: msdb's own op (`fuse="winograd"` puts it
+    where a 3x3 stride-1 conv2d with constant weights was); attrs as `nn.conv2d`'s (`padding`;
+    strides and dilation must be 1)."""
+    op = "nn.conv2d_winograd"
+    data, weight = expect_tensor(inputs[0], op, 0), expect_tensor(inputs[1], op, 1)
+    if weight.dtype != data.dtype or (attrs.get("out_dtype") or data.dtype) != data.dtype:
+        raise ModelError(f"{op}: mixed dtypes are not supported")
+    for key in ("strides", "dilation"):
+        if [int(v) for v in attrs.get(key, (1, 1))] != [1, 1]:
+            raise ModelError(f"{op}: {key} must be (1, 1), got {attrs[key]!r}")
+    before, after = conv_padding(attrs, op)
+    return conv2d_winograd(data, weight, before, after, op)
