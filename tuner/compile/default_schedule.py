@@ -428,8 +428,8 @@ class _Planner:
         - The epilogue (the unpack inlined into it) goes under the same loop as the product,
           reading the inverse's tiles while they are in cache.
         - `data_pack` and `inverse` run with their (eps, nu) and (i, j) loops unrolled, which
-          folds their Selects to one sum each and lets LLVM share the loads, and their tile
-          column (`data_pack`) or lane (`inverse`) loop vectorized.
+          folds their if_then_else trees to one sum each and lets LLVM share the loads, and
+          their tile column (`data_pack`) or lane (`inverse`) loop vectorized.
         Measured (one thread, AVX-512, bias + relu epilogue), against the packed direct conv:
         64x56x56 F(4, 3) 0.73-0.75 vs 1.37-1.42 ms, 128x28x28 F(4, 3) 0.61-0.66 vs 1.24-1.31 ms,
         256x14x14 F(2, 3) 0.83-0.87 vs 1.19-1.21 ms."""

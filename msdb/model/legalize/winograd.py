@@ -10,7 +10,7 @@ Blocks (tile coordinates `th`, `tw`; `eps`, `nu` the (m + 2) x (m + 2) transform
 - `pad_temp`: the padded input, as `conv2d_nchw`'s;
 - `data_pack` V[n, th, eps, nu, c, tw] = (B^T d B)[eps, nu] of the input tile at (th, tw):
   each (eps, nu) an explicit sum of the tile's values (zero terms left out, +-1 as adds), chosen
-  by a `Select` on eps * (m + 2) + nu that a schedule folds away by unrolling eps and nu
+  by `if_then_else` on eps * (m + 2) + nu, which a schedule folds away by unrolling eps and nu
   (the code generator does not fold multiplications by 0.0: IEEE NaNs);
 - `bgemm` M[n, th, eps, nu, fo, tw, fi] = sum_c V[.., c, tw] * U[eps, nu, fo, c, fi]: the
   batched product, output channels in blocks of 16 innermost as `conv2d_packed`'s (one weight
@@ -39,10 +39,14 @@ from msdb.model.legalize.conv import PACK_BLOCK, conv_padding
 from msdb.model.legalize.registry import Legalized, Operand, register
 from msdb.model.ops import OpPattern
 
-__all__ = ["winograd_tile", "winograd_weight", "conv2d_winograd", "WINOGRAD_BLOCKS"]
+__all__ = ["winograd_tile", "winograd_weight", "conv2d_winograd", "WINOGRAD_BLOCKS", "WINOGRAD_RULES"]
 
 #: The block names a schedule recognizes a Winograd conv by (`tuner/compile/default_schedule.py`).
 WINOGRAD_BLOCKS = ("data_pack", "bgemm", "inverse")
+
+#: The `schedule_rule` annotation of each transform: a design space schedules them with msdb's
+#: custom rules (`tuner/space/rules/winograd.py`), as TVM does its own Winograd convs'.
+WINOGRAD_RULES = {"data_pack": "msdb_winograd_data_pack", "inverse": "msdb_winograd_inverse"}
 
 _F = Fraction
 #: (B^T, G, A^T) of F(m, 3) per output tile size m, interpolation points 0, 1, -1 (m = 2) and
@@ -100,13 +104,16 @@ def _combination(terms: Sequence[tuple[Fraction, E.PrimExpr]], dtype: str) -> E.
 
 
 def _choice(index: E.PrimExpr, cases: Sequence[E.PrimExpr], first: int = 0) -> E.PrimExpr:
-    """cases[index - first] as a balanced tree of Selects, folded to one case once the index's
-    loops are unrolled (balanced: a chain would make every analysis of it quadratic)."""
+    """cases[index - first] as a balanced tree of `if_then_else`, folded to one case once the
+    index's loops are unrolled. Balanced: a chain would make every analysis of it quadratic.
+    `if_then_else`, not `Select`: TVM's AutoInline (and msdb's, `tuner/space/rules`) leaves a
+    block that has one where it is, so a design space never inlines a transform into the
+    product, which would recompute it for every channel block."""
     if len(cases) == 1:
         return cases[0]
     half = len(cases) // 2
-    return E.Select(E.LT(index, i64(first + half)), _choice(index, cases[:half], first),
-                    _choice(index, cases[half:], first + half))
+    return te.if_then_else(E.LT(index, i64(first + half)), _choice(index, cases[:half], first),
+                           _choice(index, cases[half:], first + half))
 
 
 def conv2d_winograd(data: te.Tensor, weight: te.Tensor, pad_before: Sequence[int], pad_after: Sequence[int],
@@ -138,6 +145,7 @@ def conv2d_winograd(data: te.Tensor, weight: te.Tensor, pad_before: Sequence[int
         return _choice(eps * i64(alpha) + nu, cases)
 
     packed = te.compute(tuple(i64(d) for d in (n, tiles_h, alpha, alpha, c, tiles_w)), pack, name="data_pack",
+                        attrs={"schedule_rule": WINOGRAD_RULES["data_pack"]},
                         varargs_names=["nn", "th", "eps", "nu", "cc", "tw"])
     rc = te.reduce_axis((i64(0), i64(c)), name="rc")
     product = te.compute(tuple(i64(d) for d in (n, tiles_h, alpha, alpha, blocks, tiles_w, PACK_BLOCK)),
@@ -153,7 +161,8 @@ def conv2d_winograd(data: te.Tensor, weight: te.Tensor, pad_before: Sequence[int
         return _choice(i * i64(m) + j, cases)
 
     tiles = te.compute(tuple(i64(d) for d in (n, blocks, tiles_h, m, tiles_w, m, PACK_BLOCK)), inverse,
-                       name="inverse", varargs_names=["nn", "fo", "th", "i", "tw", "j", "fi"])
+                       name="inverse", attrs={"schedule_rule": WINOGRAD_RULES["inverse"]},
+                       varargs_names=["nn", "fo", "th", "i", "tw", "j", "fi"])
     mi = i64(m)
     return te.compute(tuple(i64(d) for d in (n, blocks * PACK_BLOCK, out_h, out_w)),
                       lambda nn, ff, yy, xx: tiles[nn, te.floordiv(ff, i64(PACK_BLOCK)), te.floordiv(yy, mi),

@@ -14,7 +14,14 @@ __all__ = ["llvm_rules", "cuda_rules"]
 
 
 def llvm_rules() -> list[ScheduleRule]:
+    """TVM 0.27's `DefaultLLVM` (without InlineConstantScalars): user rules first (msdb's own for
+    Winograd transforms, `winograd`, registered on import), then inlining, rfactor, tiling,
+    parallel/vectorize/unroll and compute locations."""
+    from msdb.tuner.space.rules import winograd  # noqa: F401  (registers its custom rules)
+    from msdb.tuner.space.rules.apply_custom_rule import ApplyCustomRule
+
     return [
+        ApplyCustomRule(),
         AutoInline(into_producer=False, into_consumer=True, inline_const_tensor=True, disallow_if_then_else=True,
                    require_injective=True, require_ordered=True, disallow_op=("exp",)),
         AddRFactor(max_jobs_per_core=16, max_innermost_factor=64),
