@@ -129,6 +129,7 @@ def test_a_packed_conv_vectorizes_output_channels_with_its_epilogue_under_the_ti
     (16, 8, 32, "4", "bru", 1),    # 4 tiles, 32 channels: the channel block outside, data_pack first
     (8, 6, 16, "2", "", 1),        # F(2, 3), no epilogue: the unpack writes the output
     (16, 10, 16, "2", "u", 2),     # two cores: the outer loop parallel
+    (16, 7, 32, "4", "bu", 1),     # 7x7 in 4x4 tiles: partial tiles at the bottom and right
 ])
 def test_winograd_convolutions_compute_what_numpy_computes(c: int, hw: int, f: int, m: str, epilogue: str,
                                                            cores: int) -> None:

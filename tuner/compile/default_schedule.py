@@ -45,6 +45,10 @@ other and replays on the function):
    only when the target has more than one core (`num-cores`): one-thread budgets measure one
    thread.
 
+A Winograd conv (`fuse="winograd"`, blocks `data_pack`, `bgemm`, `inverse`) gets its own recipe
+in place of steps 1-3 (`_Planner.winograd`): the product tiled like a packed conv's and computed
+under the inverse's tile row or channel block, the transforms' small loops unrolled.
+
 Measured with bench/bench_default_schedule.py (one thread, CPU time, on the development
 machine, an AVX-512 Sapphire Rapids): ResNet-18's stride-1 and stem convolutions run at 1.4-2.8x
 onnxruntime's time, its stride-2 convolutions at 1.8-4.9x (worst for the 1x1 ones and where
@@ -52,7 +56,8 @@ the output is 7 wide: each lane of a stride-2 read is a separate load), matmul, 
 max-pool and relu at 0.7-1.1x; all of ResNet-18's convolutions, pool and matmul weighted by
 their counts: 2.0x.
 The unscheduled loops are 30-60x. In packed form (`fuse="packed"`) its convolutions run at
-130-190 GFLOPS and the whole model at about 1.15x onnxruntime's time (docs/benchmarks.md).
+130-190 GFLOPS and the whole model at about 1.15x onnxruntime's time; with Winograd's 3x3 convs
+(`fuse="winograd"`) at about 0.96x (docs/benchmarks.md).
 
 Tile sizes divide the loop extents (no predicates), so every step is legal on any shape; a step
 a primitive refuses is skipped (the schedule stays valid, only slower). Vector width comes from
