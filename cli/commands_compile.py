@@ -49,7 +49,7 @@ def _write_atomically(path: Path, text: str) -> None:
               help="tvm: TVM's fusion (conv2d alone); fold: batch-norm folded into the conv, epilogue fused into it; "
                    "packed: fold, with conv weights packed in 16-channel blocks; winograd: packed, with 3x3 "
                    "stride-1 convs computed by Winograd's F(m, 3) (fastest on CPUs; its rounding differs from a "
-                   "direct conv's by about 1e-6 relative).")
+                   "direct conv's by 1e-6 to 1e-5 of the output's scale).")
 @click.option("--run", "run_model", is_flag=True,
               help="Time the whole model (one thread), name its slowest functions (each function's run_ms in "
                    "--report), and compare its outputs with onnxruntime (.onnx) or the default-schedule build "

@@ -331,7 +331,7 @@ def check_record(record: TuningRecord, seed: int = 0, rtol: float = 1e-3, atol: 
     """Why the record's kernel does not compute its workload's numbers (built again and run on
     seeded inputs against msdb's reference interpreter), or None when it does.
 
-    Each buffer's absolute tolerance is at least `scale_atol` times its largest reference value:
+    Each float buffer's absolute tolerance is at least `scale_atol` times its largest reference value:
     an algorithm whose intermediates are larger than its outputs (a Winograd conv's transforms,
     `msdb.model.legalize.winograd`) rounds outputs near zero to that scale, whatever the loop
     order; a wrong kernel is off by the scale itself."""
@@ -358,8 +358,8 @@ def check_record(record: TuningRecord, seed: int = 0, rtol: float = 1e-3, atol: 
     actual = [a.copy() for a in arrays]
     kernel(*actual)
     for (name, _, _), got, want in zip(specs, actual, expected):
-        finite = np.abs(want[np.isfinite(want)]) if want.dtype.kind == "f" else np.abs(want)
-        tolerance = max(atol, scale_atol * float(finite.max())) if finite.size else atol
+        finite = np.abs(want[np.isfinite(want)]) if want.dtype.kind == "f" else None
+        tolerance = max(atol, scale_atol * float(finite.max())) if finite is not None and finite.size else atol
         if not np.allclose(got, want, rtol=rtol, atol=tolerance, equal_nan=True):
             worst = float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64))))
             return f"buffer {name} differs from the reference interpreter (max abs difference {worst:.3g})"

@@ -110,7 +110,8 @@ def pack_convs(graph: OpGraph, winograd: bool = False) -> OpGraph:
         if not packable:
             nodes.append(node)
             continue
-        tile = _winograd_tile(node, shapes, np.shape(np.asarray(weight))) if winograd else None
+        dtype = dtypes.get(node.inputs[0])
+        tile = _winograd_tile(node, shapes, np.shape(np.asarray(weight)), dtype) if winograd else None
         packed = pack_weight(np.asarray(weight)) if tile is None else winograd_weight(np.asarray(weight), tile)
         name = _fresh(constants, f"{node.inputs[1]}.{'packed' if tile is None else 'winograd'}")
         constants[name] = packed
@@ -120,21 +121,21 @@ def pack_convs(graph: OpGraph, winograd: bool = False) -> OpGraph:
     return _rebuilt(graph, nodes, shapes, dtypes, constants)
 
 
-def _winograd_tile(node: OpNode, shapes: dict[str, tuple[int, ...]], weight_shape: tuple[int, ...]) -> int | None:
+def _winograd_tile(node: OpNode, shapes: dict[str, tuple[int, ...]], weight_shape: tuple[int, ...],
+                   dtype: str | None) -> int | None:
     """The Winograd tile size for a packable conv (`pack_convs`), or None when it stays direct:
-    not 3x3, a stride or dilation other than 1, or an output that does not split into tiles."""
+    not 3x3, a stride or dilation other than 1, an output that does not split into tiles, or
+    not float32 (in float16 F(4, 3) measured 2.4% relative error against 0.27% direct)."""
     from msdb.model.legalize.conv import conv_padding
-    from msdb.model.legalize.winograd import winograd_tile
+    from msdb.model.legalize.winograd import not_unit_step, winograd_output, winograd_tile
 
-    if tuple(weight_shape[2:]) != (3, 3):
-        return None
-    if any([int(v) for v in node.attrs.get(key, (1, 1))] != [1, 1] for key in ("strides", "dilation")):
+    if tuple(weight_shape[2:]) != (3, 3) or dtype != "float32" or not_unit_step(node.attrs) is not None:
         return None
     data = shapes.get(node.inputs[0])
     if data is None or len(data) != 4:
         return None
     before, after = conv_padding(node.attrs, node.op)
-    return winograd_tile(data[2] + before[0] + after[0] - 2, data[3] + before[1] + after[1] - 2)
+    return winograd_tile(*winograd_output(data[2], data[3], before, after))
 
 
 # =============================================================================================

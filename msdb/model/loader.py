@@ -3,8 +3,8 @@
 Why one entry point: the command line (`msdb compile MODEL`, `msdb tune DB MODEL`) and the
 library take a path and should not care whether it is an ONNX file or a Relax-style script.
 The suffix decides: `.onnx` goes through the ONNX frontend, legalization and fusion
-(`fuse="tvm"`, TVM's "zero" pipeline, `"fold"` or `"packed"`); `.py` is a Relax-style TVMScript model whose
-PrimFuncs are already fused (weights from the `.npz` beside it), so `fuse` does not apply.
+(`fuse="tvm"`, TVM's "zero" pipeline, `"fold"`, `"packed"` or `"winograd"`); `.py` is a Relax-style
+TVMScript model whose PrimFuncs are already fused (weights from the `.npz` beside it), so `fuse` does not apply.
 """
 
 from __future__ import annotations

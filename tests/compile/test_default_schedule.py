@@ -174,6 +174,21 @@ def test_a_winograd_conv_tiles_its_product_and_unrolls_its_transforms(hw: int, f
     assert epilogue and all(len(sch.get_loops(sch.get_block(name))) > 4 for name in epilogue)
 
 
+def test_blocks_merely_named_like_a_winograd_conv_get_the_generic_schedule() -> None:
+    """`data_pack`, `bgemm` and `inverse` without `conv2d_winograd`'s schedule_rule annotations
+    (here a matmul whose product writes the output): not the Winograd recipe, which would
+    refuse it, but the generic steps, and the result is still numpy's."""
+    a = te.placeholder((8, 16), name="A")
+    b = te.placeholder((16, 32), name="B")
+    packed = te.compute((8, 16), lambda i, k: a[i, k] * 2.0, name="data_pack")
+    k = te.reduce_axis((0, 16), name="k")
+    gemm = te.compute((8, 32), lambda i, j: te.sum(packed[i, k] * b[k, j], axis=[k]), name="bgemm")
+    inverse = te.compute((8, 32), lambda i, j: gemm[i, j] + 1.0, name="inverse")
+    func = te.create_prim_func([a, b, inverse])
+    x, y = rand(8, 16), rand(16, 32)
+    np.testing.assert_allclose(run(func, [x, y]), (x * 2.0) @ y + 1.0, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("hw,vectorized", [(56, True), (14, False)])
 def test_a_padding_copy_with_wide_rows_is_vectorized(hw: int, vectorized: bool) -> None:
     """Rows of 58 (more than two 16-lane vectors) are vectorized with masked border lanes; rows

@@ -141,7 +141,7 @@ def test_fold_mode_groups_conv_bias_residual_relu_with_the_conv_first():
     assert len(part.groups) == 24
 
 
-@pytest.mark.parametrize("fuse", ["tvm", "fold", "packed"])
+@pytest.mark.parametrize("fuse", ["tvm", "fold", "packed", "winograd"])
 def test_small_resnet_runs_as_onnxruntime_in_every_mode(fuse):
     proto = zoo.resnet(18, image=16, width=4, num_classes=10)
     feeds = random_feeds(proto)
@@ -281,6 +281,9 @@ def test_a_winograd_conv_that_cannot_be_one_is_a_clear_error():
     data = te.placeholder((1, 16, 6, 6), name="data")
     with pytest.raises(ModelError, match=r"nn.conv2d_winograd: expects 4-d NCHW data and 5-d transformed weights"):
         legalize_op("nn.conv2d_winograd", [data, te.placeholder((16, 16, 3, 3), name="w")], {"padding": (1,) * 4})
+    with pytest.raises(ModelError, match=r"nn.conv2d_winograd: expects 4-d NCHW data"):
+        legalize_op("nn.conv2d_winograd", [te.placeholder((16, 6, 6), name="data"),
+                                           te.placeholder((6, 6, 1, 16, 16), name="w")], {"padding": (1,) * 4})
     six = te.placeholder((6, 6, 1, 16, 16), name="w")
     with pytest.raises(ModelError, match=r"nn.conv2d_winograd: kernel and padding give an empty output \(0x0\)"):
         legalize_op("nn.conv2d_winograd", [te.placeholder((1, 16, 2, 2), name="data"), six], {"padding": (0,) * 4})

@@ -174,8 +174,8 @@ def main(A: T.Buffer((16, 3), "float32"), O: T.Buffer((16, 4), "float32")):
 
 
 def test_a_select_on_an_unrolled_index_emits_only_the_taken_case() -> None:
-    """A Winograd transform's cases (`msdb.model.legalize.winograd`): once the index loop is
-    unrolled, each copy emits its one case and no `select` instruction, and the result is the
+    """Cases chosen by Selects on a loop index: once the loop is unrolled, each copy emits its
+    one case and no `select` instruction (as `if_then_else` does), and the result is the
     interpreter's."""
     from msdb.tuner.codegen import emit_llvm_ir
 

@@ -104,8 +104,8 @@ class ExprEmitter:
         if isinstance(e, E.Select):
             c = self.expr(fn, e.condition)
             if isinstance(c, ir.Constant) and not isinstance(c.type, ir.VectorType):
-                # a condition unrolling made constant (a Winograd transform's case): only the
-                # taken value is emitted, not every case of the chain
+                # a condition unrolling made constant: only the taken value is emitted, as
+                # `if_then_else` does, not every case of a chain of them
                 taken = e.true_value if c.constant else e.false_value
                 return self.cast_value(fn, self.expr(fn, taken), taken.dtype, e.dtype)
             tv = self.expr(fn, e.true_value)

@@ -39,7 +39,8 @@ from msdb.model.legalize.conv import PACK_BLOCK, conv_padding
 from msdb.model.legalize.registry import Legalized, Operand, register
 from msdb.model.ops import OpPattern
 
-__all__ = ["winograd_tile", "winograd_weight", "conv2d_winograd", "WINOGRAD_BLOCKS", "WINOGRAD_RULES"]
+__all__ = ["winograd_tile", "winograd_weight", "winograd_output", "not_unit_step", "conv2d_winograd",
+           "WINOGRAD_BLOCKS", "WINOGRAD_RULES"]
 
 #: The block names a schedule recognizes a Winograd conv by (`tuner/compile/default_schedule.py`).
 WINOGRAD_BLOCKS = ("data_pack", "bgemm", "inverse")
@@ -74,6 +75,20 @@ def winograd_tile(out_h: int, out_w: int) -> int | None:
         if out_h % m == 0 and out_w % m == 0:
             return m
     return None
+
+
+def not_unit_step(attrs: Mapping[str, Any]) -> str | None:
+    """The first of a conv's `strides` and `dilation` that is not (1, 1) (a conv Winograd's
+    F(m, 3) cannot compute), or None."""
+    for key in ("strides", "dilation"):
+        if [int(v) for v in attrs.get(key, (1, 1))] != [1, 1]:
+            return key
+    return None
+
+
+def winograd_output(h: int, w: int, pad_before: Sequence[int], pad_after: Sequence[int]) -> tuple[int, int]:
+    """The output size of a 3x3 stride-1 conv of an h x w image with this padding."""
+    return h + pad_before[0] + pad_after[0] - 2, w + pad_before[1] + pad_after[1] - 2
 
 
 def winograd_weight(weight: np.ndarray, m: int) -> np.ndarray:
@@ -125,15 +140,15 @@ def conv2d_winograd(data: te.Tensor, weight: te.Tensor, pad_before: Sequence[int
     ([m+2, m+2, F/16, C, 16], `winograd_weight`; m from their shape): the blocks of the module
     docstring. An output that does not split into whole m x m tiles gets partial tiles at the
     bottom and right (computed on more zero padding, never unpacked)."""
-    n, c, h, w = static_shape(data, op)
     if data.ndim != 4 or weight.ndim != 5:
         raise ModelError(f"{op}: expects 4-d NCHW data and 5-d transformed weights [m+2, m+2, F/16, C, 16]")
+    n, c, h, w = static_shape(data, op)
     alpha, alpha_w, blocks, c_w, block = static_shape(weight, op)
     m = alpha - 2
     if alpha != alpha_w or m not in _MATRICES or c_w != c or block != PACK_BLOCK:
         raise ModelError(f"{op}: weights {[alpha, alpha_w, blocks, c_w, block]} are not F(m, 3) transforms "
                          f"(m in {sorted(_MATRICES)}) of {c} input channels in blocks of {PACK_BLOCK}")
-    out_h, out_w = h + pad_before[0] + pad_after[0] - 2, w + pad_before[1] + pad_after[1] - 2
+    out_h, out_w = winograd_output(h, w, pad_before, pad_after)
     if out_h <= 0 or out_w <= 0:
         raise ModelError(f"{op}: kernel and padding give an empty output ({out_h}x{out_w})")
     tiles_h, tiles_w = -(-out_h // m), -(-out_w // m)
@@ -146,8 +161,10 @@ def conv2d_winograd(data: te.Tensor, weight: te.Tensor, pad_before: Sequence[int
 
     def pack(nn: E.PrimExpr, th: E.PrimExpr, eps: E.PrimExpr, nu: E.PrimExpr, cc: E.PrimExpr,
              tw: E.PrimExpr) -> E.PrimExpr:
-        window = [[temp[nn, cc, th * i64(m) + i64(a), tw * i64(m) + i64(b)] for b in range(alpha)] for a in range(alpha)]
-        cases = [_combination([(b_t[e][a] * b_t[v][b], window[a][b]) for a in range(alpha) for b in range(alpha)], dtype)
+        window = [[temp[nn, cc, th * i64(m) + i64(a), tw * i64(m) + i64(b)] for b in range(alpha)]
+                  for a in range(alpha)]
+        cases = [_combination([(b_t[e][a] * b_t[v][b], window[a][b]) for a in range(alpha) for b in range(alpha)],
+                              dtype)
                  for e in range(alpha) for v in range(alpha)]
         return _choice(eps * i64(alpha) + nu, cases)
 
@@ -188,8 +205,8 @@ def conv2d_winograd_op(inputs: Sequence[Operand], attrs: Mapping[str, Any], cons
     data, weight = expect_tensor(inputs[0], op, 0), expect_tensor(inputs[1], op, 1)
     if weight.dtype != data.dtype or (attrs.get("out_dtype") or data.dtype) != data.dtype:
         raise ModelError(f"{op}: mixed dtypes are not supported")
-    for key in ("strides", "dilation"):
-        if [int(v) for v in attrs.get(key, (1, 1))] != [1, 1]:
-            raise ModelError(f"{op}: {key} must be (1, 1), got {attrs[key]!r}")
+    step = not_unit_step(attrs)
+    if step is not None:
+        raise ModelError(f"{op}: {step} must be (1, 1), got {attrs[step]!r}")
     before, after = conv_padding(attrs, op)
     return conv2d_winograd(data, weight, before, after, op)
