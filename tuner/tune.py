@@ -331,10 +331,10 @@ def check_record(record: TuningRecord, seed: int = 0, rtol: float = 1e-3, atol: 
     """Why the record's kernel does not compute its workload's numbers (built again and run on
     seeded inputs against msdb's reference interpreter), or None when it does.
 
-    Each float buffer's absolute tolerance is at least `scale_atol` times its largest reference value:
-    an algorithm whose intermediates are larger than its outputs (a Winograd conv's transforms,
-    `msdb.model.legalize.winograd`) rounds outputs near zero to that scale, whatever the loop
-    order; a wrong kernel is off by the scale itself."""
+    Each float buffer's absolute tolerance is at least `scale_atol` times its largest reference
+    value: an algorithm whose intermediates are larger than its outputs (a Winograd conv's
+    transforms, `msdb.model.legalize.winograd`) rounds outputs near zero to that scale, whatever
+    the loop order; a wrong kernel is off by the scale itself."""
     import numpy as np
 
     from msdb.ir.interpreter import interpret

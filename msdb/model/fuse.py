@@ -103,16 +103,16 @@ def pack_convs(graph: OpGraph, winograd: bool = False) -> OpGraph:
     dtypes = dict(graph.dtypes)
     nodes: list[OpNode] = []
     for node in graph.nodes:
-        weight = constants.get(node.inputs[1]) if node.op == "nn.conv2d" and len(node.inputs) == 2 else None
-        packable = (weight is not None and np.ndim(weight) == 4 and int(node.attrs.get("groups", 1)) == 1
-                    and np.shape(weight)[0] % PACK_BLOCK == 0
+        constant = constants.get(node.inputs[1]) if node.op == "nn.conv2d" and len(node.inputs) == 2 else None
+        weight = np.asarray(constant) if constant is not None else None
+        packable = (weight is not None and weight.ndim == 4 and int(node.attrs.get("groups", 1)) == 1
+                    and weight.shape[0] % PACK_BLOCK == 0
                     and all(node.attrs.get(key, want) == want for key, want in CONV_LAYOUTS.items()))
-        if not packable:
+        if weight is None or not packable:
             nodes.append(node)
             continue
-        dtype = dtypes.get(node.inputs[0])
-        tile = _winograd_tile(node, shapes, np.shape(np.asarray(weight)), dtype) if winograd else None
-        packed = pack_weight(np.asarray(weight)) if tile is None else winograd_weight(np.asarray(weight), tile)
+        tile = _winograd_tile(node, shapes, weight.shape, dtypes.get(node.inputs[0])) if winograd else None
+        packed = pack_weight(weight) if tile is None else winograd_weight(weight, tile)
         name = _fresh(constants, f"{node.inputs[1]}.{'packed' if tile is None else 'winograd'}")
         constants[name] = packed
         shapes[name], dtypes[name] = tuple(packed.shape), str(packed.dtype)

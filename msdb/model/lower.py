@@ -45,10 +45,8 @@ __all__ = ["lower", "FUNC_NAMES", "FUSE_MODES"]
 #: TVM's PrimFunc name hint per Relax op (the `primfunc_name_hint` of LegalizeOps, else the TOPI
 #: function's `__name__`; `isnan` and `where` only appear folded and never collide)
 FUNC_NAMES: dict[str, str] = {
-    "nn.conv2d": "conv2d", "nn.conv2d_packed": "conv2d_packed",
-    "nn.conv2d_winograd": "conv2d_winograd", "nn.batch_norm": "batch_norm", "nn.relu": "relu",
-    "add": "add",
-    "subtract": "subtract", "multiply": "multiply", "divide": "divide", "maximum": "maximum",
+    "nn.conv2d": "conv2d", "nn.conv2d_packed": "conv2d_packed", "nn.conv2d_winograd": "conv2d_winograd",
+    "nn.batch_norm": "batch_norm", "nn.relu": "relu", "add": "add", "subtract": "subtract", "multiply": "multiply", "divide": "divide", "maximum": "maximum",
     "minimum": "minimum", "nn.max_pool2d": "max_pool2d", "nn.avg_pool2d": "avg_pool2d", "mean": "mean",
     "sum": "sum", "reshape": "reshape", "flatten": "reshape", "permute_dims": "transpose",
     "concat": "concatenate", "matmul": "matmul", "nn.softmax": "softmax", "clip": "clip", "sqrt": "sqrt",

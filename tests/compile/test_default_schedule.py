@@ -53,6 +53,19 @@ def rand(*shape: int, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed + sum(shape)).standard_normal(shape).astype("float32")
 
 
+def with_epilogue(inputs: list[np.ndarray], expected: np.ndarray, epilogue: str) -> tuple[list[np.ndarray], np.ndarray]:
+    """`conv_func`'s epilogue steps on numpy's conv: the arrays each step adds to the inputs (a
+    bias for "b", a residual for "r") and the expected output after them ("u": relu)."""
+    inputs = list(inputs)
+    for step in epilogue:
+        if step == "b":
+            inputs.append(rand(1, expected.shape[1], 1, 1, seed=1))
+        elif step == "r":
+            inputs.append(rand(*expected.shape, seed=2))
+        expected = np.maximum(expected, 0) if step == "u" else expected + inputs[-1]
+    return inputs, expected
+
+
 @pytest.mark.parametrize("c,hw,f,k,stride,pad,groups,epilogue", [
     (8, 12, 16, 3, 1, 1, 1, ""),        # 3x3 conv, a 12-wide row (masked 12-lane vector)
     (8, 16, 16, 3, 1, 1, 1, "bu"),      # conv + bias + relu (epilogue under the tile)
@@ -68,18 +81,7 @@ def test_convolutions_compute_what_numpy_computes(c: int, hw: int, f: int, k: in
     func = conv_func(1, c, hw, f, k, stride, pad, groups=groups, epilogue=epilogue)
     x, w = rand(1, c, hw, hw), rand(f, c // groups, k, k)
     expected = numpy_conv(x, w, stride, pad, groups)
-    inputs = [x, w]
-    for step in epilogue:
-        if step == "b":
-            bias = rand(1, f, 1, 1, seed=1)
-            inputs.append(bias)
-            expected = expected + bias
-        elif step == "r":
-            residual = rand(*expected.shape, seed=2)
-            inputs.append(residual)
-            expected = expected + residual
-        else:
-            expected = np.maximum(expected, 0)
+    inputs, expected = with_epilogue([x, w], expected, epilogue)
     np.testing.assert_allclose(run(func, inputs), expected, rtol=1e-4, atol=1e-4)
 
 
@@ -96,13 +98,7 @@ def test_packed_convolutions_compute_what_numpy_computes(c: int, hw: int, f: int
     func = conv_func(1, c, hw, f, k, stride, pad, epilogue=epilogue, packed=True)
     x, w = rand(1, c, hw, hw), rand(f, c, k, k)
     expected = numpy_conv(x, w, stride, pad)
-    inputs = [x, pack_weight(w)]
-    for step in epilogue:
-        if step == "b":
-            inputs.append(rand(1, f, 1, 1, seed=1))
-        elif step == "r":
-            inputs.append(rand(*expected.shape, seed=2))
-        expected = np.maximum(expected, 0) if step == "u" else expected + inputs[-1]
+    inputs, expected = with_epilogue([x, pack_weight(w)], expected, epilogue)
     np.testing.assert_allclose(run(func, inputs), expected, rtol=1e-4, atol=1e-4)
 
 
@@ -138,13 +134,7 @@ def test_winograd_convolutions_compute_what_numpy_computes(c: int, hw: int, f: i
     func = conv_func(1, c, hw, f, 3, 1, 1, epilogue=epilogue, winograd=int(m))
     x, w = rand(1, c, hw, hw), rand(f, c, 3, 3)
     expected = numpy_conv(x, w, 1, 1)
-    inputs = [x, winograd_weight(w, int(m))]
-    for step in epilogue:
-        if step == "b":
-            inputs.append(rand(1, f, 1, 1, seed=1))
-        elif step == "r":
-            inputs.append(rand(*expected.shape, seed=2))
-        expected = np.maximum(expected, 0) if step == "u" else expected + inputs[-1]
+    inputs, expected = with_epilogue([x, winograd_weight(w, int(m))], expected, epilogue)
     target = Target({"kind": "llvm", "num-cores": cores})
     np.testing.assert_allclose(run(func, inputs, target), expected, rtol=1e-4, atol=1e-4)
 

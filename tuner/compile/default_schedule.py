@@ -274,13 +274,7 @@ class _Planner:
 
     # ---- steps
     def run(self) -> None:
-        before = self.sch.copy()
-        try:
-            winograd = self.winograd()
-        except ScheduleError as exc:  # named like one, but not a Winograd conv's nest: the generic steps
-            logger.debug("default schedule: the Winograd recipe skipped: %s", exc)
-            self.sch, self.done, winograd = before, set(), False
-        if winograd:
+        if self.winograd():
             anchor = None
         else:
             self.inline()
@@ -460,16 +454,30 @@ class _Planner:
             return False
         if any(self.block(name).annotations.get(SCHEDULE_RULE) != rule for name, rule in WINOGRAD_RULES.items()):
             return False  # blocks named so, but not `conv2d_winograd`'s
-        sch = self.sch
-        extents = [_extent(sch.get(lp)) for lp in sch.get_loops(sch.get_block(gemm_name))]
-        inv_loops = sch.get_loops(sch.get_block(inverse))
-        if len(extents) != 8 or any(e is None for e in extents) or len(inv_loops) != 7:
+        extents = [_extent(lp) for lp in self.loops(gemm_name)]
+        if len(extents) != 8 or any(e is None for e in extents) or len(self.loops(inverse)) != 7:
             return False
+        before = self.sch.copy()
+        try:
+            self._winograd_recipe([int(e) for e in extents if e is not None])
+        except ScheduleError as exc:  # named like one, but not a Winograd conv's nest: the generic steps
+            logger.debug("default schedule: the Winograd recipe skipped: %s", exc)
+            self.sch, self.done = before, set()
+            return False
+        return True
+
+    def _winograd_recipe(self, gemm_extents: list[int]) -> None:
+        """`winograd`'s steps, on a function it recognized; `gemm_extents` are the extents of
+        `bgemm`'s loops (n, th, eps, nu, fo, tw, fi, rc)."""
+        from msdb.model.legalize.winograd import WINOGRAD_BLOCKS
+
+        data_pack, gemm_name, inverse = WINOGRAD_BLOCKS
+        sch = self.sch
         self.inline(keep=(*WINOGRAD_BLOCKS, "conv2d_unpack"))
-        _, tiles_h, _, _, blocks_f, tiles_w, lanes_f, _ = [int(e) for e in extents if e is not None]
+        _, tiles_h, _, _, blocks_f, tiles_w, lanes_f, _ = gemm_extents
         tile = choose_tile(tiles_w, lanes_f, self.lanes_for(gemm_name), w_extent=blocks_f, broadcast_rows_first=True)
         inv = sch.get_block(inverse)
-        n, fo, th, i, tw, j, fi = inv_loops
+        n, fo, th, i, tw, j, fi = sch.get_loops(inv)
         fo_o, fo_i = sch.split(fo, [None, tile.w_inner])
         rows_outside = blocks_f * lanes_f < tiles_h * tiles_w  # U [a, a, F, C] smaller than V [a, a, C, tiles]
         if rows_outside:
@@ -499,7 +507,6 @@ class _Planner:
         self.parallelize(outer)
         if not rows_outside:  # data_pack runs first, at the root: its own outer loops
             self.parallelize(data_outer)
-        return True
 
     def _transform_loops(self, order: Sequence[LoopRV]) -> None:
         """A Winograd transform's loops in `order`; the two after the first unrolled, the last
