@@ -37,3 +37,18 @@ def row(name: str, value: float, unit: str, budget: float | None = None, note: s
     verdict = "" if budget is None else ("ok" if value <= budget else "OVER")
     budget_text = "" if budget is None else f"< {budget:g} {unit}"
     return f"| {name} | {value:.3f} {unit} | {budget_text} | {verdict} | {note} |"
+
+
+def cpu_line(mcpu: str | None = None) -> str:
+    """Which CPU a figure came from (issue 31): LLVM's name for the host, its vector width, and
+    the `-mcpu` the kernels were built for when it is not the host's."""
+    import llvmlite.binding as llvm
+
+    from msdb.tuner.codegen.jit import TargetSpec, host_spec, vector_register_bits
+
+    host = host_spec()
+    text = f"CPU: {llvm.get_host_cpu_name()} ({vector_register_bits(host)}-bit vectors)"
+    if mcpu and mcpu != host.cpu:
+        text += f"; kernels built for -mcpu={mcpu} ({vector_register_bits(TargetSpec(host.triple, mcpu, ''))}-bit vectors)"
+    return text
+

@@ -1,7 +1,7 @@
 """Measure a fixture trace with real TVM 0.27 (run by bench_codegen.py with TVM's own Python,
 e.g. /work/tvm-venv/bin/python; msdb never imports TVM).
 
-    python _tvm_replay.py <team dir> <workload index> <record rank> <repeat> <threads>
+    python _tvm_replay.py <team dir> <workload index> <record rank> <repeat> <threads> [mcpu]
 
 Prints one JSON line: the record's recorded run_secs and TVM's time_evaluator results
 (number=3, min_repeat_ms=100) for the kernel TVM builds from the replayed trace.
@@ -16,6 +16,7 @@ import sys
 
 def main() -> None:
     folder, index, rank, repeat, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+    mcpu = sys.argv[6] if len(sys.argv) > 6 else None
     os.environ["TVM_NUM_THREADS"] = threads
     import numpy as np
     import tvm
@@ -33,7 +34,8 @@ def main() -> None:
     record = records[0]
     sch = s_tir.Schedule(record.workload.mod)
     record.trace.apply_to_schedule(sch, remove_postproc=False)
-    lib = tvm.compile(sch.mod, target=tvm.target.Target({"kind": "llvm", "num-cores": 1}))
+    config = {"kind": "llvm", "num-cores": 1, **({"mcpu": mcpu} if mcpu else {})}
+    lib = tvm.compile(sch.mod, target=tvm.target.Target(config))
     dev = tvm.cpu()
     rng = np.random.default_rng(0)
     args = [tvm.runtime.tensor(rng.random([int(d) for d in info.shape]).astype(str(info.dtype)), dev)

@@ -7,7 +7,11 @@ isolated measurement"; docs/benchmarks.md):
 - build time per candidate (lowering + LLVM) median < 300 ms for GMM-sized kernels;
 - runner overhead per candidate beyond the timed work < 50 ms;
 - the best GMM trace of the team_a fixtures built by msdb vs its recorded run_secs (and vs
-  real TVM 0.27 building the same trace now, when TVM's Python is given with --tvm-python).
+  real TVM 0.27 building the same trace now, when TVM's Python is given with --tvm-python);
+- issue 31: the best TVM trace of each of the five fixture kernels (GMM, linear0, C2D, C1D,
+  DEP) built by msdb against TVM 0.27's own build of it, one thread each, alternating in the
+  same run (budget: geometric mean <= 1.1x; `--traces-only`, `--mcpu x86-64-v3` for the AVX2
+  path on any host).
 
 Prints a markdown table. Run: python bench/bench_codegen.py [--quick] [--tvm-python PATH]
 """
@@ -189,14 +193,85 @@ def bench_best_gmm(mod, record, repeat: int, tvm_python: str | None, index: int,
             "tvm_now": statistics.median(theirs) if theirs else None}
 
 
+#: The five kernels of the TVM 0.27 fixtures (team dir, buffer names of the workload).
+FIXTURE_KERNELS = [("team_a", "GMM"), ("team_a", "linear0"), ("team_b", "C2D"), ("team_c", "C1D"), ("team_c", "DEP")]
+
+
+def fixture_kernel(team: str, which: str) -> tuple[int, object, list[list]]:
+    """(workload index, module, records best first) of one fixture kernel: the GMM (buffers X, Y,
+    Z), the two-block linear, or the only conv workload of the team."""
+    folder = TEAM_A.parent / team
+    workloads = [json.loads(line) for line in (folder / "database_workload.json").read_text().splitlines() if line]
+    records = [json.loads(line) for line in (folder / "database_tuning_record.json").read_text().splitlines() if line]
+    mods = [decode_workload(w[1]) for w in workloads]
+    if which == "GMM":
+        index = next(i for i, m in enumerate(mods) if [b.name for b in m.main.buffers] == ["X", "Y", "Z"])
+    elif which == "linear0":
+        index = next(i for i, m in enumerate(mods) if [b.name for b in m.main.buffers] != ["X", "Y", "Z"])
+    else:  # the team's conv workloads, in file order: C2D for team_b; C1D then DEP for team_c
+        convs = [i for i, m in enumerate(mods) if [b.name for b in m.main.buffers] != ["X", "Y", "Z"]]
+        index = convs[1] if which == "DEP" else convs[0]
+    valid = [r for r in records if r[0] == index and max(r[1][1]) < 1e9]
+    return index, mods[index], sorted(valid, key=lambda r: sum(r[1][1]) / len(r[1][1]))
+
+
+def bench_fixture_traces(tvm_python: str | None, repeat: int, rounds: int, mcpu: str | None) -> list[str]:
+    """Issue 31: TVM's best trace of each fixture kernel built by msdb and by TVM 0.27 itself,
+    one thread each, alternating rounds in the same run; rows and the geometric mean of
+    msdb/TVM."""
+    target = {"kind": "llvm", "mcpu": mcpu, "num-cores": 1} if mcpu else {"kind": "llvm", "num-cores": 1}
+    rows = ["| kernel (best TVM trace) | msdb, 1 thread | TVM 0.27 build, 1 thread | msdb / TVM |", "|---|---|---|---|"]
+    ratios = []
+    for team, which in FIXTURE_KERNELS:
+        index, mod, records = fixture_kernel(team, which)
+        kernel = build(replayed(mod, records[0]), target)
+        kernel.num_threads = 1
+        rng = np.random.default_rng(0)
+        arrays = [rng.random(a.shape).astype(a.dtype) for a in kernel.args]
+        ours: list[float] = []
+        theirs: list[float] = []
+        for _ in range(rounds):
+            ours.extend(kernel.time_evaluator(number=3, repeat=repeat, min_repeat_ms=100)(*arrays).results)
+            if tvm_python:
+                cmd = [tvm_python, str(Path(__file__).with_name("_tvm_replay.py")), str(TEAM_A.parent / team),
+                       str(index), "0", str(repeat), "1"] + ([mcpu] if mcpu else [])
+                try:
+                    out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=600).stdout
+                    theirs.extend(json.loads(out.strip().splitlines()[-1])["results"])
+                except (subprocess.SubprocessError, OSError, ValueError, IndexError) as err:
+                    print(f"(TVM comparison skipped: {err})", file=sys.stderr)
+                    tvm_python = None
+        mine = statistics.median(ours)
+        tvm = statistics.median(theirs) if theirs else None
+        if tvm:
+            ratios.append(mine / tvm)
+        rows.append(f"| {which} ({team}) | {mine * 1e6:.1f} us | {f'{tvm * 1e6:.1f} us' if tvm else '-'} | "
+                    f"{f'{mine / tvm:.2f}' if tvm else '-'} |")
+    if ratios:
+        geomean = float(np.exp(np.mean(np.log(ratios))))
+        rows.append(f"| geometric mean | | | **{geomean:.2f}** (budget <= 1.10) |")
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer samples and candidates")
-    parser.add_argument("--tvm-python", default="/work/tvm-venv/bin/python" if os.path.exists("/work/tvm-venv/bin/python") else None,
+    parser.add_argument("--tvm-python", default=next((p for p in (str(ROOT / ".tvm-venv/bin/python"), "/work/tvm-venv/bin/python")
+                                                      if os.path.exists(p)), None),
                         help="a Python with TVM 0.27 to measure the fixture trace with real TVM (default: /work/tvm-venv if present)")
     parser.add_argument("--n", type=int, default=1024)
+    parser.add_argument("--traces-only", action="store_true",
+                        help="only the five fixture kernels' best TVM traces, msdb's build against TVM's")
+    parser.add_argument("--mcpu", default=None, help="build both sides for this LLVM CPU (e.g. x86-64-v3)")
     args = parser.parse_args()
     repeat = 3 if args.quick else 7
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from _timing import cpu_line
+
+    print(cpu_line(args.mcpu) + "\n")
+    if args.traces_only:
+        print("\n".join(bench_fixture_traces(args.tvm_python, repeat, 1 if args.quick else 2, args.mcpu)))
+        return
 
     (index, gmm), records = team_a_gmm()
     candidates = [replayed(gmm, r) for r in (records[:16] if args.quick else records)]
@@ -227,6 +302,8 @@ def main() -> None:
     if best["tvm_now"] is not None:
         rows.append(f"| same trace, real TVM 0.27 now (2 threads) | {best['tvm_now'] * 1e6:.1f} us | | | msdb/TVM {best['ours'] / best['tvm_now']:.2f} |")
     print("\n".join(rows))
+    print()
+    print("\n".join(bench_fixture_traces(args.tvm_python, repeat, 1 if args.quick else 2, args.mcpu)))
     load = os.getloadavg()[0]
     print(f"\nload average while measuring: {load:.2f} on {os.cpu_count()} cores")
 

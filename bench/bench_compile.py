@@ -68,13 +68,14 @@ def paired_latency(compiled: object, session: object, inputs: dict[str, np.ndarr
 
 
 def compile_and_time(path: str, database: object, session: object, repeat: int, inputs: dict[str, np.ndarray],
-                     expected: list[np.ndarray], label: str, workers: int = 1, fuse: str = "tvm") -> object:
+                     expected: list[np.ndarray], label: str, workers: int = 1, fuse: str = "tvm",
+                     target: object = None) -> object:
     from msdb.tuner.compile.compiler import compile_model
     from msdb.tuner.compile.reference import errors
     from msdb.tuner.compile.report import summary_line
 
     start = time.perf_counter()
-    compiled = compile_model(path, database, fuse=fuse, num_threads=1, build_workers=workers)
+    compiled = compile_model(path, database, target, fuse=fuse, num_threads=1, build_workers=workers)
     total = time.perf_counter() - start
     phases = ", ".join(f"{k} {v:.1f} s" for k, v in compiled.timings.items())
     max_abs, max_rel = errors(compiled.run(inputs), expected)
@@ -145,6 +146,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=0,
                         help="also compile with the warm database building in this many processes")
     parser.add_argument("--tune-db", type=Path, default=None, help="where --tune commits (default: a temp file)")
+    parser.add_argument("--mcpu", default=None,
+                        help="build the kernels for this LLVM CPU (e.g. x86-64-v3 for the AVX2 path on an AVX-512 host)")
+    parser.add_argument("--skip-warm", action="store_true", help="only the default schedules (no warm database)")
     parser.add_argument("--fuse", choices=FUSE_MODES, default="tvm",
                         help="how the model's operators are fused (msdb.model.load): TVM's layout, folded, or "
                              "folded with packed conv weights")
@@ -155,8 +159,13 @@ def main() -> None:
     from msdb.database.sqlite import SQLiteDatabase
     from msdb.model.zoo import resnet
 
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from _timing import cpu_line
+
+    target = {"kind": "llvm", "mcpu": args.mcpu, "num-cores": 1} if args.mcpu else None
     print(f"ResNet-{args.depth} at {args.image}x{args.image}, one thread "
-          f"(sched_getaffinity: {len(os.sched_getaffinity(0))} core(s)); onnxruntime with intra_op_num_threads=1\n")
+          f"(sched_getaffinity: {len(os.sched_getaffinity(0))} core(s)); onnxruntime with intra_op_num_threads=1")
+    print(cpu_line(args.mcpu) + "\n")
     with tempfile.TemporaryDirectory() as tmp:
         path = str(Path(tmp) / f"resnet{args.depth}.onnx")
         onnx.save(resnet(args.depth, image=args.image), path)
@@ -169,7 +178,10 @@ def main() -> None:
         empty = Path(tmp) / "empty.sqlite"
         SQLiteDatabase(empty).close()
         compile_and_time(path, str(empty), session, args.repeat, inputs, expected, "default schedules (empty db)",
-                         fuse=args.fuse)
+                         fuse=args.fuse, target=target)
+        if args.skip_warm:
+            print_profiles()
+            return
         warm = args.db
         if warm is None:
             warm = Path(tmp) / "warm.sqlite"

@@ -1,6 +1,7 @@
 """Default schedules (no search): every operator kind of a ResNet-style model, scheduled by
-`default_schedule` and built by msdb's code generator, computes what numpy computes; the
-schedule is a deterministic trace; tiles divide the loops and fit the registers."""
+`default_schedule` and built by msdb's code generator, computes what numpy computes, for each
+ISA level the host can execute (`isa_target`, tests/isa.py); the schedule is a deterministic
+trace; tiles divide the loops and fit the registers."""
 
 from __future__ import annotations
 
@@ -14,20 +15,27 @@ from msdb.ir.function import PrimFunc
 from msdb.ir.functor import post_order_visit
 from msdb.records.target import Target
 from msdb.schedule import Schedule
-from msdb.tuner.compile.default_schedule import (ACCUMULATOR_REGISTERS, DefaultScheduleError, choose_tile,
+from msdb.tuner.compile.default_schedule import (ACCUMULATOR_REGISTERS, ACCUMULATOR_REGISTERS_16,
+                                                 DefaultScheduleError, accumulator_registers, choose_tile,
                                                  default_schedule, vector_lanes)
 from tests.compile.workloads import conv_func, matmul_func, max_pool_func, relu_func
+from tests.isa import AVX2
 
 ONE_CORE = Target({"kind": "llvm", "num-cores": 1})
 
 
-def run(func: PrimFunc, inputs: list[np.ndarray], target: Target = ONE_CORE) -> np.ndarray:
+def with_cores(target: Target, cores: int) -> Target:
+    return Target({**target.config, "num-cores": cores})
+
+
+def run(func: PrimFunc, inputs: list[np.ndarray], target: Target) -> np.ndarray:
+    """`func` scheduled by `default_schedule` for `target`, built for it and run once."""
     from msdb.tuner import build
 
     sch = default_schedule(func, target)
     out_buf = func.buffers[-1]
     out = np.full(tuple(d.value for d in out_buf.shape), np.nan, dtype=out_buf.dtype)
-    kernel = build(sch.mod)
+    kernel = build(sch.mod, target)
     kernel.num_threads = 1
     kernel(*inputs, out)
     return out
@@ -77,12 +85,12 @@ def with_epilogue(inputs: list[np.ndarray], expected: np.ndarray, epilogue: str)
     (64, 7, 16, 3, 1, 1, 1, "u"),       # ResNet's last stage: 7 lanes, reduction blocking
 ])
 def test_convolutions_compute_what_numpy_computes(c: int, hw: int, f: int, k: int, stride: int, pad: int, groups: int,
-                                                  epilogue: str) -> None:
+                                                  epilogue: str, isa_target: Target) -> None:
     func = conv_func(1, c, hw, f, k, stride, pad, groups=groups, epilogue=epilogue)
     x, w = rand(1, c, hw, hw), rand(f, c // groups, k, k)
     expected = numpy_conv(x, w, stride, pad, groups)
     inputs, expected = with_epilogue([x, w], expected, epilogue)
-    np.testing.assert_allclose(run(func, inputs), expected, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(run(func, inputs, isa_target), expected, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("c,hw,f,k,stride,pad,epilogue", [
@@ -92,28 +100,35 @@ def test_convolutions_compute_what_numpy_computes(c: int, hw: int, f: int, k: in
     (3, 20, 16, 7, 2, 3, "bu"),    # the stem
 ])
 def test_packed_convolutions_compute_what_numpy_computes(c: int, hw: int, f: int, k: int, stride: int, pad: int,
-                                                         epilogue: str) -> None:
+                                                         epilogue: str, isa_target: Target) -> None:
     from msdb.model.legalize.conv import pack_weight
 
     func = conv_func(1, c, hw, f, k, stride, pad, epilogue=epilogue, packed=True)
     x, w = rand(1, c, hw, hw), rand(f, c, k, k)
     expected = numpy_conv(x, w, stride, pad)
     inputs, expected = with_epilogue([x, pack_weight(w)], expected, epilogue)
-    np.testing.assert_allclose(run(func, inputs), expected, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(run(func, inputs, isa_target), expected, rtol=1e-4, atol=1e-4)
 
 
-def test_a_packed_conv_vectorizes_output_channels_with_its_epilogue_under_the_tile() -> None:
-    """ResNet's last stage in packed form: 16 channels a vector, a 7 x 2 tile (7 output columns
-    broadcast into 2 channel blocks), the unpack inlined and the epilogue under the tile."""
+def test_a_packed_conv_vectorizes_output_channels_with_its_epilogue_under_the_tile(isa_target: Target) -> None:
+    """ResNet's last stage in packed form: 16 channels a vector, as many of the 7 output columns
+    (broadcast) and channel blocks as the target's accumulator registers hold (`choose_tile`:
+    7 x 2 with AVX-512's 16 accumulators), the unpack inlined and the epilogue under the tile."""
     func = conv_func(1, 64, 7, 64, 3, 1, 1, epilogue="bru", packed=True)
-    sch = default_schedule(func, ONE_CORE)
+    sch = default_schedule(func, isa_target)
     blocks = []
     post_order_visit(sch.mod.main.body, lambda n: blocks.append(n.name_hint) if isinstance(n, S.Block) else None)
     assert "conv2d_unpack" not in blocks
     conv = sch.get_block("conv2d_NCHWc_update")
     loops = [sch.get(lp) for lp in sch.get_loops(conv)]
+    tile = choose_tile(7, 16, vector_lanes(isa_target), w_extent=4, broadcast_rows_first=True,
+                       accumulators=accumulator_registers(isa_target))
     assert [(lp.kind, lp.extent.value) for lp in loops[-4:]] == [
-        (S.ForKind.UNROLLED, 7), (S.ForKind.UNROLLED, 2), (S.ForKind.UNROLLED, 1), (S.ForKind.VECTORIZED, 16)]
+        (S.ForKind.UNROLLED, tile.u_inner), (S.ForKind.UNROLLED, tile.w_inner), (S.ForKind.UNROLLED, tile.v_outer),
+        (S.ForKind.VECTORIZED, tile.v_vector)]
+    assert 16 % (tile.v_outer * tile.v_vector) == 0 and tile.v_vector == min(16, vector_lanes(isa_target))
+    if vector_lanes(isa_target) == 16:
+        assert (tile.u_inner, tile.w_inner) == (7, 2)
     epilogue = [name for name in blocks if name not in ("root", "pad_temp") and not name.startswith("conv2d_NCHWc")]
     assert epilogue
     for name in epilogue:  # under the conv's outer (channel-block) loop, not at the root
@@ -128,32 +143,34 @@ def test_a_packed_conv_vectorizes_output_channels_with_its_epilogue_under_the_ti
     (16, 7, 32, "4", "bu", 1),     # 7x7 in 4x4 tiles: partial tiles at the bottom and right
 ])
 def test_winograd_convolutions_compute_what_numpy_computes(c: int, hw: int, f: int, m: str, epilogue: str,
-                                                           cores: int) -> None:
+                                                           cores: int, isa_target: Target) -> None:
     from msdb.model.legalize.winograd import winograd_weight
 
     func = conv_func(1, c, hw, f, 3, 1, 1, epilogue=epilogue, winograd=int(m))
     x, w = rand(1, c, hw, hw), rand(f, c, 3, 3)
     expected = numpy_conv(x, w, 1, 1)
     inputs, expected = with_epilogue([x, winograd_weight(w, int(m))], expected, epilogue)
-    target = Target({"kind": "llvm", "num-cores": cores})
-    np.testing.assert_allclose(run(func, inputs, target), expected, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(run(func, inputs, with_cores(isa_target, cores)), expected, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("hw,f,rows_outside", [(24, 16, True), (8, 32, False)])
-def test_a_winograd_conv_tiles_its_product_and_unrolls_its_transforms(hw: int, f: int, rows_outside: bool) -> None:
+def test_a_winograd_conv_tiles_its_product_and_unrolls_its_transforms(hw: int, f: int, rows_outside: bool,
+                                                                      isa_target: Target) -> None:
     """The batched product gets the packed conv's register tile; data_pack sits under the tile
     row when the transformed input is the bigger operand, else runs first; the transforms
     unroll their (eps, nu) / (i, j) loops and vectorize the innermost one; the unpack is inlined
     into the epilogue, which runs under the product's outer loops with the inverse."""
     func = conv_func(1, 16, hw, f, 3, 1, 1, epilogue="bu", winograd=4)
-    sch = default_schedule(func, ONE_CORE)
+    sch = default_schedule(func, isa_target)
     blocks = []
     post_order_visit(sch.mod.main.body, lambda n: blocks.append(n.name_hint) if isinstance(n, S.Block) else None)
     assert "conv2d_unpack" not in blocks
     gemm = [sch.get(lp) for lp in sch.get_loops(sch.get_block("bgemm_update"))]
-    tiles_w = hw // 4
+    tile = choose_tile(hw // 4, 16, vector_lanes(isa_target), w_extent=f // 16, broadcast_rows_first=True,
+                       accumulators=accumulator_registers(isa_target))
     assert [lp.kind for lp in gemm[-4:]] == [S.ForKind.UNROLLED] * 3 + [S.ForKind.VECTORIZED]
-    assert gemm[-4].extent.value == tiles_w and gemm[-1].extent.value == 16
+    assert [lp.extent.value for lp in gemm[-4:]] == [tile.u_inner, tile.w_inner, tile.v_outer, tile.v_vector]
+    assert tile.v_outer * tile.v_vector == 16 and tile.v_vector == min(16, vector_lanes(isa_target))
     for name in ("data_pack", "inverse"):
         loops = [sch.get(lp) for lp in sch.get_loops(sch.get_block(name))]
         assert [lp.kind for lp in loops[-3:]] == [S.ForKind.UNROLLED, S.ForKind.UNROLLED, S.ForKind.VECTORIZED]
@@ -176,15 +193,16 @@ def test_blocks_merely_named_like_a_winograd_conv_get_the_generic_schedule() -> 
     inverse = te.compute((8, 32), lambda i, j: gemm[i, j] + 1.0, name="inverse")
     func = te.create_prim_func([a, b, inverse])
     x, y = rand(8, 16), rand(16, 32)
-    np.testing.assert_allclose(run(func, [x, y]), (x * 2.0) @ y + 1.0, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(run(func, [x, y], AVX2.target()), (x * 2.0) @ y + 1.0, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("hw,vectorized", [(56, True), (14, False)])
-def test_a_padding_copy_with_wide_rows_is_vectorized(hw: int, vectorized: bool) -> None:
-    """Rows of 58 (more than two 16-lane vectors) are vectorized with masked border lanes; rows
-    of 16 stay with LLVM's vectorizer. Either way the padded copy is exact."""
+def test_a_padding_copy_with_wide_rows_is_vectorized(hw: int, vectorized: bool, isa_target: Target) -> None:
+    """Rows of 58 (more than two vectors, 8 or 16 lanes) are vectorized with masked border lanes;
+    rows of 16 stay with LLVM's vectorizer (with 8 lanes they are exactly two vectors). Either
+    way the padded copy is exact."""
     func = conv_func(1, 16, hw, 16, 3, 1, 1, epilogue="u", packed=True)
-    sch = default_schedule(func, Target({"kind": "llvm", "mcpu": "skylake-avx512", "mattr": ["+avx512f"]}))
+    sch = default_schedule(func, isa_target)
     pad = sch.get_block("pad_temp")
     kinds = [sch.get(lp).kind for lp in sch.get_loops(pad)]
     assert (kinds[-1] == S.ForKind.VECTORIZED) is vectorized
@@ -193,33 +211,34 @@ def test_a_padding_copy_with_wide_rows_is_vectorized(hw: int, vectorized: bool) 
         from msdb.model.legalize.conv import pack_weight
 
         x, w = rand(1, 16, hw, hw), rand(16, 16, 3, 3)
-        np.testing.assert_allclose(run(func, [x, pack_weight(w)]), np.maximum(numpy_conv(x, w, 1, 1), 0),
+        np.testing.assert_allclose(run(func, [x, pack_weight(w)], isa_target), np.maximum(numpy_conv(x, w, 1, 1), 0),
                                    rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("m,n,k,bias", [(1, 100, 64, True), (4, 48, 24, False)])
-def test_matmul_computes_what_numpy_computes(m: int, n: int, k: int, bias: bool) -> None:
+def test_matmul_computes_what_numpy_computes(m: int, n: int, k: int, bias: bool, isa_target: Target) -> None:
     a, b = rand(m, k), rand(k, n)
     inputs = [a, b] + ([rand(1, n, seed=3)] if bias else [])
     expected = a @ b + (inputs[2] if bias else 0)
-    np.testing.assert_allclose(run(matmul_func(m, n, k, bias=bias), inputs), expected, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(run(matmul_func(m, n, k, bias=bias), inputs, isa_target), expected, rtol=1e-4, atol=1e-4)
 
 
-def test_max_pool_computes_what_numpy_computes() -> None:
+def test_max_pool_computes_what_numpy_computes(isa_target: Target) -> None:
     x = rand(1, 8, 16, 16)
     padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=-np.inf)
     expected = np.max([padded[:, :, ry:ry + 16:2, rx:rx + 16:2] for ry in range(3) for rx in range(3)], axis=0)
-    np.testing.assert_array_equal(run(max_pool_func(1, 8, 16, 3, 2, 1), [x]), expected)
+    np.testing.assert_array_equal(run(max_pool_func(1, 8, 16, 3, 2, 1), [x], isa_target), expected)
 
 
-def test_elementwise_and_softmax_compute_what_numpy_computes() -> None:
+def test_elementwise_and_softmax_compute_what_numpy_computes(isa_target: Target) -> None:
     x = rand(1, 8, 6, 10)
-    np.testing.assert_array_equal(run(relu_func((1, 8, 6, 10)), [x]), np.maximum(x, 0))
+    np.testing.assert_array_equal(run(relu_func((1, 8, 6, 10)), [x], isa_target), np.maximum(x, 0))
     logits = te.placeholder((2, 100), name="x")
     func = te.create_prim_func([logits, te.softmax(logits)])
     y = rand(2, 100)
     expected = np.exp(y - y.max(axis=1, keepdims=True))
-    np.testing.assert_allclose(run(func, [y]), expected / expected.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(run(func, [y], isa_target), expected / expected.sum(axis=1, keepdims=True), rtol=1e-5,
+                               atol=1e-6)
 
 
 def loop_kinds(sch: Schedule) -> list[S.ForKind]:
@@ -228,7 +247,7 @@ def loop_kinds(sch: Schedule) -> list[S.ForKind]:
     return kinds
 
 
-def test_the_tile_is_vectorized_and_unrolled_and_parallel_only_with_several_cores() -> None:
+def test_the_tile_is_vectorized_and_unrolled_and_parallel_only_with_several_cores(isa_target: Target) -> None:
     func = conv_func(1, 8, 16, 16, 3, 1, 1, epilogue="bu")
     one = default_schedule(func, ONE_CORE)
     assert S.ForKind.VECTORIZED in loop_kinds(one) and S.ForKind.UNROLLED in loop_kinds(one)
@@ -236,7 +255,7 @@ def test_the_tile_is_vectorized_and_unrolled_and_parallel_only_with_several_core
     several = default_schedule(func, Target({"kind": "llvm", "num-cores": 4}))
     assert S.ForKind.PARALLEL in loop_kinds(several)
     x, w, b = rand(1, 8, 16, 16), rand(16, 8, 3, 3), rand(1, 16, 1, 1)
-    np.testing.assert_allclose(run(func, [x, w, b], Target({"kind": "llvm", "num-cores": 4})),
+    np.testing.assert_allclose(run(func, [x, w, b], with_cores(isa_target, 4)),
                                np.maximum(numpy_conv(x, w, 1, 1) + b, 0), rtol=1e-4, atol=1e-4)
 
 
@@ -254,10 +273,11 @@ def test_the_schedule_is_deterministic_and_replays_as_a_trace() -> None:
                                        (256, 14, 16), (10, 1, 8)])
 def test_tiles_divide_the_loops_and_fit_the_accumulator_registers(u: int, v: int, lanes: int) -> None:
     for strided in (False, True):
-        tile = choose_tile(u, v, lanes, strided)
-        assert u % tile.u_inner == 0 and v % (tile.v_outer * tile.v_vector) == 0
-        registers = tile.u_inner * tile.v_outer * -(-tile.v_vector // lanes)
-        assert registers <= ACCUMULATOR_REGISTERS
+        for accumulators in (ACCUMULATOR_REGISTERS, ACCUMULATOR_REGISTERS_16):
+            tile = choose_tile(u, v, lanes, strided, accumulators=accumulators)
+            assert u % tile.u_inner == 0 and v % (tile.v_outer * tile.v_vector) == 0
+            registers = tile.u_inner * tile.v_outer * -(-tile.v_vector // lanes)
+            assert registers <= accumulators
 
 
 def test_vector_width_follows_the_targets_cpu_features() -> None:
@@ -265,6 +285,14 @@ def test_vector_width_follows_the_targets_cpu_features() -> None:
     assert vector_lanes(Target({"kind": "llvm", "mcpu": "haswell", "mattr": ["+avx2", "+fma"]})) == 8
     assert vector_lanes(Target({"kind": "llvm", "mcpu": "nehalem", "mattr": ["+sse4.2"]})) == 4
     assert vector_lanes(Target({"kind": "llvm", "mcpu": "haswell", "mattr": ["+avx2"]}), 64) == 4
+    # a CPU named without -mattr: its features are LLVM's (before, it fell back to 4 lanes)
+    assert vector_lanes(Target({"kind": "llvm", "mcpu": "znver4"})) == 16
+    assert vector_lanes(Target({"kind": "llvm", "mcpu": "znver3"})) == 8
+    assert vector_lanes(Target({"kind": "llvm", "mcpu": "x86-64"})) == 4
+    # the host's own -avx512f is honoured
+    assert vector_lanes(Target({"kind": "llvm", "mcpu": "znver4", "mattr": ["-avx512f"]})) == 8
+    assert accumulator_registers(Target({"kind": "llvm", "mcpu": "znver4"})) == ACCUMULATOR_REGISTERS
+    assert accumulator_registers(Target({"kind": "llvm", "mcpu": "znver3"})) == ACCUMULATOR_REGISTERS_16
 
 
 def test_a_gpu_target_is_one_clear_error() -> None:
@@ -277,12 +305,12 @@ def test_a_reduction_the_tiling_does_not_fit_keeps_its_loops_and_its_numbers() -
     func = conv_func(1, 4, 8, 8, 3, 1, 1, epilogue="bu")
     pre = Schedule(func)
     pre.annotate(pre.get_loops(pre.get_block("conv2d_nchw"))[3], "pragma_keep", 1)
-    sch = default_schedule(pre.mod, ONE_CORE)
+    sch = default_schedule(pre.mod, AVX2.target())
     assert [inst.kind for inst in sch.trace.insts].count("Split") == 0
     assert "ComputeInline" in [inst.kind for inst in sch.trace.insts]  # the bias add, into relu
     from msdb.tuner import build
 
     x, w, b = rand(1, 4, 8, 8), rand(8, 4, 3, 3), rand(1, 8, 1, 1)
     out = np.zeros((1, 8, 8, 8), "float32")
-    build(sch.mod)(x, w, b, out)
+    build(sch.mod, AVX2.target())(x, w, b, out)
     np.testing.assert_allclose(out, np.maximum(numpy_conv(x, w, 1, 1) + b, 0), rtol=1e-4, atol=1e-4)

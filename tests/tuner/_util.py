@@ -48,16 +48,18 @@ def random_arrays(func: IRModule | PrimFunc, seed: int = 0, low: float = 0.0, hi
 
 
 def check_against_interpreter(reference: IRModule, scheduled: IRModule | None = None, seed: int = 0,
-                              rtol: float = 1e-4, atol: float = 1e-5, arrays: list[np.ndarray] | None = None) -> None:
-    """Build `scheduled` (default: `reference`) and compare every array after one call with
-    msdb's interpreter running `reference` on the same inputs."""
+                              rtol: float = 1e-4, atol: float = 1e-5, arrays: list[np.ndarray] | None = None,
+                              target: Any = None) -> None:
+    """Build `scheduled` (default: `reference`) for `target` (None: this machine; the tests pass
+    an ISA level's, `tests/isa.py`) and compare every array after one call with msdb's
+    interpreter running `reference` on the same inputs."""
     from msdb.tuner import build
 
     arrays = arrays if arrays is not None else random_arrays(reference, seed)
     expected = [a.copy() for a in arrays]
     interpret(reference, *expected)
     actual = [a.copy() for a in arrays]
-    build(scheduled if scheduled is not None else reference)(*actual)
+    build(scheduled if scheduled is not None else reference, target)(*actual)
     for buf, got, want in zip(reference.main.buffers, actual, expected):
         np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg=f"buffer {buf.name}")
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from msdb.records.target import Target
 from msdb.ir import expr as E
 from msdb.ir import from_script
 from msdb.ir import stmt as S
@@ -62,22 +63,22 @@ def _int_inputs(mod):
     return arrays
 
 
-def test_integer_semantics_match_the_interpreter() -> None:
+def test_integer_semantics_match_the_interpreter(isa_target: Target) -> None:
     mod = from_script(INT_SCRIPT)
-    check_against_interpreter(mod, arrays=_int_inputs(mod), rtol=0, atol=0)
+    check_against_interpreter(mod, arrays=_int_inputs(mod), rtol=0, atol=0, target=isa_target)
 
 
-def test_float_and_math_semantics_match_the_interpreter() -> None:
+def test_float_and_math_semantics_match_the_interpreter(isa_target: Target) -> None:
     mod = from_script(FLOAT_SCRIPT)
     arrays = random_arrays(mod, seed=5)
-    check_against_interpreter(mod, arrays=arrays, rtol=1e-4, atol=1e-4)
+    check_against_interpreter(mod, arrays=arrays, rtol=1e-4, atol=1e-4, target=isa_target)
 
 
-def test_floor_division_has_python_semantics() -> None:
+def test_floor_division_has_python_semantics(isa_target: Target) -> None:
     mod = from_script(INT_SCRIPT)
     arrays = _int_inputs(mod)
     a, b, out = arrays
-    build(mod)(a, b, out)
+    build(mod, isa_target)(a, b, out)
     assert (out[:, 0] == a // b).all()
     assert (out[:, 1] == a % b).all()
     assert (out[:, 2] == np.trunc(a / b).astype("int32")).all()
@@ -98,9 +99,9 @@ def main(F: T.Buffer((4, 32), "float32"), A: T.Buffer((4, 32), "int32"), G: T.Bu
 '''
 
 
-def test_vectorized_loop_with_mixed_accesses_matches_the_interpreter() -> None:
+def test_vectorized_loop_with_mixed_accesses_matches_the_interpreter(isa_target: Target) -> None:
     mod = from_script(VECTOR_SCRIPT)
-    check_against_interpreter(mod, arrays=random_arrays(mod, seed=7), rtol=1e-5, atol=1e-6)
+    check_against_interpreter(mod, arrays=random_arrays(mod, seed=7), rtol=1e-5, atol=1e-6, target=isa_target)
 
 
 DTYPE_SCRIPT = '''
@@ -121,12 +122,12 @@ def main(A: T.Buffer((40,), "int8"), B: T.Buffer((40,), "uint8"), C: T.Buffer((4
 '''
 
 
-def test_small_and_wide_integer_dtypes_and_bool_buffers() -> None:
+def test_small_and_wide_integer_dtypes_and_bool_buffers(isa_target: Target) -> None:
     mod = from_script(DTYPE_SCRIPT)
-    check_against_interpreter(mod, arrays=random_arrays(mod, seed=11), rtol=0, atol=0)
+    check_against_interpreter(mod, arrays=random_arrays(mod, seed=11), rtol=0, atol=0, target=isa_target)
 
 
-def test_let_statements_and_serial_loops_with_offsets() -> None:
+def test_let_statements_and_serial_loops_with_offsets(isa_target: Target) -> None:
     def body(A: E.Buffer, i: E.Var) -> S.Stmt:
         x = E.Var("x", "float32")
         k = E.Var("k", "int64")
@@ -136,7 +137,7 @@ def test_let_statements_and_serial_loops_with_offsets() -> None:
                      S.LetStmt(x, E.Add(E.BufferLoad(A, (E.Sub(i, E.IntImm("int64", 1)),)), E.FloatImm("float32", 1.0)), inner))
 
     mod = one_buffer_module(16, body)
-    check_against_interpreter(mod, arrays=random_arrays(mod, seed=2))
+    check_against_interpreter(mod, arrays=random_arrays(mod, seed=2), target=isa_target)
 
 
 def test_unsupported_dtype_is_a_clear_error() -> None:
@@ -173,14 +174,14 @@ def main(A: T.Buffer((16, 3), "float32"), O: T.Buffer((16, 4), "float32")):
 '''
 
 
-def test_a_select_on_an_unrolled_index_emits_only_the_taken_case() -> None:
+def test_a_select_on_an_unrolled_index_emits_only_the_taken_case(isa_target: Target) -> None:
     """Cases chosen by Selects on a loop index: once the loop is unrolled, each copy emits its
     one case and no `select` instruction (as `if_then_else` does), and the result is the
     interpreter's."""
     from msdb.tuner.codegen import emit_llvm_ir
 
     mod = from_script(SELECT_BY_UNROLLED_INDEX)
-    check_against_interpreter(mod, rtol=0, atol=0)
+    check_against_interpreter(mod, rtol=0, atol=0, target=isa_target)
     text, _, _ = emit_llvm_ir(mod)
     assert " select " not in text
     assert text.count("fsub") == 1 and text.count("fmul") == 1

@@ -9,6 +9,7 @@ from functools import lru_cache
 import numpy as np
 import pytest
 
+from msdb.records.target import Target
 from msdb.ir import interpret
 from msdb.tuner import build
 from tests.tuner._util import fixture_records, mean_run_secs, random_arrays, replay
@@ -52,13 +53,13 @@ def _reference(team: str, index: int) -> tuple[tuple[np.ndarray, ...], np.ndarra
     return tuple(arrays), expected
 
 
-def _check(team: str, index: int, record: list) -> None:
+def _check(team: str, index: int, record: list, target: Target) -> None:
     mods, _ = _team(team)
     arrays, expected = _reference(team, index)
     scheduled = replay(mods[index], record)
     actual = [a.copy() for a in arrays]
     actual[-1][...] = np.nan  # every output element must be written
-    build(scheduled)(*actual)
+    build(scheduled, target)(*actual)
     np.testing.assert_allclose(actual[-1], expected, rtol=1e-4, atol=1e-4)
     for got, given in zip(actual[:-1], arrays[:-1]):
         np.testing.assert_array_equal(got, given)  # inputs untouched
@@ -87,11 +88,11 @@ def test_reference_of_the_unscheduled_conv2d_matches_numpy() -> None:
 
 
 @pytest.mark.parametrize("team,index,record", _cases(limit=2))
-def test_best_fixture_traces_compute_the_workload(team: str, index: int, record: list) -> None:
-    _check(team, index, record)
+def test_best_fixture_traces_compute_the_workload(team: str, index: int, record: list, isa_target: Target) -> None:
+    _check(team, index, record, isa_target)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("team,index,record", _cases(limit=None))
-def test_every_fixture_trace_computes_the_workload(team: str, index: int, record: list) -> None:
-    _check(team, index, record)
+def test_every_fixture_trace_computes_the_workload(team: str, index: int, record: list, isa_target: Target) -> None:
+    _check(team, index, record, isa_target)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from msdb.records.target import Target
 from msdb.ir import from_script, zoo
 from msdb.schedule import Schedule
 from msdb.tuner.codegen.lower import Allocate, format_lowered, lower_module
@@ -41,13 +42,13 @@ def register_tiled_matmul(mod, rows: int = 4, cols: int = 16, k_unroll: int = 4,
     return sch
 
 
-def test_register_tiled_matmul_schedule() -> None:
+def test_register_tiled_matmul_schedule(isa_target: Target) -> None:
     mod = zoo.build("matmul", 40, 48, 36)
     sch = register_tiled_matmul(mod)
-    check_against_interpreter(mod, sch.mod, seed=1)
+    check_against_interpreter(mod, sch.mod, seed=1, target=isa_target)
 
 
-def test_register_tile_becomes_a_compact_local_allocation() -> None:
+def test_register_tile_becomes_a_compact_local_allocation(isa_target: Target) -> None:
     mod = zoo.build("matmul", 64, 64, 64)
     lowered = lower_module(register_tiled_matmul(mod, rows=8, cols=32).mod)
     allocs = {}
@@ -68,7 +69,7 @@ def test_register_tile_becomes_a_compact_local_allocation() -> None:
     assert allocs == {"C_local": (8, 32), "B_global": (64, 32)}, format_lowered(lowered)
 
 
-def test_non_dividing_split_gives_predicated_vector_and_parallel_loops() -> None:
+def test_non_dividing_split_gives_predicated_vector_and_parallel_loops(isa_target: Target) -> None:
     mod = zoo.build("relu0", 3, 100)
     sch = Schedule(mod)
     blk = sch.get_block("Y")
@@ -77,15 +78,15 @@ def test_non_dividing_split_gives_predicated_vector_and_parallel_loops() -> None
     outer, inner = sch.split(fused, [None, 16])
     sch.parallel(outer)
     sch.vectorize(inner)
-    check_against_interpreter(mod, sch.mod, seed=2, arrays=random_arrays(mod, seed=2, low=-1.0))
+    check_against_interpreter(mod, sch.mod, seed=2, arrays=random_arrays(mod, seed=2, low=-1.0), target=isa_target)
 
 
-def test_tvm_style_predicate_script() -> None:
+def test_tvm_style_predicate_script(isa_target: Target) -> None:
     mod = from_script((TVMSCRIPT / "tutorials" / "where_predicate.py").read_text())
-    check_against_interpreter(mod, seed=3)
+    check_against_interpreter(mod, seed=3, target=isa_target)
 
 
-def test_inline_and_reverse_inline_with_fused_parallel_loops() -> None:
+def test_inline_and_reverse_inline_with_fused_parallel_loops(isa_target: Target) -> None:
     mod = zoo.build("matmul_bias_relu", 16, 24, 20)
     sch = Schedule(mod)
     sch.reverse_compute_inline(sch.get_block("compute"))  # relu into bias_add (a complete block)
@@ -95,20 +96,20 @@ def test_inline_and_reverse_inline_with_fused_parallel_loops() -> None:
     add = sch.get_block("bias_add")
     ai, aj = sch.get_loops(add)
     sch.vectorize(aj)
-    check_against_interpreter(mod, sch.mod, seed=4, arrays=random_arrays(mod, seed=4, low=-1.0))
+    check_against_interpreter(mod, sch.mod, seed=4, arrays=random_arrays(mod, seed=4, low=-1.0), target=isa_target)
 
 
-def test_compute_inline_of_an_elementwise_producer() -> None:
+def test_compute_inline_of_an_elementwise_producer(isa_target: Target) -> None:
     mod = zoo.build("matmul_bias_relu", 16, 24, 20)
     sch = Schedule(mod)
     sch.compute_inline(sch.get_block("bias_add"))
     i, j = sch.get_loops(sch.get_block("compute"))
     sch.parallel(i)
     sch.vectorize(j)
-    check_against_interpreter(mod, sch.mod, seed=4, arrays=random_arrays(mod, seed=4, low=-1.0))
+    check_against_interpreter(mod, sch.mod, seed=4, arrays=random_arrays(mod, seed=4, low=-1.0), target=isa_target)
 
 
-def test_tiled_gmm_with_global_write_cache_like_metaschedule() -> None:
+def test_tiled_gmm_with_global_write_cache_like_metaschedule(isa_target: Target) -> None:
     """SSRSRS tiling, a "global" write cache at the second spatial level, parallel outer
     loops, a vectorized inner loop, auto-unroll pragma and decompose_reduction: the shape of
     TVM's CPU traces."""
@@ -128,10 +129,10 @@ def test_tiled_gmm_with_global_write_cache_like_metaschedule() -> None:
     sch.annotate(i1, "pragma_unroll_explicit", 1)
     sch.vectorize(sch.get_loops(cw)[-1])
     sch.decompose_reduction(z, k0)
-    check_against_interpreter(mod, sch.mod, seed=5)
+    check_against_interpreter(mod, sch.mod, seed=5, target=isa_target)
 
 
-def test_padding_computed_at_an_output_tile() -> None:
+def test_padding_computed_at_an_output_tile(isa_target: Target) -> None:
     mod = zoo.build("C2D", 1, 12, 12, 4, 8, 3, 1, 1)
     sch = Schedule(mod)
     conv = sch.get_block("conv2d_nhwc")
@@ -142,17 +143,17 @@ def test_padding_computed_at_an_output_tile() -> None:
     sch.compute_at(pad, h0)
     sch.vectorize(sch.get_loops(pad)[-1])
     sch.parallel(h0)
-    check_against_interpreter(mod, sch.mod, seed=6)
+    check_against_interpreter(mod, sch.mod, seed=6, target=isa_target)
 
 
-def test_rfactor_reduction() -> None:
+def test_rfactor_reduction(isa_target: Target) -> None:
     mod = zoo.build("NRM", 2, 16, 32)
     sch = Schedule(mod)
     c = sch.get_block("C")
     b, i, j = sch.get_loops(c)
     j0, j1 = sch.split(j, [None, 8])
     sch.rfactor(j1, 0)
-    check_against_interpreter(mod, sch.mod, seed=7, rtol=1e-4)
+    check_against_interpreter(mod, sch.mod, seed=7, rtol=1e-4, target=isa_target)
 
 
 def _allocations(mod) -> dict[str, tuple[list[int], int]]:  # type: ignore[no-untyped-def]
@@ -165,7 +166,7 @@ def _allocations(mod) -> dict[str, tuple[list[int], int]]:  # type: ignore[no-un
     return {a.buffer.name: (list(buffer_strides(a.buffer)), allocation_elements(a.buffer)) for a in found}
 
 
-def test_storage_align_on_a_cache() -> None:
+def test_storage_align_on_a_cache(isa_target: Target) -> None:
     mod = zoo.build("matmul", 16, 16, 16)
     sch = Schedule(mod)
     c = sch.get_block("C")
@@ -174,10 +175,10 @@ def test_storage_align_on_a_cache() -> None:
     sch.storage_align(cache, 0, 0, 16, 4)
     # TVM's rule: the row stride 16 is padded to 20 (20 % 16 == 4), so rows start in different banks
     assert _allocations(sch.mod)["A_shared"] == ([20, 1], 15 * 20 + 16)
-    check_against_interpreter(mod, sch.mod, seed=8)
+    check_against_interpreter(mod, sch.mod, seed=8, target=isa_target)
 
 
-def test_storage_align_on_two_axes_of_a_3d_cache() -> None:
+def test_storage_align_on_two_axes_of_a_3d_cache(isa_target: Target) -> None:
     mod = zoo.build("GMM", 2, 12, 10, 8)  # X: (2, 12, 8)
     sch = Schedule(mod)
     cache = sch.cache_read(sch.get_block("Z"), 0, "global")
@@ -185,23 +186,23 @@ def test_storage_align_on_two_axes_of_a_3d_cache() -> None:
     sch.storage_align(cache, 0, 1, 8, 1)  # row stride 3 * 8 = 24 -> 25 (25 % 8 == 1)
     strides = [25 * 12, 25, 3]
     assert _allocations(sch.mod)["X_global"] == (strides, 1 + 1 * 300 + 11 * 25 + 7 * 3)
-    check_against_interpreter(mod, sch.mod, seed=11)
+    check_against_interpreter(mod, sch.mod, seed=11, target=isa_target)
 
 
-def test_softmax_with_parallel_rows_and_vectorized_columns() -> None:
+def test_softmax_with_parallel_rows_and_vectorized_columns(isa_target: Target) -> None:
     mod = zoo.build("SFM", 8, 32)
     sch = Schedule(mod)
     for name in ("T_softmax_maxelem", "T_softmax_exp", "T_softmax_expsum", "T_softmax_norm"):
         sch.parallel(sch.get_loops(sch.get_block(name))[0])
     for name in ("T_softmax_exp", "T_softmax_norm"):
         sch.vectorize(sch.get_loops(sch.get_block(name))[-1])
-    check_against_interpreter(mod, sch.mod, seed=9, rtol=1e-5)
+    check_against_interpreter(mod, sch.mod, seed=9, rtol=1e-5, target=isa_target)
 
 
 @pytest.mark.parametrize("name", [
     pytest.param("c2d_inlined", marks=pytest.mark.slow), "gmm_cpu_tiled", "gmm_rfactor",
     pytest.param("gmm_gpu_bound", marks=pytest.mark.slow), "sfm_root_annotated"])
-def test_tvm_scheduled_scripts(name: str) -> None:
+def test_tvm_scheduled_scripts(name: str, isa_target: Target) -> None:
     """TVM 0.27's own schedules (printed scripts) compile (thread-bound loops run as serial
     loops on the CPU). Reference: numpy for the batch matmuls, else the interpreter running the
     same script."""
@@ -212,13 +213,13 @@ def test_tvm_scheduled_scripts(name: str) -> None:
     mod = from_script((TVMSCRIPT / "tvm027_sched" / f"{name}.py").read_text())
     if name.startswith("gmm"):
         x, y, z = random_arrays(mod, seed=10)
-        build(mod)(x, y, z)
+        build(mod, isa_target)(x, y, z)
         np.testing.assert_allclose(z, np.einsum("bik,bkj->bij", x, y), rtol=1e-4)
     else:
-        check_against_interpreter(mod, seed=10)
+        check_against_interpreter(mod, seed=10, target=isa_target)
 
 
-def test_auto_unroll_pragma_unrolls_small_inner_loops_like_tvm() -> None:
+def test_auto_unroll_pragma_unrolls_small_inner_loops_like_tvm(isa_target: Target) -> None:
     """TVM's UnrollLoop rule under pragma_auto_unroll_max_step: loops whose subtree runs at
     most max_step statements (a vectorized loop counts as one) are unrolled; the loop with a
     kept loop below it is not."""
@@ -251,15 +252,15 @@ def test_auto_unroll_pragma_unrolls_small_inner_loops_like_tvm() -> None:
     assert kinds["i_1"] == S.ForKind.UNROLLED  # 4 x one vector statement <= 16
     assert kinds["j_1"] == S.ForKind.VECTORIZED
     assert kinds["k"] == S.ForKind.SERIAL  # 16 x 4 > 16
-    check_against_interpreter(mod, sch.mod, seed=11)
+    check_against_interpreter(mod, sch.mod, seed=11, target=isa_target)
 
 
-def test_large_intermediates_go_to_the_heap() -> None:
+def test_large_intermediates_go_to_the_heap(isa_target: Target) -> None:
     from msdb.tuner import build
     from msdb.tuner.codegen.emit import EmitOptions
 
     mod = zoo.build("matmul_bias", 8, 12, 16)
-    kernel = build(mod, options=EmitOptions(stack_budget=0))
+    kernel = build(mod, isa_target, options=EmitOptions(stack_budget=0))
     assert "@\"aligned_alloc\"" in kernel.llvm_ir and "@\"free\"" in kernel.llvm_ir
     arrays = random_arrays(mod, seed=12)
     a, b, bias, out = arrays

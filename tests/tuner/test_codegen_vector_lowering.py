@@ -16,9 +16,12 @@ import re
 import numpy as np
 import pytest
 
+from msdb.records.target import Target
 from msdb.ir import from_script
 from msdb.tuner import build
 from msdb.tuner.codegen import compile_module
+from msdb.tuner.codegen.masked import piece_width
+from msdb.tuner.compile.default_schedule import vector_lanes
 from msdb.tuner.codegen.emit import EmitOptions
 
 
@@ -39,40 +42,42 @@ def main(A: T.Buffer((4, {n}), "float32"), O: T.Buffer((4, {lanes}), "float32"))
 
 @pytest.mark.parametrize("lanes,stride,reverse", [(16, 2, False), (7, 2, False), (8, 3, False), (16, 4, False),
                                                   (8, 2, True), (5, 3, True)])
-def test_strided_vector_load_is_a_wide_load_and_a_shuffle(lanes: int, stride: int, reverse: bool) -> None:
+def test_strided_vector_load_is_a_wide_load_and_a_shuffle(lanes: int, stride: int, reverse: bool, isa_target: Target) -> None:
     mod = from_script(_strided_script(lanes, stride, reverse))
     options = EmitOptions(exact_lanes=True)  # padded lanes would be masked: those stay gathers
-    compiled = compile_module(mod, options=options)
+    compiled = compile_module(mod, isa_target, options=options)
     span = (lanes - 1) * stride + 1
     assert f"load <{span} x float>" in compiled.llvm_ir
     assert "shufflevector" in compiled.llvm_ir and "insertelement <" not in compiled.llvm_ir.split("shufflevector")[0]
     n = lanes * stride + 3
     a = np.random.default_rng(0).uniform(-1, 1, size=(4, n)).astype("float32")
     out = np.zeros((4, lanes), dtype="float32")
-    build(mod, options=options)(a, out)
+    build(mod, isa_target, options=options)(a, out)
     cols = n - 1 - stride * np.arange(lanes) if reverse else stride * np.arange(lanes) + 1
     np.testing.assert_array_equal(out, a[:, cols] * np.float32(2) + np.float32(1))
 
 
 @pytest.mark.parametrize("lanes,stride,reverse", [(7, 2, False), (14, 2, False), (5, 3, True)])
-def test_strided_load_with_padding_lanes_is_a_masked_wide_load(lanes: int, stride: int, reverse: bool) -> None:
+def test_strided_load_with_padding_lanes_is_a_masked_wide_load(lanes: int, stride: int, reverse: bool, isa_target: Target) -> None:
     """Padded to a power of two (the default), the wide load is masked to the active lanes'
     span: the padding lanes' addresses may be past the buffer."""
     mod = from_script(_strided_script(lanes, stride, reverse))
-    ir_text = compile_module(mod).llvm_ir
+    ir_text = compile_module(mod, isa_target).llvm_ir
     padded = 1 << (lanes - 1).bit_length()
     span = (padded - 1) * stride + 1
-    assert f"llvm.masked.load.v{span}f32" in ir_text and "llvm.masked.gather" not in ir_text
+    # in pieces of at most one register (tuner/codegen/masked.py)
+    piece = piece_width(span, vector_lanes(isa_target))
+    assert f"llvm.masked.load.v{piece}f32" in ir_text and "llvm.masked.gather" not in ir_text
     n = lanes * stride + 3
     a = np.random.default_rng(3).uniform(-1, 1, size=(4, n)).astype("float32")
     out = np.zeros((4, lanes), dtype="float32")
-    build(mod)(a, out)
+    build(mod, isa_target)(a, out)
     cols = n - 1 - stride * np.arange(lanes) if reverse else stride * np.arange(lanes) + 1
     np.testing.assert_array_equal(out, a[:, cols] * np.float32(2) + np.float32(1))
 
 
-def test_strides_above_the_limit_stay_scalar_loads() -> None:
-    compiled = compile_module(from_script(_strided_script(8, 7, False)))
+def test_strides_above_the_limit_stay_scalar_loads(isa_target: Target) -> None:
+    compiled = compile_module(from_script(_strided_script(8, 7, False)), isa_target)
     assert "shufflevector <50 x float>" not in compiled.llvm_ir
     assert "insertelement <8 x float>" in compiled.llvm_ir
 
@@ -96,16 +101,16 @@ EXACT = EmitOptions(exact_lanes=True)
 
 @pytest.mark.parametrize("extent,width,exact", [(7, 7, True), (14, 14, True), (28, 28, True), (43, 43, True),
                                                 (100, 4, True), (7, 8, False), (28, 32, False), (100, 16, False)])
-def test_odd_extents_exact_or_padded(extent: int, width: int, exact: bool) -> None:
+def test_odd_extents_exact_or_padded(extent: int, width: int, exact: bool, isa_target: Target) -> None:
     mod = from_script(_odd_script(extent))
     options = EXACT if exact else EmitOptions()
-    ir_text = compile_module(mod, options=options).llvm_ir
+    ir_text = compile_module(mod, isa_target, options=options).llvm_ir
     assert f"<{width} x float>" in ir_text
     assert ("llvm.masked" in ir_text) != exact  # padding lanes are masked off, exact vectors have none
     rng = np.random.default_rng(1)
     a, b = (rng.uniform(-1, 1, size=(3, extent)).astype("float32") for _ in range(2))
     out = np.zeros((3, extent), dtype="float32")
-    build(mod, options=options)(a, b, out)
+    build(mod, isa_target, options=options)(a, b, out)
     np.testing.assert_allclose(out, np.maximum(a * b + a, np.float32(0.25)), rtol=1e-6, atol=1e-7)
 
 
@@ -120,12 +125,12 @@ def main(A: T.Buffer((7,), "float32"), O: T.Buffer((7,), "float32")):
 '''
 
 
-def test_odd_length_vector_with_a_lane_dependent_condition() -> None:
+def test_odd_length_vector_with_a_lane_dependent_condition(isa_target: Target) -> None:
     mod = from_script(PREDICATED_ODD)
-    assert "<7 x i1>" in compile_module(mod, options=EXACT).llvm_ir  # the condition's mask, at the exact width
+    assert "<7 x i1>" in compile_module(mod, isa_target, options=EXACT).llvm_ir  # the condition's mask, at the exact width
     a = np.arange(7, dtype="float32") + 10
     out = np.zeros(7, dtype="float32")
-    build(mod, options=EXACT)(a, out)
+    build(mod, isa_target, options=EXACT)(a, out)
     np.testing.assert_array_equal(out, np.array([-1, -1, 10, 11, 12, 13, 14], dtype="float32"))
 
 
@@ -143,15 +148,15 @@ def main(A: T.Buffer((6, 6), "float32"), W: T.Buffer((3, 3), "float32"), O: T.Bu
 '''
 
 
-def test_padding_if_then_else_is_branch_free_and_correct() -> None:
+def test_padding_if_then_else_is_branch_free_and_correct(isa_target: Target) -> None:
     mod = from_script(PADDED_CONV_ROW)
-    ir_text = compile_module(mod).llvm_ir
+    ir_text = compile_module(mod, isa_target).llvm_ir
     assert "ite_then" not in ir_text and re.search(r"select\s+i1 %\S+, ptr", ir_text)  # a guarded address
     rng = np.random.default_rng(2)
     a = rng.uniform(-1, 1, size=(6, 6)).astype("float32")
     w = rng.uniform(-1, 1, size=(3, 3)).astype("float32")
     out = np.zeros((6, 6), dtype="float32")
-    build(mod)(a, w, out)
+    build(mod, isa_target)(a, w, out)
     padded = np.pad(a, 1)
     expected = np.zeros((6, 6), dtype="float32")
     for ry in range(3):
@@ -181,21 +186,21 @@ def main(A: T.Buffer((16,), "float32"), N: T.Buffer((1,), "int32"), O: T.Buffer(
 '''
 
 
-def test_speculated_arm_never_reads_the_untaken_address() -> None:
+def test_speculated_arm_never_reads_the_untaken_address(isa_target: Target) -> None:
     mod = from_script(FAR_ARM)
-    assert "ite_then" not in compile_module(mod).llvm_ir
+    assert "ite_then" not in compile_module(mod, isa_target).llvm_ir
     a = np.arange(16, dtype="float32")
     out = np.zeros(16, dtype="float32")
-    build(mod)(a, out)  # A >= 0: the untaken arm is 4 TiB past A, a crash if it were read
+    build(mod, isa_target)(a, out)  # A >= 0: the untaken arm is 4 TiB past A, a crash if it were read
     np.testing.assert_array_equal(out, a)
 
 
-def test_an_arm_dividing_by_a_variable_keeps_its_branch() -> None:
+def test_an_arm_dividing_by_a_variable_keeps_its_branch(isa_target: Target) -> None:
     mod = from_script(DIVIDING_ARM)
-    assert "ite_then" in compile_module(mod).llvm_ir  # evaluated eagerly, it would divide by zero
+    assert "ite_then" in compile_module(mod, isa_target).llvm_ir  # evaluated eagerly, it would divide by zero
     a = np.arange(16, dtype="float32")
     out = np.zeros(16, dtype="float32")
-    build(mod)(a, np.zeros(1, dtype="int32"), out)
+    build(mod, isa_target)(a, np.zeros(1, dtype="int32"), out)
     np.testing.assert_array_equal(out, np.full(16, 3, dtype="float32"))
-    build(mod)(a, np.array([5], dtype="int32"), out)
+    build(mod, isa_target)(a, np.array([5], dtype="int32"), out)
     np.testing.assert_array_equal(out, a[np.arange(16) % 5])

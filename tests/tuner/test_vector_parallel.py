@@ -10,11 +10,19 @@ import pytest
 
 from msdb.ir import from_script, zoo
 from msdb.tuner import build
+from msdb.records.target import Target
 from msdb.tuner.codegen import compile_module
+from msdb.tuner.codegen.jit import spec_for, vector_register_bits
+from msdb.tuner.compile.default_schedule import vector_lanes
 from tests.tuner._util import check_against_interpreter, random_arrays
 from tests.tuner.test_codegen_schedules import register_tiled_matmul
 
-PACKED = re.compile(r"\bv(mul|add|fmadd\d*|sub|max|min)ps\s+%[xyz]mm")
+PACKED = re.compile(r"\bv(mul|add|fmadd\d*|sub|max|min)ps\s")
+
+
+def register_name(target: Target) -> str:
+    """The name of the target's full-width vector registers in AT&T assembly (%zmm, %ymm, %xmm)."""
+    return {512: "%zmm", 256: "%ymm"}.get(vector_register_bits(spec_for(target)), "%xmm")
 
 
 def _loop_body_instructions(asm: str) -> list[str]:
@@ -33,21 +41,27 @@ def main(A: T.Buffer((64, 64), "float32"), B: T.Buffer((64, 64), "float32"), C: 
 '''
 
 
-def test_vectorized_loop_emits_vector_ir_and_packed_instructions() -> None:
-    compiled = compile_module(from_script(VECTOR_SCRIPT))
+def test_vectorized_loop_emits_vector_ir_and_packed_instructions(isa_target: Target) -> None:
+    """Packed arithmetic on the target's full-width registers (operands in registers or memory:
+    with AVX2 LLVM folds a load into the FMA)."""
+    compiled = compile_module(from_script(VECTOR_SCRIPT), isa_target)
     assert "<64 x float>" in compiled.llvm_ir  # explicit vector code, not left to LLVM's vectorizer
     body = _loop_body_instructions(compiled.assembly())
     packed = [line for line in body if PACKED.search(line)]
     assert packed, "no packed single-precision arithmetic in the kernel"
-    assert any("zmm" in line or "ymm" in line for line in packed)
+    assert all(register_name(isa_target) in line for line in packed)
+    a, b, c = random_arrays(from_script(VECTOR_SCRIPT))
+    build(from_script(VECTOR_SCRIPT), isa_target)(a, b, c)
+    np.testing.assert_allclose(c, np.maximum(a * b + 1, 0), rtol=1e-6)
 
 
-def test_register_tiled_matmul_is_an_fma_micro_kernel() -> None:
+def test_register_tiled_matmul_is_an_fma_micro_kernel(isa_target: Target) -> None:
     sch = register_tiled_matmul(zoo.build("matmul", 64, 64, 64), rows=8, cols=32, parallel=False)
-    body = _loop_body_instructions(compile_module(sch.mod).assembly())
+    body = _loop_body_instructions(compile_module(sch.mod, isa_target).assembly())
     fmas = [line for line in body if re.search(r"vfmadd\d+ps\s", line)]
-    assert len(fmas) >= 8 * 2 * 4  # 8 rows x 2 vectors x 4 unrolled k steps at least
-    assert all("zmm" in line or "ymm" in line for line in fmas)
+    vectors = 32 // vector_lanes(isa_target)
+    assert len(fmas) >= 8 * vectors * 4  # 8 rows x the 32 columns' vectors x 4 unrolled k steps at least
+    assert all(register_name(isa_target) in line for line in fmas)
 
 
 THREADS_SCRIPT = '''
@@ -108,16 +122,16 @@ def main(A: T.Buffer((2, {n}), "float32"), B: T.Buffer((2, {n}), "float32"), C: 
 
 
 @pytest.mark.parametrize("n", [3, 7, 16, 43, 100, 129])
-def test_vectorized_loops_of_any_extent(n: int) -> None:
+def test_vectorized_loops_of_any_extent(n: int, isa_target: Target) -> None:
     """Power-of-two extents are one vector; others are padded with masked-off lanes (or run in
     16-lane chunks with a masked tail above 64 lanes)."""
     mod = from_script(ODD_SCRIPT.format(n=n))
-    compiled = compile_module(mod)
+    compiled = compile_module(mod, isa_target)
     assert "x float>" in compiled.llvm_ir
-    check_against_interpreter(mod, seed=n)
+    check_against_interpreter(mod, seed=n, target=isa_target)
 
 
-def test_lane_dependent_predicate_becomes_masked_vector_code() -> None:
+def test_lane_dependent_predicate_becomes_masked_vector_code(isa_target: Target) -> None:
     from msdb.schedule import Schedule
 
     mod = zoo.build("relu0", 1, 100)
@@ -125,6 +139,7 @@ def test_lane_dependent_predicate_becomes_masked_vector_code() -> None:
     i, j = sch.get_loops(sch.get_block("Y"))
     j0, j1 = sch.split(j, [None, 16])  # 7 x 16 = 112 > 100: predicated
     sch.vectorize(j1)
-    compiled = compile_module(sch.mod)
-    assert "llvm.masked.store.v16f32" in compiled.llvm_ir
-    check_against_interpreter(mod, sch.mod, seed=4, arrays=random_arrays(mod, seed=4, low=-1.0))
+    compiled = compile_module(sch.mod, isa_target)
+    # stored in pieces of one register (masked.py): 16 lanes with AVX-512, two 8-lane ones with AVX2
+    assert f"llvm.masked.store.v{min(16, vector_lanes(isa_target))}f32" in compiled.llvm_ir
+    check_against_interpreter(mod, sch.mod, seed=4, arrays=random_arrays(mod, seed=4, low=-1.0), target=isa_target)

@@ -82,12 +82,12 @@ class CompiledModule:
 def emit_llvm_ir(mod: IRModule | PrimFunc, target: Any = None, options: Any = None) -> tuple[str, Any, Any]:
     """(unoptimized LLVM IR text, entry points, lowered function) of a module's entry function."""
     from msdb.tuner.codegen.emit import EmitOptions, emit_module
-    from msdb.tuner.codegen.jit import spec_for
+    from msdb.tuner.codegen.jit import spec_for, vector_register_bits
     from msdb.tuner.codegen.lower import lower_module
 
     spec = spec_for(target)
     lowered = lower_module(IRModule.coerce(mod))
-    module, entries = emit_module(lowered, options or EmitOptions(), spec.triple)
+    module, entries = emit_module(lowered, options or EmitOptions(), spec.triple, vector_register_bits(spec))
     return str(module), entries, lowered
 
 
@@ -96,14 +96,14 @@ def compile_module(mod: IRModule | PrimFunc, target: Any = None, options: Any = 
     `target` (an msdb Target / config / string; None = this machine)."""
     from msdb.tuner.codegen.analysis import static_shape
     from msdb.tuner.codegen.emit import EmitOptions, emit_module
-    from msdb.tuner.codegen.jit import compile_ir, spec_for
+    from msdb.tuner.codegen.jit import compile_ir, spec_for, vector_register_bits
     from msdb.tuner.codegen.lower import lower_module
 
     started = time.perf_counter()
     spec = spec_for(target)
     lowered = lower_module(IRModule.coerce(mod))
     t_lower = time.perf_counter()
-    module, entries = emit_module(lowered, options or EmitOptions(), spec.triple)
+    module, entries = emit_module(lowered, options or EmitOptions(), spec.triple, vector_register_bits(spec))
     text = str(module)
     t_emit = time.perf_counter()
     try:

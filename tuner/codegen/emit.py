@@ -51,6 +51,7 @@ from msdb.tuner.codegen.analysis import (
 from msdb.tuner.codegen.emit_expr import ExprEmitter
 from msdb.tuner.codegen.errors import CodegenError
 from msdb.tuner.codegen.lower import NOOP, Allocate, LoweredFunc
+from msdb.tuner.codegen.masked import MaskedMemory
 from msdb.tuner.codegen.state import FnState, VecState
 from msdb.tuner.codegen.types import (
     I1, I8, I32, I64, PTR, VOID, alloca_ptr, const, elem_bytes, ident, memory_type, scalar_type, type_suffix,
@@ -97,9 +98,12 @@ class EntryPoints:
     packed: str
     timed: str
 
-def emit_module(func: LoweredFunc, options: EmitOptions | None = None, triple: str = "") -> tuple[ir.Module, EntryPoints]:
-    """Emit the LLVM module of a lowered function; returns it with its entry symbols."""
-    emitter = _Emitter(func, options or EmitOptions(), triple)
+def emit_module(func: LoweredFunc, options: EmitOptions | None = None, triple: str = "",
+                register_bits: int = 512) -> tuple[ir.Module, EntryPoints]:
+    """Emit the LLVM module of a lowered function; returns it with its entry symbols.
+    `register_bits`: the target's vector register width (`jit.vector_register_bits`), the
+    widest masked memory operation handed to LLVM (`masked.MaskedMemory`)."""
+    emitter = _Emitter(func, options or EmitOptions(), triple, register_bits)
     return emitter.run()
 
 
@@ -109,9 +113,10 @@ def emit_module(func: LoweredFunc, options: EmitOptions | None = None, triple: s
 
 
 class _Emitter(ExprEmitter):
-    def __init__(self, func: LoweredFunc, options: EmitOptions, triple: str) -> None:
+    def __init__(self, func: LoweredFunc, options: EmitOptions, triple: str, register_bits: int) -> None:
         self.func = func
         self.options = options
+        self.masked = MaskedMemory(self._masked_intrinsic, register_bits)
         self.module = ir.Module(name=func.name)
         if triple:
             self.module.triple = triple
@@ -655,8 +660,7 @@ class _Emitter(ExprEmitter):
                 value = self.splat(fn, value, vec.lanes)
             value = self.to_memory(fn, value, buf.dtype)
             if vec.mask is not None:
-                store = self._masked_intrinsic("store", value.type)
-                fn.builder.call(store, [value, ptr, const(I32, align), vec.mask])
+                self.masked.store(fn.builder, value, ptr, align, vec.mask, 8 * align, vec.active or None)
             else:
                 fn.builder.store(value, ptr, align=align)
             return
@@ -693,8 +697,7 @@ class _Emitter(ExprEmitter):
                 finally:
                     vec.lane0 = False
                 if masked:
-                    value = fn.builder.call(self._masked_intrinsic("load", vt),
-                                            [ptr, const(I32, align), vec.mask, ir.Constant(vt, None)])
+                    value = self.masked.load(fn.builder, ptr, vt, align, vec.mask, 8 * align, vec.active or None)
                 else:
                     value = fn.builder.load(ptr, typ=vt, align=align)
                 return self.from_memory(fn, value, buf.dtype)
@@ -737,8 +740,8 @@ class _Emitter(ExprEmitter):
                 ptrs = b.gep(fn.buffers[buf], [offsets], source_etype=mt)
             ptrs.type = ir.VectorType(PTR, lanes)  # llvmlite types a vector GEP as a scalar ptr
             mask = vec.mask if masked else const(ir.VectorType(I1, lanes), [1] * lanes)
-            value = b.call(self._masked_intrinsic("gather", vt), [ptrs, const(I32, align), mask,
-                                                                   ir.Constant(vt, None if masked else ir.Undefined)])
+            value = self.masked.gather(b, ptrs, vt, align, mask, 8 * align,
+                                       ir.Constant(vt, None if masked else ir.Undefined))
             return self.from_memory(fn, value, buf.dtype)
         ptr = self.address(fn, buf, flat)
         if fn.guard is not None:  # a speculated arm: an untaken arm's address may be out of bounds
@@ -775,8 +778,7 @@ class _Emitter(ExprEmitter):
             used = (active - 1) * abs(stride) + 1
             on = [int(j < used) if stride > 0 else int(j >= span - used) for j in range(span)]
             mask = const(ir.VectorType(I1, span), on)
-            wide = b.call(self._masked_intrinsic("load", wide_t),
-                          [start, const(I32, align), mask, ir.Constant(wide_t, None)])
+            wide = self.masked.load(b, start, wide_t, align, mask, 8 * align)
         else:
             wide = b.load(start, typ=wide_t, align=align)
         return b.shuffle_vector(wide, ir.Constant(wide_t, ir.Undefined), const(ir.VectorType(I32, lanes), picks))

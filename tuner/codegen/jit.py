@@ -26,7 +26,7 @@ import llvmlite.binding as llvm
 from msdb.tuner.codegen.errors import CodegenError
 
 __all__ = [
-    "TargetSpec", "host_spec", "target_machine", "optimize", "compile_ir", "LoadedObject",
+    "TargetSpec", "host_spec", "vector_register_bits", "target_machine", "optimize", "compile_ir", "LoadedObject",
     "load_object", "ensure_runtime", "set_num_threads",
 ]
 
@@ -123,6 +123,35 @@ def _codegen_features(spec: TargetSpec) -> str:
     if spec.triple.startswith(("x86_64", "i686", "i386")):
         features = f"{features},+prefer-no-gather" if features else "+prefer-no-gather"
     return features
+
+
+_REGISTER_PROBE = """
+define void @probe(ptr noalias %a, ptr noalias %b) {
+  %x = load <64 x i8>, ptr %a, align 64
+  %y = add <64 x i8> %x, %x
+  store <64 x i8> %y, ptr %b, align 64
+  ret void
+}
+"""
+
+
+@functools.lru_cache(maxsize=32)
+def vector_register_bits(spec: TargetSpec | None = None) -> int:
+    """Width in bits of the vector registers LLVM uses for `spec` (512 with AVX-512, 256 with
+    AVX2, 128 with SSE or NEON). Asked of LLVM itself, from the assembly of a 64-byte vector
+    add, so that a CPU named by `-mcpu` without `-mattr` (whose features only LLVM knows) gets
+    its own width, and a host's `-avx512f` is honoured."""
+    spec = spec or host_spec()
+    _initialize()
+    with _lock:
+        module = llvm.parse_assembly(_REGISTER_PROBE)
+        module.triple = spec.triple
+        assembly = _shared_tm(spec).emit_assembly(module)
+    if "zmm" in assembly:
+        return 512
+    if "ymm" in assembly:
+        return 256
+    return 128
 
 
 def target_machine(spec: TargetSpec | None = None, *, opt: int = 3) -> llvm.TargetMachine:

@@ -61,8 +61,8 @@ The unscheduled loops are 30-60x. In packed form (`fuse="packed"`) its convoluti
 
 Tile sizes divide the loop extents (no predicates), so every step is legal on any shape; a step
 a primitive refuses is skipped (the schedule stays valid, only slower). Vector width comes from
-the target's CPU features (`msdb.tuner.codegen.jit.spec_for`): 16 fp32 lanes with AVX-512, 8
-with AVX, else 4.
+the target's vector registers (`msdb.tuner.codegen.jit.vector_register_bits`, asked of LLVM for
+the target's `-mcpu`/`-mattr`): 16 fp32 lanes with AVX-512, 8 with AVX2, else 4.
 """
 
 from __future__ import annotations
@@ -83,13 +83,18 @@ from msdb.schedule.rv import LoopRV
 from msdb.schedule.schedule import Schedule
 from msdb.tuner.space import analysis as SA
 
-__all__ = ["default_schedule", "vector_lanes", "DefaultScheduleError"]
+__all__ = ["default_schedule", "vector_lanes", "accumulator_registers", "DefaultScheduleError"]
 
 logger = logging.getLogger(__name__)
 
-#: Vector registers the accumulators of one register tile may take (of 16 with AVX2, 32 with
-#: AVX-512: the rest hold the broadcast operand and the loaded input vectors).
+#: Vector registers the accumulators of one register tile may take, of the 32 that AVX-512 has
+#: (the rest hold the broadcast operand and the loaded input vectors).
 ACCUMULATOR_REGISTERS = 16
+
+#: The same with AVX2's (and SSE's) 16 vector registers: 12 accumulators leave one register for
+#: the broadcast operand and up to three for loaded vectors (the 6 x 2 and 4 x 3 micro-kernels
+#: of BLAS libraries for AVX2); 16 accumulators spilled to the stack on every FMA.
+ACCUMULATOR_REGISTERS_16 = 12
 
 #: Bytes of the reused operand (a block of conv weights) that should stay in L1 while a register
 #: tile sweeps the rows (half of a 32-48 KiB L1 data cache).
@@ -108,16 +113,17 @@ class DefaultScheduleError(MsdbError):
 
 def vector_lanes(target: Target | None, dtype_bits: int = 32) -> int:
     """How many `dtype_bits`-wide lanes one vector register of the target's CPU holds."""
-    from msdb.tuner.codegen.jit import spec_for
+    from msdb.tuner.codegen.jit import spec_for, vector_register_bits
 
-    features = set(spec_for(target).features.split(","))
-    if "+avx512f" in features:
-        bits = 512
-    elif "+avx" in features or "+avx2" in features:
-        bits = 256
-    else:
-        bits = 128  # SSE, NEON
-    return max(1, bits // dtype_bits)
+    return max(1, vector_register_bits(spec_for(target)) // dtype_bits)
+
+
+def accumulator_registers(target: Target | None) -> int:
+    """How many vector registers one register tile's accumulators may take on the target's CPU
+    (`ACCUMULATOR_REGISTERS` with AVX-512's 32 registers, `ACCUMULATOR_REGISTERS_16` with 16)."""
+    from msdb.tuner.codegen.jit import spec_for, vector_register_bits
+
+    return ACCUMULATOR_REGISTERS if vector_register_bits(spec_for(target)) >= 512 else ACCUMULATOR_REGISTERS_16
 
 
 def default_schedule(func: PrimFunc | IRModule, target: Target | str | dict[str, Any] | None = None) -> Schedule:
@@ -183,7 +189,7 @@ class RegisterTile:
 
 
 def choose_tile(u_extent: int, v_extent: int, lanes: int, strided: bool = False, w_extent: int = 1,
-                broadcast_rows_first: bool = False) -> RegisterTile:
+                broadcast_rows_first: bool = False, accumulators: int = ACCUMULATOR_REGISTERS) -> RegisterTile:
     """Tile sizes dividing the extents: the vector part of `v` (`_vector_part`), then the `u`
     rows and `w` rows that fill the accumulator registers with the fewest loads per FMA (each
     step loads `w_inner` input vectors and `u_inner` broadcast weights for `u_inner * w_inner`
@@ -193,7 +199,7 @@ def choose_tile(u_extent: int, v_extent: int, lanes: int, strided: bool = False,
     ResNet-18's packed convs: 14x1 and 7x2 tiles 165-198 GFLOPS, 4x4 144-175, 2x8 97-115)."""
     v_vector = _vector_part(v_extent, lanes, strided)
     regs_per_vector = -(-v_vector // lanes)
-    budget = max(1, ACCUMULATOR_REGISTERS // regs_per_vector)
+    budget = max(1, accumulators // regs_per_vector)
     best: tuple[tuple[float, ...], int, int] | None = None
     for u in _divisors(u_extent):
         for w in _divisors(w_extent):
@@ -243,6 +249,7 @@ class _Planner:
         self.sch = sch
         self.target = target
         self.cores = int(target.get("num-cores", 1) or 1)
+        self.accumulators = accumulator_registers(target)
         self.done: set[str] = set()  # blocks whose loops are final
 
     # ---- state queries (not recorded)
@@ -341,7 +348,8 @@ class _Planner:
         w = self._innermost_reused(node, u, rows) if u is not None and full_width else None
         reused = self._reused_dims(node, spatial, u) if u is not None else []
         tile = choose_tile(extents[u] or 1 if u is not None else 1, extents[v] or 1, lanes, strided,
-                           extents[w] or 1 if w is not None else 1, broadcast_rows_first=v in reused)
+                           extents[w] or 1 if w is not None else 1, broadcast_rows_first=v in reused,
+                           accumulators=self.accumulators)
 
         block = sch.get_block(name)
         rvs = sch.get_loops(block)
@@ -475,7 +483,8 @@ class _Planner:
         sch = self.sch
         self.inline(keep=(*WINOGRAD_BLOCKS, "conv2d_unpack"))
         _, tiles_h, _, _, blocks_f, tiles_w, lanes_f, _ = gemm_extents
-        tile = choose_tile(tiles_w, lanes_f, self.lanes_for(gemm_name), w_extent=blocks_f, broadcast_rows_first=True)
+        tile = choose_tile(tiles_w, lanes_f, self.lanes_for(gemm_name), w_extent=blocks_f, broadcast_rows_first=True,
+                           accumulators=self.accumulators)
         inv = sch.get_block(inverse)
         n, fo, th, i, tw, j, fi = sch.get_loops(inv)
         fo_o, fo_i = sch.split(fo, [None, tile.w_inner])
