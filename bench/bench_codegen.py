@@ -168,26 +168,34 @@ def bench_builder_and_runner(mods: list, repeat_runs: int) -> dict[str, float]:
             "runner_overhead_max": max(overheads), "runs": len(overheads), "failed_builds": len(mods) - len(paths)}
 
 
-def bench_best_gmm(mod, record, repeat: int, tvm_python: str | None, index: int, rounds: int = 2) -> dict[str, float | None]:
-    """msdb's kernel for the trace vs the recorded run_secs, and vs real TVM building the same
-    trace now (alternating rounds, so that both see the same machine load)."""
-    kernel = build(replayed(mod, record))
+def paired_with_tvm(kernel, folder: Path, index: int, repeat: int, rounds: int, threads: int, tvm_python: str | None,
+                    mcpu: str | None = None) -> tuple[list[float], list[float]]:
+    """Run times of msdb's `kernel` and of TVM 0.27's build of the same fixture trace (the best
+    record of workload `index` in `folder`), alternating rounds so that both see the same load."""
     rng = np.random.default_rng(0)
-    arrays = [rng.random(a.shape, dtype=np.float32) for a in kernel.args]
-    kernel.num_threads = 2
+    arrays = [rng.random(a.shape).astype(a.dtype) for a in kernel.args]
+    kernel.num_threads = threads
     ours: list[float] = []
     theirs: list[float] = []
     for _ in range(rounds):
         ours.extend(kernel.time_evaluator(number=3, repeat=repeat, min_repeat_ms=100)(*arrays).results)
         if tvm_python:
-            cmd = [tvm_python, str(Path(__file__).with_name("_tvm_replay.py")), str(TEAM_A), str(index), "0",
-                   str(repeat), "2"]
+            cmd = [tvm_python, str(Path(__file__).with_name("_tvm_replay.py")), str(folder), str(index), "0",
+                   str(repeat), str(threads)] + ([mcpu] if mcpu else [])
             try:
                 out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=600).stdout
                 theirs.extend(json.loads(out.strip().splitlines()[-1])["results"])
             except (subprocess.SubprocessError, OSError, ValueError, IndexError) as err:
                 print(f"(TVM comparison skipped: {err})", file=sys.stderr)
                 tvm_python = None
+    return ours, theirs
+
+
+def bench_best_gmm(mod, record, repeat: int, tvm_python: str | None, index: int, rounds: int = 2) -> dict[str, float | None]:
+    """msdb's kernel for the trace vs the recorded run_secs, and vs real TVM building the same
+    trace now (alternating rounds, so that both see the same machine load)."""
+    kernel = build(replayed(mod, record))
+    ours, theirs = paired_with_tvm(kernel, TEAM_A, index, repeat, rounds, 2, tvm_python)
     recorded = sum(record[1][1]) / len(record[1][1])
     return {"ours": statistics.median(ours), "recorded": recorded,
             "tvm_now": statistics.median(theirs) if theirs else None}
@@ -219,28 +227,20 @@ def bench_fixture_traces(tvm_python: str | None, repeat: int, rounds: int, mcpu:
     """Issue 31: TVM's best trace of each fixture kernel built by msdb and by TVM 0.27 itself,
     one thread each, alternating rounds in the same run; rows and the geometric mean of
     msdb/TVM."""
-    target = {"kind": "llvm", "mcpu": mcpu, "num-cores": 1} if mcpu else {"kind": "llvm", "num-cores": 1}
+    from msdb.tuner.codegen.jit import host_spec
+
+    # TVM's "llvm" target without -mcpu builds for the generic x86-64 CPU (SSE2 only): both sides
+    # get the same -mcpu, the host's unless one is given
+    mcpu = mcpu or host_spec().cpu
+    target = {"kind": "llvm", "mcpu": mcpu, "num-cores": 1}
     rows = ["| kernel (best TVM trace) | msdb, 1 thread | TVM 0.27 build, 1 thread | msdb / TVM |", "|---|---|---|---|"]
     ratios = []
     for team, which in FIXTURE_KERNELS:
         index, mod, records = fixture_kernel(team, which)
         kernel = build(replayed(mod, records[0]), target)
-        kernel.num_threads = 1
-        rng = np.random.default_rng(0)
-        arrays = [rng.random(a.shape).astype(a.dtype) for a in kernel.args]
-        ours: list[float] = []
-        theirs: list[float] = []
-        for _ in range(rounds):
-            ours.extend(kernel.time_evaluator(number=3, repeat=repeat, min_repeat_ms=100)(*arrays).results)
-            if tvm_python:
-                cmd = [tvm_python, str(Path(__file__).with_name("_tvm_replay.py")), str(TEAM_A.parent / team),
-                       str(index), "0", str(repeat), "1"] + ([mcpu] if mcpu else [])
-                try:
-                    out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=600).stdout
-                    theirs.extend(json.loads(out.strip().splitlines()[-1])["results"])
-                except (subprocess.SubprocessError, OSError, ValueError, IndexError) as err:
-                    print(f"(TVM comparison skipped: {err})", file=sys.stderr)
-                    tvm_python = None
+        ours, theirs = paired_with_tvm(kernel, TEAM_A.parent / team, index, repeat, rounds, 1, tvm_python, mcpu)
+        if not theirs:
+            tvm_python = None
         mine = statistics.median(ours)
         tvm = statistics.median(theirs) if theirs else None
         if tvm:
