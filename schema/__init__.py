@@ -17,7 +17,8 @@ from pathlib import Path
 __all__ = ["REVISIONS", "HEAD", "SCRIPT_LOCATION"]
 
 #: Every revision id, oldest first.
-REVISIONS: tuple[str, ...] = ("2841e53b42af", "394d00b99009", "5b0c7e1d9a42", "8c4f2a61d0b3", "079e64e30cff")
+REVISIONS: tuple[str, ...] = ("2841e53b42af", "394d00b99009", "5b0c7e1d9a42", "8c4f2a61d0b3", "079e64e30cff",
+                              "6f1d2a9c4b7e")
 
 #: The newest revision: what a database is upgraded to on open.
 HEAD: str = REVISIONS[-1]

@@ -19,6 +19,7 @@ import abc
 import heapq
 import threading
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal, Sequence
 
 from msdb.database.errors import InvalidQuery, UnknownDatabaseKind
@@ -26,14 +27,31 @@ from msdb.records import Target, TuningRecord, Workload
 from msdb.hashing.modes import canonical_mode
 
 if TYPE_CHECKING:
+    from msdb.hashing.family import FamilyKey
     from msdb.ir.function import IRModule, PrimFunc
     from msdb.schedule import Schedule
 
-__all__ = ["Database", "QueryKind", "create"]
+__all__ = ["Database", "QueryKind", "Relative", "RELATIVES_LIMIT", "create"]
 
 QueryKind = Literal["schedule", "record", "ir_module"]
 
 _STACK = threading.local()
+
+#: How many relatives `Database.relatives` returns unless told.
+RELATIVES_LIMIT = 50
+
+
+@dataclass(frozen=True)
+class Relative:
+    """A workload of the same family as the one asked about (`msdb.hashing.family`: the same
+    operator at other sizes or index dtypes), with the sizes its family key abstracted
+    (`extents`, aligned with the asked workload's) and its best valid record on the asked target
+    (None when it has none). The record's latency was measured on *this* workload, never on the
+    one asked about (docs/architecture.md, "Families")."""
+
+    workload: Workload
+    extents: tuple[int, ...]
+    best: TuningRecord | None
 
 DATABASE_KINDS = ("json", "memory", "union", "ordered_union", "sqlite")
 
@@ -163,6 +181,17 @@ class Database(abc.ABC):
             out.append(record.with_workload(stored))
         return destination.commit_tuning_records(out)
 
+    # ---- relatives: workloads of the same family (msdb.hashing.family) ----
+    def relatives(self, workload: IRModule | PrimFunc | Workload, target: Target | str | dict[str, Any] | None = None,
+                  *, limit: int = RELATIVES_LIMIT) -> list[Relative]:
+        """The stored workloads of `workload`'s family other than itself (the workloads equal to
+        it under the view's module equality), each with its best valid record on `target`
+        (msdb's target policy; None: any target): those with such a record first, then in commit
+        order; at most `limit`. This base stores no workloads, so it has none; the views that
+        store workloads answer from their stores."""
+        check_limit(limit)
+        return []
+
     # ---- measurement claims: several tuners on one database (msdb.database.claims) ----
     def claim_candidates(self, workload: IRModule | PrimFunc | Workload, target: Target | str | dict[str, Any] | None,
                          keys: Sequence[str], *, owner: str, lease_s: float | None = None) -> set[str]:
@@ -249,6 +278,23 @@ def _context_stack() -> list[Database]:
     if stack is None:
         stack = _STACK.stack = []
     return stack
+
+
+def check_limit(limit: int) -> None:
+    """`InvalidQuery` for a `relatives` limit that is not a non-negative int."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise InvalidQuery(f"limit={limit!r}: the number of relatives must be an int >= 0")
+
+
+def family_or_none(workload: Workload) -> FamilyKey | None:
+    """`workload.family`, or None for a workload without readable IR (an opaque TVM payload):
+    such a workload has no relatives (`msdb.hashing.family`)."""
+    from msdb.errors import MsdbError
+
+    try:
+        return workload.family
+    except MsdbError:
+        return None
 
 
 def check_k(top_k: int) -> None:

@@ -7,7 +7,9 @@ and how many provenance sources contributed. The figures come from one GROUP BY 
 
 `show_workload` resolves a hash (a unique prefix of msdb's structural hash, or TVM's decimal
 shash) and returns the workload's TVMScript with, per target, its best record's trace printed as
-schedule code (`def apply_trace(sch)`, as TVM prints a trace).
+schedule code (`def apply_trace(sch)`, as TVM prints a trace). `workload_relatives` lists the
+workloads of its family (`msdb.hashing.family`: the same operator at other sizes) with their
+best record per target, for the hub's workload page.
 
 Empty and broken results say why: `workload_listing` carries, beside the rows, a line naming
 the targets the records are for when a query target matched none (`no_match_message`; export
@@ -34,7 +36,7 @@ if TYPE_CHECKING:
 __all__ = ["CatalogRow", "WorkloadNotFound", "AmbiguousHash", "NoRecordMatched", "WorkloadDetails", "BestRecord",
            "WorkloadListing", "list_workloads", "workload_listing", "no_match_message", "dangling_note",
            "show_workload", "resolve_hash", "target_label", "format_table", "format_details",
-           "TuningCurve", "tuning_curves"]
+           "TuningCurve", "tuning_curves", "RelativeDetails", "workload_relatives"]
 
 
 class WorkloadNotFound(DatabaseError):
@@ -301,6 +303,54 @@ def show_workload(db: SQLiteDatabase, text: str, *, target: Target | str | dict[
             details.best.append(BestRecord(int(best.id), None if stored is None else stored.config,
                                            float(best.mean_run_secs), wl.flops, best.trace, source))
     return details
+
+
+@dataclass
+class RelativeDetails:
+    """A workload of the same family as the one shown (`msdb.hashing.family`), with the sizes its
+    family key abstracted and its best valid record per target (empty: none yet)."""
+
+    shash: str
+    name: str | None
+    flops: int | None
+    extents: tuple[int, ...]
+    best: list[BestRecord] = field(default_factory=list)
+
+
+def workload_relatives(db: SQLiteDatabase, text: str, *, target: Target | str | dict[str, Any] | None = None,
+                       limit: int = 50) -> list[RelativeDetails]:
+    """The relatives of the workload `text` names (see `resolve_hash`), in commit order, at most
+    `limit`, each with its best record per target matching `target` (every target for None).
+    The family is one lookup on `ix_workload_family_hash`; each best record one top-k index scan.
+    An opaque workload has no family, hence no relatives."""
+    import json
+
+    query = Target.coerce(target)
+    workload_id = resolve_hash(db, text)
+    w, r = M.workload.c, M.tuning_record.c
+    out: list[RelativeDetails] = []
+    with db.engine.connect() as conn:
+        family = conn.execute(select(w.family_hash).where(w.id == workload_id)).scalar()
+        if family is None:
+            return out
+        wanted = set(db.matching_target_ids(conn, query))
+        rows = conn.execute(select(w.id, w.shash, w.name, w.flops, w.family_extents)
+                            .where(w.family_hash == family, w.id != workload_id).order_by(w.id).limit(limit)).all()
+        for row in rows:
+            relative = RelativeDetails(row.shash, row.name, row.flops, tuple(json.loads(row.family_extents or "[]")))
+            target_ids = conn.execute(select(r.target_id).where(r.workload_id == row.id, r.is_valid == true())
+                                      .distinct().order_by(r.target_id)).scalars().all()
+            for target_id in target_ids:
+                if target_id not in wanted:
+                    continue
+                best = conn.execute(select(r.id, r.mean_run_secs, r.trace)
+                                    .where(r.workload_id == row.id, r.target_id == target_id, r.is_valid == true())
+                                    .order_by(r.mean_run_secs, r.id).limit(1)).one()
+                stored = db.target_of(conn, target_id)
+                relative.best.append(BestRecord(int(best.id), None if stored is None else stored.config,
+                                                float(best.mean_run_secs), row.flops, best.trace, None))
+            out.append(relative)
+    return out
 
 
 #: `msdb show`'s note on which of a workload's two printed forms it shows: the structural hash

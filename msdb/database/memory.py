@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterable
 
-from msdb.database.base import Database, check_k, rank
+from msdb.database.base import RELATIVES_LIMIT, Database, Relative, check_k, check_limit, family_or_none, rank
 from msdb.database.errors import WorkloadNotCommitted
 from msdb.records import Target, TuningRecord, Workload
 
@@ -107,6 +107,29 @@ class MemoryDatabase(Database):
 
     def get_all_tuning_records(self) -> list[TuningRecord]:
         return list(self._records)
+
+    def relatives(self, workload: IRModule | PrimFunc | Workload, target: Target | str | dict[str, Any] | None = None,
+                  *, limit: int = RELATIVES_LIMIT) -> list[Relative]:
+        """`Database.relatives` by a scan of the stored workloads: each workload's family key is
+        computed once and kept on it (a store in memory is small; the SQL database has the index)."""
+        check_limit(limit)
+        asked = Workload.coerce(workload)
+        own = self._find(asked)
+        key = family_or_none(self._workloads[own] if own is not None else asked)
+        if key is None or limit == 0:
+            return []
+        query = Target.coerce(target)
+        found: list[Relative] = []
+        for index, candidate in enumerate(self._workloads):
+            if index == own:
+                continue
+            other = family_or_none(candidate)
+            if other is None or other.hash != key.hash:
+                continue
+            best = rank(((i, self._records[i]) for i in self._records_of[index]), 1, query)
+            found.append(Relative(candidate, other.extents, best[0] if best else None))
+        found.sort(key=lambda relative: relative.best is None)  # stable: commit order within each part
+        return found[:limit]
 
     def __len__(self) -> int:
         return len(self._records)

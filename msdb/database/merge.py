@@ -4,7 +4,8 @@ TVM can only union databases in memory at query time (mlc-llm#206) and cannot co
 work_dirs (record lines point at workload line numbers). msdb merges the SQL rows instead:
 
 - workloads are deduplicated by structural hash (opaque ones by TVM's shash, which is their
-  key); a new one is copied with everything it holds (IR, TVMScript, TVM payload and shash);
+  key); a new one is copied with everything it holds (IR, TVMScript, TVM payload and shash,
+  family key: SRC is at this msdb's schema, whose migration computed it);
 - targets by canonical config;
 - records by (workload, target, trace hash, run_secs): the same measurement is stored once,
   whichever database it came through, so merging is idempotent and merging A and B gives the
@@ -67,7 +68,7 @@ YIELD_SECONDS = 0.15
 _SOURCE_FIELDS = ("kind", "location", "sha256", "workload_sha256", "username", "host", "tvm_version", "msdb_version",
                   "created_at")
 _WORKLOAD_FIELDS = ("shash", "ignore_tensor_hash", "anchor_hash", "name", "flops", "script", "ir_format", "ir_blob",
-                    "tvm_payload", "tvm_shash", "created_at")
+                    "tvm_payload", "tvm_shash", "created_at", "family_hash", "family_extents")
 
 
 @dataclass

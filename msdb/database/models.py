@@ -8,7 +8,9 @@ Tables:
 - `workload`: one row per distinct workload; its three structural hashes (each indexed, so a
   view of any module equality finds it), a name for people, FLOPs, the IR as TVMScript (for
   people and as the portable form) and as a fast serialized blob (`ir_format` says which codec),
-  plus the original TVM payload and TVM's own shash when imported from a TVM log.
+  plus the original TVM payload and TVM's own shash when imported from a TVM log, and its family
+  (`msdb.hashing.family`: a shape-free key of the anchor block, indexed, so the workload's
+  relatives are one index lookup; with the sizes it abstracted, as JSON).
 - `target`: canonical target configs; `kind`, `arch`, `isa`, `device` are the match key
   (`msdb.records.target`). A record without a target points at the row whose config is
   `null` (kind ''), so `target_id` is never NULL and plain equality works in every query.
@@ -60,6 +62,10 @@ workload = Table(
     Column("tvm_payload", Text, nullable=True, comment="base64 payload of the TVM log line it came from"),
     Column("tvm_shash", String(20), nullable=True, comment="TVM's own shash from that line (provenance only)"),
     Column("created_at", DateTime, nullable=True),
+    Column("family_hash", String(16), nullable=True, index=True,
+           comment="shape-free key of the anchor block (16 hex); NULL for opaque workloads"),
+    Column("family_extents", Text, nullable=True,
+           comment="JSON list of the sizes the family key abstracted, in walk order"),
 )
 
 target = Table(

@@ -76,7 +76,9 @@ def stage_rows(local: SQLiteDatabase, staging: SQLiteDatabase, source_id: int, w
                targets: Mapping[int, str], records: Sequence[Mapping[str, Any]]) -> None:
     """Replace what `staging` holds by one batch of hub rows: a copy of `local`'s pull source row,
     the records' workloads (`WORKLOAD_FIELDS`, `created_at` a datetime) and target configs, and
-    the records (`RECORD_FIELDS`), each attributed to that source."""
+    the records (`RECORD_FIELDS`), each attributed to that source. The workloads' family keys
+    are computed from their IR (`msdb.database.rows.stored_family_columns`)."""
+    from msdb.database.rows import stored_family_columns
     from msdb.database.sqlite import insert_record_rows
 
     s = M.source.c
@@ -87,7 +89,12 @@ def stage_rows(local: SQLiteDatabase, staging: SQLiteDatabase, source_id: int, w
             conn.execute(delete(table))
         conn.execute(M.source.insert().values(id=1, **{f: getattr(pull_source, f) for f in _SOURCE_FIELDS}))
         for wid in sorted(workloads):
-            conn.execute(M.workload.insert().values(id=wid, **{f: workloads[wid][f] for f in WORKLOAD_FIELDS}))
+            row = workloads[wid]
+            # the family is computed here, from the IR, whatever the hub says: a hub of an older
+            # msdb has none, and the key must be this msdb's (msdb.database.rows)
+            family = stored_family_columns(row["ir_format"], row["ir_blob"], row["script"],
+                                           label=f"hub workload {wid}")
+            conn.execute(M.workload.insert().values(id=wid, **{f: row[f] for f in WORKLOAD_FIELDS}, **family))
         for tid in sorted(targets):
             staging.target_row_id_for_config(conn, targets[tid])
         config_ids = {config: tid for tid, config in conn.execute(select(M.target.c.id, M.target.c.config)).all()}

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from msdb.database.base import Database, check_k
+from msdb.database.base import RELATIVES_LIMIT, Database, Relative, check_k, check_limit
 from msdb.database.errors import DatabaseError
 from msdb.records import Target, TuningRecord, Workload
 
@@ -76,6 +76,23 @@ class _Union(Database):
         for db in self.databases:
             out.extend(db.get_all_tuning_records())
         return out
+
+    def relatives(self, workload: IRModule | PrimFunc | Workload, target: Target | str | dict[str, Any] | None = None,
+                  *, limit: int = RELATIVES_LIMIT) -> list[Relative]:
+        """Every child's relatives, child by child (a workload two children store is listed once,
+        from the earlier child), those with a record first; at most `limit`."""
+        check_limit(limit)
+        workload = Workload.coerce(workload)
+        seen: set[str] = set()
+        found: list[Relative] = []
+        for db in self.databases:
+            for relative in db.relatives(workload, target, limit=limit):
+                key = relative.workload.hash(self.module_equality)
+                if key not in seen:
+                    seen.add(key)
+                    found.append(relative)
+        found.sort(key=lambda relative: relative.best is None)
+        return found[:limit]
 
     def __len__(self) -> int:
         return sum(len(db) for db in self.databases)

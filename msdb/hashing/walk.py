@@ -32,6 +32,22 @@ changes stored hashes: that is a schema migration that rehashes stored workloads
 Constant tensors (numpy arrays inside annotations or attributes) are written with their bytes,
 or with only their dtype and shape in ignore-tensor mode.
 
+Family mode (`TokenWriter(family=True)`, used by `msdb.hashing.family`): the same walk with the
+workload's sizes taken out, so every resolution, batch size and index dtype of one operator
+writes one stream. In an *index position* an `IntImm` of an index dtype (int32, int64) is written
+as a placeholder, its value appended to `TokenWriter.extents` (in walk order), and every index
+dtype (of the constant, of the arithmetic around it, of a load in an index) is written as one
+token. Index positions are: loop min and extent; block iter var domains; block bindings and the
+realize predicate; buffer shape, strides and elem_offset; the indices of loads and stores;
+match-buffer regions; and, in a value position, index arithmetic computed into the data path
+(`_index_arithmetic`: a comparison of load-free index-dtype operands, such as a padding guard
+`1 <= v_h`, or a load-free index-dtype expression with a variable, such as a cast loop index).
+The dtype of every variable of an index dtype is abstracted too (variables are loop, iter and
+let vars). What stays: buffer dtypes and scopes and ranks, float constants, integer constants of
+the data path (a quantization zero point), every operator, cast, call and their order, the
+number, kinds and annotations of loops, iter var types, and the structure of the index
+expressions (a stride of 2 keeps its `*`, a stride of 1 folded away by the builder has none).
+
 Size: the stream is that of the tree, so a node object reached twice (IR is a DAG where a graph
 or a blob shares nodes) is written twice; the nodes with several children stop the walk with
 `TreeTooLarge` once the stream passes `MAX_TOKENS`, far beyond any real workload, instead of
@@ -81,17 +97,30 @@ def _float_bits(value: float) -> str:
     return _pack_double(float(value)).hex()
 
 
+#: The dtypes of index arithmetic, written as one token in family mode (module docstring).
+INDEX_DTYPES = frozenset({"int32", "int64"})
+#: What an index dtype is written as in family mode (no real dtype is spelled so).
+INDEX_DTYPE_TOKEN = "Xindex"
+
+
 class TokenWriter:
     """Accumulates the token stream of one tree; holds the variable and buffer numbering."""
 
-    __slots__ = ("out", "vars", "nvars", "bufs", "ignore_tensor")
+    __slots__ = ("out", "vars", "nvars", "bufs", "ignore_tensor", "family", "index", "extents", "scanned")
 
-    def __init__(self, ignore_tensor: bool = False) -> None:
+    def __init__(self, ignore_tensor: bool = False, *, family: bool = False) -> None:
         self.out: list[str] = []
         self.vars: dict[E.Var, int] = {}  # variables in scope (and free ones) -> number
         self.nvars = 0
         self.bufs: dict[E.Buffer, int] = {}
         self.ignore_tensor = ignore_tensor
+        #: family mode (module docstring): sizes abstracted, their values in `extents`
+        self.family = family
+        #: inside an index position (family mode only)
+        self.index = False
+        self.extents: list[int] = []
+        #: id(expression) -> (reads a buffer, mentions a variable), memo of `_index_arithmetic`
+        self.scanned: dict[int, tuple[bool, bool]] = {}
 
     def new_scope(self) -> None:
         """Restart numbering (each function of a module is numbered on its own)."""
@@ -140,7 +169,7 @@ def write_var(w: TokenWriter, var: E.Var) -> None:
         w.nvars = n + 1
         w.vars[var] = n
         w.out.append("V%d" % n)
-        w.out.append(_s(var.dtype))
+        w.out.append(INDEX_DTYPE_TOKEN if w.family and var.dtype in INDEX_DTYPES else _s(var.dtype))
     else:
         w.out.append("v%d" % n)
 
@@ -155,7 +184,7 @@ def define_var(w: TokenWriter, var: E.Var) -> int:
     w.nvars = n + 1
     table[var] = n
     w.out.append("V%d" % n)
-    w.out.append(_s(var.dtype))
+    w.out.append(INDEX_DTYPE_TOKEN if w.family and var.dtype in INDEX_DTYPES else _s(var.dtype))
     return previous
 
 
@@ -182,19 +211,79 @@ def write_buffer(w: TokenWriter, buf: E.Buffer) -> None:
     out.append(_s(buf.scope))
     out.append("%d" % len(buf.shape))
     for dim in buf.shape:
-        _EXPR[type(dim)](w, dim)
+        write_index(w, dim)
     out.append("%d" % len(buf.strides))
     for stride in buf.strides:
-        _EXPR[type(stride)](w, stride)
+        write_index(w, stride)
     if buf.elem_offset is None:
         out.append("-")
     else:
-        _EXPR[type(buf.elem_offset)](w, buf.elem_offset)
+        write_index(w, buf.elem_offset)
     out.append("%d" % buf.data_alignment)
     out.append("%d" % buf.offset_factor)
     out.append("%d" % len(buf.axis_separators))
     for sep in buf.axis_separators:
         out.append("%d" % sep)
+
+
+def write_index(w: TokenWriter, node: E.PrimExpr) -> None:
+    """An expression in an index position (a loop extent, a shape, an index, a binding): written
+    as any expression, except in family mode, where its sizes are abstracted (module docstring)."""
+    if w.family and not w.index:
+        w.index = True
+        _EXPR[type(node)](w, node)
+        w.index = False
+    else:
+        _EXPR[type(node)](w, node)
+
+
+_COMPARISONS = (E.EQ, E.NE, E.LT, E.LE, E.GT, E.GE)
+
+
+def _scan(w: TokenWriter, node: E.PrimExpr) -> tuple[bool, bool]:
+    """(reads a buffer, mentions a variable) of an expression, memoized per node for the walk."""
+    key = id(node)
+    known = w.scanned.get(key)
+    if known is not None:
+        return known
+    if isinstance(node, E.BufferLoad):
+        found = (True, True)
+    elif isinstance(node, E.Var):
+        found = (False, True)
+    else:
+        if isinstance(node, E.BinaryOp):
+            children: tuple[E.PrimExpr, ...] = (node.a, node.b)
+        elif isinstance(node, (E.Not, )):
+            children = (node.a,)
+        elif isinstance(node, E.Select):
+            children = (node.condition, node.true_value, node.false_value)
+        elif isinstance(node, E.Cast):
+            children = (node.value,)
+        elif isinstance(node, E.Call):
+            children = tuple(node.args)
+        else:
+            children = ()
+        load = var = False
+        for child in children:
+            child_load, child_var = _scan(w, child)
+            load, var = load or child_load, var or child_var
+        found = (load, var)
+    w.scanned[key] = found
+    return found
+
+
+def _index_arithmetic(w: TokenWriter, node: E.PrimExpr) -> bool:
+    """Whether an expression in a value position is index arithmetic (family mode): a
+    comparison of two load-free index-dtype operands (a padding guard), or a load-free
+    index-dtype expression that mentions a variable (a loop index cast into the data)."""
+    if isinstance(node, _COMPARISONS):
+        if node.a.dtype not in INDEX_DTYPES or node.b.dtype not in INDEX_DTYPES:
+            return False
+        return not _scan(w, node.a)[0] and not _scan(w, node.b)[0]
+    if node.dtype not in INDEX_DTYPES:
+        return False
+    load, var = _scan(w, node)
+    return var and not load
 
 
 # ---------------------------------------------------------------------------------------------
@@ -204,6 +293,11 @@ def write_buffer(w: TokenWriter, buf: E.Buffer) -> None:
 
 def _int_imm(w: TokenWriter, node: E.IntImm) -> None:
     out = w.out
+    if w.index and node.dtype in INDEX_DTYPES:  # family mode: a size, abstracted
+        w.extents.append(int(node.value))
+        out.append("I?")
+        out.append(INDEX_DTYPE_TOKEN)
+        return
     out.append("I%d" % node.value)  # %d also turns a stray bool into 0/1
     out.append(_s(node.dtype))
 
@@ -226,8 +320,11 @@ def _binary_handler(code: str) -> Callable[[TokenWriter, E.BinaryOp], None]:
         out = w.out
         if len(out) > MAX_TOKENS:
             _too_large()
+        if w.family and not w.index and _index_arithmetic(w, node):
+            write_index(w, node)
+            return
         out.append(code)
-        out.append(_s(node.dtype))
+        out.append(INDEX_DTYPE_TOKEN if w.index and node.dtype in INDEX_DTYPES else _s(node.dtype))
         a, b = node.a, node.b
         _EXPR[type(a)](w, a)
         _EXPR[type(b)](w, b)
@@ -249,8 +346,11 @@ def _select(w: TokenWriter, node: E.Select) -> None:
     out = w.out
     if len(out) > MAX_TOKENS:
         _too_large()
+    if w.family and not w.index and _index_arithmetic(w, node):
+        write_index(w, node)
+        return
     out.append("Select")
-    out.append(_s(node.dtype))
+    out.append(INDEX_DTYPE_TOKEN if w.index and node.dtype in INDEX_DTYPES else _s(node.dtype))
     _EXPR[type(node.condition)](w, node.condition)
     _EXPR[type(node.true_value)](w, node.true_value)
     _EXPR[type(node.false_value)](w, node.false_value)
@@ -258,8 +358,11 @@ def _select(w: TokenWriter, node: E.Select) -> None:
 
 def _cast(w: TokenWriter, node: E.Cast) -> None:
     out = w.out
+    if w.family and not w.index and _index_arithmetic(w, node):
+        write_index(w, node)
+        return
     out.append("Cast")
-    out.append(_s(node.dtype))
+    out.append(INDEX_DTYPE_TOKEN if w.index and node.dtype in INDEX_DTYPES else _s(node.dtype))
     _EXPR[type(node.value)](w, node.value)
 
 
@@ -267,8 +370,11 @@ def _call(w: TokenWriter, node: E.Call) -> None:
     out = w.out
     if len(out) > MAX_TOKENS:
         _too_large()
+    if w.family and not w.index and _index_arithmetic(w, node):
+        write_index(w, node)
+        return
     out.append("Call")
-    out.append(_s(node.dtype))
+    out.append(INDEX_DTYPE_TOKEN if w.index and node.dtype in INDEX_DTYPES else _s(node.dtype))
     out.append(_s(node.op))
     args = node.args
     out.append("%d" % len(args))
@@ -281,12 +387,12 @@ def _buffer_load(w: TokenWriter, node: E.BufferLoad) -> None:
     if len(out) > MAX_TOKENS:
         _too_large()
     out.append("Load")
-    out.append(_s(node.dtype))
+    out.append(INDEX_DTYPE_TOKEN if w.index and node.dtype in INDEX_DTYPES else _s(node.dtype))
     write_buffer(w, node.buffer)
     indices = node.indices
     out.append("%d" % len(indices))
     for index in indices:
-        _EXPR[type(index)](w, index)
+        write_index(w, index)
 
 
 def _prim_expr_unknown(w: TokenWriter, node: E.PrimExpr) -> None:
@@ -398,7 +504,7 @@ def _buffer_store(w: TokenWriter, node: S.BufferStore) -> None:
     indices = node.indices
     out.append("%d" % len(indices))
     for index in indices:
-        _EXPR[type(index)](w, index)
+        write_index(w, index)
 
 
 def _evaluate(w: TokenWriter, node: S.Evaluate) -> None:
@@ -439,8 +545,8 @@ def write_loop_header(w: TokenWriter, node: S.For) -> int:
     loop var and returns its previous number for `end_scope`."""
     out = w.out
     out.append("For%d" % node.kind)
-    _EXPR[type(node.min)](w, node.min)
-    _EXPR[type(node.extent)](w, node.extent)
+    write_index(w, node.min)
+    write_index(w, node.extent)
     previous = define_var(w, node.loop_var)
     # The binding's own var and dom repeat the loop's; only the thread axis it names counts.
     binding = node.thread_binding
@@ -464,8 +570,8 @@ def _block(w: TokenWriter, node: S.Block) -> None:
         dom = iv.dom
         if dom is None:
             raise TypeError(f"block {node.name_hint!r}: iter var {iv.var.name} has no domain")
-        _EXPR[type(dom.min)](w, dom.min)
-        _EXPR[type(dom.extent)](w, dom.extent)
+        write_index(w, dom.min)
+        write_index(w, dom.extent)
         previous.append(define_var(w, iv.var))
         out.append("%d" % iv.iter_type)
         out.append(_s(iv.thread_tag))
@@ -492,8 +598,8 @@ def _buffer_region(w: TokenWriter, region: S.BufferRegion) -> None:
     write_buffer(w, region.buffer)
     w.out.append("%d" % len(region.region))
     for rng in region.region:
-        _EXPR[type(rng.min)](w, rng.min)
-        _EXPR[type(rng.extent)](w, rng.extent)
+        write_index(w, rng.min)
+        write_index(w, rng.extent)
 
 
 def write_block_realize(w: TokenWriter, node: S.BlockRealize) -> None:
@@ -501,8 +607,8 @@ def write_block_realize(w: TokenWriter, node: S.BlockRealize) -> None:
     values = node.iter_values
     out.append("Realize%d" % len(values))
     for value in values:
-        _EXPR[type(value)](w, value)
-    _EXPR[type(node.predicate)](w, node.predicate)
+        write_index(w, value)
+    write_index(w, node.predicate)
     _block(w, node.block)
 
 
@@ -567,7 +673,11 @@ def write_function(w: TokenWriter, func: PrimFunc) -> None:
 
 def module_tokens(mod: IRModule | PrimFunc, ignore_tensor: bool = False) -> list[str]:
     """The token stream of a whole module (structural or ignore-tensor mode)."""
-    w = TokenWriter(ignore_tensor)
+    return write_module(TokenWriter(ignore_tensor), mod).out
+
+
+def write_module(w: TokenWriter, mod: IRModule | PrimFunc) -> TokenWriter:
+    """Write a whole module's stream into `w` (whose mode it takes); returns `w`."""
     functions = normalized_functions(mod)
     out = w.out
     out.append("Module%d" % len(functions))
@@ -577,4 +687,4 @@ def module_tokens(mod: IRModule | PrimFunc, ignore_tensor: bool = False) -> list
         if name is not None:
             out.append(_s(name))
         write_function(w, func)
-    return out
+    return w

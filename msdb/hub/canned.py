@@ -13,7 +13,9 @@ and reads msdb's tables by name; it is checked against the schema by tests/hub/t
   another: cross-model reuse);
 - `records_since(after, limit)`: keyset pages of records for sync (`RECORDS_SINCE_COLUMNS`);
 - `model_hits(model, target_kind)`: per task of a model, its best record on the target kind,
-  or a miss.
+  or a miss;
+- `relatives(shash, target_kind)`: the workloads of the same family as `shash` (the same
+  operator at other sizes, `msdb.hashing.family`) with their best record per target.
 """
 
 from __future__ import annotations
@@ -120,6 +122,23 @@ WHERE m.name = :model
 ORDER BY task.id, t.id
 """.strip()
 
+#: One row per relative of workload `:shash` (same `family_hash`, another row) and target (of
+#: kind `:target_kind`, every kind when empty) with a valid record: the best such record. The
+#: family is one lookup on `ix_workload_family_hash`, each best record one top-k index scan.
+RELATIVES_SQL = f"""
+SELECT w.shash, w.name, w.family_extents, t.config AS target, r.id AS record_id,
+       r.mean_run_secs * 1e6 AS latency_us, {_GFLOPS.format(secs="r.mean_run_secs")} AS gflops, r.trace
+FROM workload a
+JOIN workload w ON w.family_hash = a.family_hash AND w.id <> a.id
+JOIN target t ON :target_kind = '' OR t.kind = :target_kind
+JOIN tuning_record r ON r.id = (
+    SELECT b.id FROM tuning_record b
+    WHERE b.workload_id = w.id AND b.target_id = t.id AND b.is_valid = 1
+    ORDER BY b.mean_run_secs, b.id LIMIT 1)
+WHERE a.shash = :shash
+ORDER BY w.id, t.id
+""".strip()
+
 #: name -> datasette's canned-query metadata (`sql`, `title`, `description`).
 QUERIES: dict[str, dict[str, str]] = {
     "best_record": {
@@ -150,6 +169,14 @@ QUERIES: dict[str, dict[str, str]] = {
         "description": "For each task of model `model`, the best valid record on targets of kind `target_kind` "
                        "(every kind when empty), or `miss`.",
         "sql": MODEL_HITS_SQL,
+    },
+    "relatives": {
+        "title": "Relatives of a workload",
+        "description": "Workloads of the same family as the workload with structural hash `shash` (its anchor "
+                       "block at other sizes or index dtypes), with their best valid record on each target of kind "
+                       "`target_kind` (every kind when empty). Their latencies were measured on them, not on "
+                       "`shash`.",
+        "sql": RELATIVES_SQL,
     },
 }
 

@@ -40,6 +40,10 @@ TABLES: dict[str, dict[str, Any]] = {
             "tvm_payload": "base64 payload of the TVM log line it came from (clipped)",
             "tvm_shash": "TVM's own structural hash from that line (provenance only)",
             "created_at": "when the row was written",
+            "family_hash": "shape-free key of the anchor block: workloads sharing it are relatives (the same "
+                           "operator at other sizes); listed on the workload page",
+            "family_extents": "the sizes the family key abstracted (loop extents, shapes, index constants), "
+                              "in walk order",
         },
     },
     "tuning_record": {

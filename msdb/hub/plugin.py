@@ -9,8 +9,10 @@ Registered as an ordinary datasette plugin (entry point `datasette`, name `msdb`
   GFLOPS when the workload's FLOPs are known; a workload hash as a link to its workload page;
   the IR blob and TVM payload clipped (they are for machines, and would fill the page).
 - `register_routes`: the workload page `/-/msdb/<database>/workload/<hash>`: TVMScript, the best
-  record per target as schedule code, and the tuning curves (best latency against trials, one
-  line per source) as inline SVG: the page loads nothing from the network.
+  record per target as schedule code, the tuning curves (best latency against trials, one
+  line per source) as inline SVG (the page loads nothing from the network), and the workload's
+  relatives (its family, `msdb.hashing.family`: the same operator at other sizes) with their
+  sizes and best record per target, each linked to its own page.
 
 Only HTML changes: the JSON API (what `msdb pull` reads) returns the stored values untouched.
 Every renderer returns None for a value it cannot read, so datasette shows it raw.
@@ -30,7 +32,7 @@ from datasette import hookimpl
 from markupsafe import Markup, escape
 
 if TYPE_CHECKING:
-    from msdb.database.catalog import TuningCurve, WorkloadDetails
+    from msdb.database.catalog import RelativeDetails, TuningCurve, WorkloadDetails
     from msdb.database.sqlite import SQLiteDatabase
 
 __all__ = ["render_cell", "register_routes", "trace_html", "script_html", "curve_svg", "workload_url",
@@ -186,11 +188,19 @@ _CURVES: OrderedDict[tuple[str, bool, str], list[TuningCurve]] = OrderedDict()
 CURVE_CACHE_SIZE = 256
 
 
-def _workload_data(path: str, immutable: bool, text: str) -> tuple[WorkloadDetails, list[TuningCurve]]:
-    from msdb.database.catalog import show_workload, tuning_curves
+#: How many relatives the workload page lists.
+RELATIVES_SHOWN = 50
+#: How many of a relative's abstracted sizes the page shows before an ellipsis.
+EXTENTS_SHOWN = 24
+
+
+def _workload_data(path: str, immutable: bool,
+                   text: str) -> tuple[WorkloadDetails, list[TuningCurve], list[RelativeDetails]]:
+    from msdb.database.catalog import show_workload, tuning_curves, workload_relatives
 
     db = _database_for(path, immutable)
     details = show_workload(db, text)
+    relatives = workload_relatives(db, details.shash, limit=RELATIVES_SHOWN)
     key = (path, immutable, details.shash)
     with _OPEN_LOCK:
         since = _CURVES.get(key)
@@ -200,7 +210,7 @@ def _workload_data(path: str, immutable: bool, text: str) -> tuple[WorkloadDetai
         _CURVES.move_to_end(key)
         while len(_CURVES) > CURVE_CACHE_SIZE:
             _CURVES.popitem(last=False)
-    return details, curves
+    return details, curves, relatives
 
 
 def _steps(best_us: list[float | None]) -> list[tuple[int, float]]:
@@ -296,6 +306,25 @@ record{{ "" if details.records == 1 else "s" }}{% if details.tvm_shash %}, TVM s
 {% else %}
 <p>No valid record.</p>
 {% endfor %}
+<h2>Relatives</h2>
+<p>The same operator at other sizes (its family: the anchor block with extents, shapes and index dtype
+abstracted). Their latencies were measured on them, not on this workload.</p>
+{% if relatives %}
+<table class="msdb-relatives">
+<tr><th>workload</th><th>sizes</th><th>target</th><th>best</th><th>record</th></tr>
+{% for rel in relatives %}
+{% for best in rel.bests or [none] %}
+<tr><td><a class="msdb-relative" href="{{ rel.url }}">{{ rel.shash }}</a>{% if rel.name %} ({{ rel.name }}){% endif %}</td>
+<td><code>{{ rel.extents }}</code></td>
+{% if best %}<td>{{ best.label }}</td><td>{{ best.latency }}</td>
+<td><a href="{{ urls.row(database, 'tuning_record', best.record_id) }}">{{ best.record_id }}</a></td>
+{% else %}<td colspan="3">no valid record</td>{% endif %}</tr>
+{% endfor %}
+{% endfor %}
+</table>
+{% else %}
+<p>No relative in this database.</p>
+{% endif %}
 <h2>TVMScript</h2>
 {{ script }}
 {% endblock %}
@@ -320,7 +349,8 @@ async def workload_page(datasette: Any, request: Any) -> Any:
     text = request.url_vars["hash"]
     loop = asyncio.get_running_loop()
     try:
-        details, curves = await loop.run_in_executor(None, _workload_data, served.path, not served.is_mutable, text)
+        details, curves, relatives = await loop.run_in_executor(None, _workload_data, served.path,
+                                                                not served.is_mutable, text)
     except (WorkloadNotFound, AmbiguousHash) as exc:
         return Response.html(f"<h1>Not found</h1><p>{escape(str(exc))}</p>", status=404)
     except MsdbError as exc:  # not an msdb database, or an older schema: say so, not a traceback
@@ -332,10 +362,24 @@ async def workload_page(datasette: Any, request: Any) -> Any:
               "record_id": b.record_id, "source": b.source,
               "code": trace_html(b.trace, max_lines=10**9) or Markup("<pre>{}</pre>").format(b.trace)}
              for b in details.best]
+    relative_rows = [
+        {"shash": rel.shash, "name": rel.name, "url": workload_url(datasette, name, rel.shash),
+         "extents": _extents_text(rel.extents),
+         "bests": [{"label": target_label(b.target), "latency": _latency_html(b.mean_run_secs, b.flops),
+                    "record_id": b.record_id} for b in rel.best]}
+        for rel in relatives]
     template = datasette.jinja_env.from_string(PAGE)
     context = {"database": name, "details": details, "workload_id": workload_id, "bests": bests,
+               "relatives": relative_rows,
                "svg": Markup(curve_svg(curves)), "script": script_html(details.script, max_lines=None)}
     return Response.html(await datasette.render_template(template, context, request=request))
+
+
+def _extents_text(extents: tuple[int, ...]) -> str:
+    """A relative's abstracted sizes for the page: the first `EXTENTS_SHOWN`, then how many more."""
+    shown = ", ".join(str(x) for x in extents[:EXTENTS_SHOWN])
+    left = len(extents) - EXTENTS_SHOWN
+    return f"{shown}, ... ({left} more)" if left > 0 else shown
 
 
 @hookimpl

@@ -21,6 +21,7 @@ import copyreg
 import enum
 import importlib
 import io
+import logging
 import pickle
 import struct
 from types import MappingProxyType
@@ -28,7 +29,9 @@ from typing import Any
 
 from msdb.ir.function import IRModule, PrimFunc
 
-__all__ = ["IR_FORMAT", "UnsafeBlob", "dump_ir", "load_ir"]
+__all__ = ["IR_FORMAT", "UnsafeBlob", "dump_ir", "load_ir", "load_stored_ir"]
+
+logger = logging.getLogger(__name__)
 
 IR_FORMAT = "msdb-pickle-1"
 
@@ -158,3 +161,29 @@ def load_ir(blob: bytes) -> IRModule | PrimFunc:
     if not isinstance(node, (IRModule, PrimFunc)):
         raise pickle.UnpicklingError(f"IR blob holds a {type(node).__name__}, not an IRModule or PrimFunc")
     return node
+
+
+def load_stored_ir(ir_format: str | None, ir_blob: bytes | None, script: str, *, label: str = "workload") -> IRModule:
+    """The IR of a stored workload (a database row's `ir_format`, `ir_blob` and `script`): its
+    blob when it is of `IR_FORMAT` and readable, else its TVMScript (the authoritative form; a
+    damaged or foreign blob is logged and skipped).
+
+    A blob is only a cache of the script and databases are shared, so any failure to read it
+    (a hostile one claiming 2^62 bytes, one whose shared nodes expand past
+    `msdb.ir.tree_size.MAX_TREE_NODES`, a bug) falls back to the script; only the script's own
+    errors reach the caller. Here, below the database, so that a schema migration that
+    recomputes a key from stored IR (`msdb.schema`) reads it the way the database does."""
+    from msdb.ir.tree_size import check_tree_size
+
+    if ir_format == IR_FORMAT and ir_blob is not None:
+        try:
+            node = load_ir(bytes(ir_blob))
+            mod = node if isinstance(node, IRModule) else IRModule.from_func(node)
+            check_tree_size(mod, "IR blob")
+            return mod
+        except Exception as exc:  # noqa: BLE001 - see the docstring
+            logger.warning("%s: IR blob unreadable (%s: %s); parsing its script", label, type(exc).__name__,
+                           str(exc)[:200])
+    from msdb.ir.script import from_script
+
+    return from_script(script)

@@ -19,11 +19,14 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from msdb.errors import MsdbError
 from msdb.hashing.modes import MODES, UnknownModuleEquality, canonical_mode
 from msdb.ir.function import IRModule, PrimFunc
+
+if TYPE_CHECKING:
+    from msdb.hashing.family import FamilyKey
 
 __all__ = ["Workload", "UnknownModuleEquality", "HASH_MODES", "canonical_mode"]
 
@@ -58,7 +61,7 @@ class Workload:
     (task or zoo name); `tvm_payload` / `tvm_shash` keep what an imported TVM log said.
     """
 
-    __slots__ = ("_mod", "_loader", "_hashes", "name", "tvm_payload", "tvm_shash", "_db_ids", "__weakref__")
+    __slots__ = ("_mod", "_loader", "_hashes", "_family", "name", "tvm_payload", "tvm_shash", "_db_ids", "__weakref__")
 
     def __init__(self, mod: IRModule | PrimFunc | None = None, *, hashes: dict[str, str] | None = None,
                  loader: Callable[[], IRModule] | None = None, name: str | None = None,
@@ -73,6 +76,7 @@ class Workload:
             self._hashes = _cached_hashes(self._mod)
         else:
             self._hashes = {}
+        self._family: FamilyKey | None = None
         self.name = name
         self.tvm_payload = tvm_payload
         self.tvm_shash = tvm_shash
@@ -118,6 +122,17 @@ class Workload:
     def hashes(self) -> dict[str, str]:
         """All three hashes, computing those not known yet."""
         return {mode: self.hash(mode) for mode in HASH_MODES}
+
+    @property
+    def family(self) -> FamilyKey:
+        """The workload's family key and the sizes it abstracted (`msdb.hashing.family`), computed
+        on first use from the module: the key that finds its relatives (the same operator at
+        other sizes)."""
+        if self._family is None:
+            from msdb.hashing.family import family_key
+
+            self._family = family_key(self.mod)
+        return self._family
 
     def equal(self, other: Workload, mode: str = "structural") -> bool:
         """Same workload under `mode`: equal hashes, then a full structural comparison (TVM's

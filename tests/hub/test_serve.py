@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 import msdb
-from msdb.database.catalog import list_workloads, show_workload, tuning_curves
+from msdb.database.catalog import list_workloads, show_workload, tuning_curves, workload_relatives
 from msdb.hub.canned import QUERIES, RECORDS_SINCE_COLUMNS
 from tests.hub.serving import MODELS, TEAM_LOGS, make_publish_dir, make_team_db, running_hub
 
@@ -183,6 +183,38 @@ def test_workload_page_has_schedule_code_script_and_one_curve_per_source(live: s
     assert httpx.get(f"{live}/-/msdb/team/workload/{GMM[:8]}", timeout=30).status_code == 200  # a prefix
     assert httpx.get(f"{live}/-/msdb/team/workload/ffffffffffffffff", timeout=30).status_code == 404
     assert httpx.get(f"{live}/-/msdb/nosuchdb/workload/{GMM}", timeout=30).status_code == 404
+
+
+def test_workload_page_and_canned_query_list_the_relatives_and_their_best_records(tmp_path: Path) -> None:
+    """Issue 24: the same matmul at three sizes is one family; each page lists the other two,
+    linked, with the best record per target, and the `relatives` canned query answers what the
+    library does."""
+    from tests.database.helpers import CPU, GPU, matmul, record
+
+    path = tmp_path / "family.sqlite"
+    db = msdb.SQLiteDatabase(path)
+    small, mid, large = (db.commit_workload(matmul(n=n)) for n in (16, 32, 64))
+    db.commit_tuning_records([record(mid, [2e-3]), record(mid, [1e-3], inner=2), record(mid, [4e-3], GPU)])
+    db.close()
+    reader = msdb.SQLiteDatabase(path, read_only=True)
+    try:
+        expected = workload_relatives(reader, small.shash)
+    finally:
+        reader.close()
+    assert [(r.shash, len(r.best)) for r in expected] == [(mid.shash, 2), (large.shash, 0)]
+    with running_hub(path, tmp_path / "serve.log") as base:
+        html = httpx.get(f"{base}/-/msdb/family/workload/{small.shash}", timeout=30).text
+        got = rows(f"{base}/family/relatives.json", shash=small.shash, target_kind="")
+        cpu_only = rows(f"{base}/family/relatives.json", shash=small.shash, target_kind="llvm")
+        own = httpx.get(f"{base}/-/msdb/family/workload/{mid.shash}", timeout=30).text
+    assert "<h2>Relatives</h2>" in html
+    assert f'class="msdb-relative" href="/-/msdb/family/workload/{mid.shash}"' in html
+    assert f'class="msdb-relative" href="/-/msdb/family/workload/{large.shash}"' in html
+    assert "1,000.00 us" in html and "no valid record" in html  # mid's best on the CPU; large has none
+    assert f"workload/{small.shash}" in own and f"workload/{mid.shash}\"" not in own.split("<h2>Relatives</h2>")[1]
+    assert [(r["shash"], r["record_id"], r["latency_us"]) for r in got] == [
+        (rel.shash, best.record_id, pytest.approx(best.mean_run_secs * 1e6)) for rel in expected for best in rel.best]
+    assert [r["record_id"] for r in cpu_only] == [expected[0].best[0].record_id]
 
 
 def test_live_database_takes_writes_while_served(tmp_path: Path) -> None:
