@@ -57,17 +57,28 @@ def _write_atomically(path: Path, text: str) -> None:
 @click.option("--repeat", type=click.IntRange(min=1), default=5, show_default=True, help="Timed runs with --run.")
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
               help="Processes that build the kernels (LLVM is most of a compile with tuned records).")
+@click.option("--transfer", is_flag=True,
+              help="Schedule a function no record answers (exactly or by anchor block) with its nearest relative's "
+                   "record (the same operator at other sizes) re-fitted to it; nothing is measured. The report "
+                   "names the relative, its models and the distance.")
+@click.option("--transfer-trials", metavar="N", type=click.IntRange(min=0), default=0, show_default=True,
+              help="With a transfer: measure up to N re-fitted candidates per function and the default schedule, "
+                   "keep the fastest, and commit every measured one to the first --db (opened writable) under a "
+                   "'transfer' source naming the record it came from, so the next compile hits exactly. "
+                   "Implies --transfer.")
 @click.option("--report", "report_path", metavar="FILE.json", type=click.Path(dir_okay=False),
               help="Also write the report as JSON: a list, one object per function.")
 def compile_command(model_path: str, dbs: tuple[str, ...], target: Target | None, fuse: str, run_model: bool,
-                    repeat: int, workers: int, report_path: str | None) -> None:
+                    repeat: int, workers: int, transfer: bool, transfer_trials: int, report_path: str | None) -> None:
     """Compile MODEL (.onnx, or a Relax-style .py with its weights in a .npz beside it) with the
     records of the --db layers and print which functions hit.
 
     Every function is looked up in the layers in order, structurally and then by anchor block;
     the best record of the first layer that has one is applied, anything else gets a default
     schedule. Each miss says why: no such workload, workload known but no record for this
-    target (and which targets have one), only failed records, or trace does not apply.
+    target (and which targets have one), only failed records, or trace does not apply. With
+    --transfer a miss may be answered by a relative's record re-fitted to it ("transferred from
+    ..."), else the report says why none fit.
 
     \b
     Example:
@@ -83,12 +94,17 @@ def compile_command(model_path: str, dbs: tuple[str, ...], target: Target | None
         folder = Path(report_path).parent
         if str(folder) and not folder.is_dir():
             raise OptionError(f"--report {report_path}: folder {folder} does not exist")
+    if transfer_trials and not dbs:
+        raise OptionError("--transfer-trials: give a --db to commit the measured candidates to")
+    if transfer_trials and dbs[0].startswith(("http://", "https://")):
+        raise OptionError(f"--transfer-trials commits to the first --db, and {dbs[0]} is a hub (read-only); "
+                          "put a database file first")
     layers: list[Any] = []
     try:
-        for location in dbs:
-            layers.append(open_layer(location))
+        for index, location in enumerate(dbs):
+            layers.append(open_layer(location, writable=index == 0 and bool(transfer_trials)))
         compiled = compile_model(model_path, layers, target, fuse=fuse, num_threads=1 if run_model else None,
-                                 build_workers=workers)
+                                 build_workers=workers, transfer=transfer, transfer_trials=transfer_trials)
     finally:
         for layer in layers:
             layer.database.close()

@@ -11,6 +11,8 @@ Views:
   lazily because it imports SQLAlchemy.
 - `UnionDatabase`, `OrderedUnionDatabase`: several databases read as one.
 - `ScheduleFnDatabase`: answers from a schedule function.
+- `TransferDatabase`: answers a workload nobody tuned with its relatives' records re-fitted to
+  it (`transfer`; issue 24).
 
 `Database.create(kind)` builds any of them; `with db:` makes `Database.current()` return it.
 
@@ -28,7 +30,7 @@ from msdb.lazy import lazy_getattr
 
 from typing import Any
 
-from msdb.database.base import Database, create
+from msdb.database.base import Database, Relative, create
 from msdb.database.errors import (
     BadRecordLine, DatabaseError, DatabaseOpenError, InvalidQuery, ReadOnlyDatabase, SchemaVersionError,
     UnknownDatabaseKind, UnsupportedOperation, WorkloadNotCommitted,
@@ -51,10 +53,11 @@ _LAZY = {
     "verify_database": "msdb.database.verify",
     "list_workloads": "msdb.database.catalog",
     "show_workload": "msdb.database.catalog",
+    "TransferDatabase": "msdb.database.transfer",
 }
 
 __all__ = [
-    "Database", "create", "MemoryDatabase", "JSONDatabase", "UnionDatabase", "OrderedUnionDatabase",
+    "Database", "Relative", "create", "MemoryDatabase", "JSONDatabase", "UnionDatabase", "OrderedUnionDatabase",
     "ScheduleFnDatabase", "DatabaseError", "DatabaseOpenError", "ReadOnlyDatabase", "SchemaVersionError",
     "WorkloadNotCommitted", "UnsupportedOperation", "UnknownDatabaseKind", "InvalidQuery", "BadRecordLine", *_LAZY,
 ]

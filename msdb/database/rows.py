@@ -13,7 +13,12 @@ Column conventions:
   msdb's IR lacks) are flagged by an `ir_format` starting with `OPAQUE_PREFIX`; their three
   hash columns hold TVM's own shash as 16 hex digits (`opaque_shash`), which is their key;
   their `script` is a comment. They are never replayed, and an export for TVM 0.27 leaves out
-  the legacy-format ones (TVM 0.27 cannot load them either).
+  the legacy-format ones (TVM 0.27 cannot load them either);
+- `family_hash` / `family_extents` are the workload's family (`msdb.hashing.family`): computed
+  from the IR in `workload_row`, the one place a decoded workload's row is built (import, tune
+  and `add_task` call it; merge copies rows that have them, and `family_columns` fills a copied
+  row that lacks them, as from a hub of an older msdb); NULL for opaque workloads, which have no
+  IR and so no relatives.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "OPAQUE_PREFIX", "OPAQUE_LEGACY", "OPAQUE_UNSUPPORTED", "SOURCE_KINDS", "HASH_COLUMNS", "now", "insert_row", "is_opaque",
-    "opaque_ir_format", "opaque_shash", "flops_or_none", "workload_row", "opaque_workload_row", "load_workload_ir",
+    "opaque_ir_format", "opaque_shash", "flops_or_none", "family_columns", "stored_family_columns", "workload_row", "opaque_workload_row", "load_workload_ir",
     "stored_ir", "find_workload_id", "keep_tvm_payload", "record_keys_of", "default_user", "default_host", "insert_source",
     "ensure_task",
 ]
@@ -52,8 +57,9 @@ OPAQUE_PREFIX = "opaque:"
 OPAQUE_LEGACY = OPAQUE_PREFIX + LEGACY_GRAPH
 #: A TVM >= 0.22 graph with a node type msdb's IR has no counterpart for (exported unchanged).
 OPAQUE_UNSUPPORTED = OPAQUE_PREFIX + UNSUPPORTED_GRAPH
-#: What `source.kind` may be.
-SOURCE_KINDS = ("import", "tune", "merge", "pull")
+#: What `source.kind` may be ("transfer": candidates re-fitted from a relative's record and
+#: measured by `msdb compile --transfer-trials`, issue 24; the location names that record).
+SOURCE_KINDS = ("import", "tune", "merge", "pull", "transfer")
 #: The workload column holding the hash of each module equality.
 HASH_COLUMNS = {"structural": M.workload.c.shash, "ignore-tensor": M.workload.c.ignore_tensor_hash,
                 "anchor-block": M.workload.c.anchor_hash}
@@ -102,11 +108,30 @@ def flops_or_none(mod: IRModule) -> int | None:
         return None
 
 
+def family_columns(mod: IRModule | None) -> dict[str, str | None]:
+    """The `family_hash` and `family_extents` (JSON) of a workload row; both None for no IR. The
+    family only serves the relatives query, so a module the walk refuses (it refused the
+    structural hash first, so this does not happen for a stored one) is logged and stored
+    without one rather than failing the commit."""
+    if mod is None:
+        return {"family_hash": None, "family_extents": None}
+    import json
+
+    from msdb.hashing.family import family_key
+
+    try:
+        key = family_key(mod)
+    except Exception as exc:  # noqa: BLE001 - see the docstring
+        logger.warning("family key failed (%s: %s); stored without it", type(exc).__name__, exc)
+        return {"family_hash": None, "family_extents": None}
+    return {"family_hash": key.hash, "family_extents": json.dumps(list(key.extents), separators=(",", ":"))}
+
+
 def workload_row(mod: IRModule, *, hashes: dict[str, str], name: str | None, tvm_payload: str | None = None,
                  tvm_shash: str | None = None) -> dict[str, Any]:
     """The `workload` row of a decoded module with its three hashes: the IR as TVMScript (the
     portable form) and as a fast blob (`msdb.ir.codec`; left out when the IR does not pickle),
-    FLOPs, and what a TVM log said about it."""
+    FLOPs, its family (`family_columns`), and what a TVM log said about it."""
     from msdb.ir import to_script
     from msdb.ir.codec import IR_FORMAT, dump_ir
 
@@ -119,7 +144,7 @@ def workload_row(mod: IRModule, *, hashes: dict[str, str], name: str | None, tvm
         "shash": hashes["structural"], "ignore_tensor_hash": hashes["ignore-tensor"],
         "anchor_hash": hashes["anchor-block"], "name": name, "flops": flops_or_none(mod), "script": to_script(mod),
         "ir_format": IR_FORMAT if blob is not None else None, "ir_blob": blob, "tvm_payload": tvm_payload,
-        "tvm_shash": tvm_shash, "created_at": now(),
+        "tvm_shash": tvm_shash, "created_at": now(), **family_columns(mod),
     }
 
 
@@ -131,37 +156,34 @@ def opaque_workload_row(*, tvm_shash: str, payload: str, payload_kind: str, reas
     return {
         "shash": key, "ignore_tensor_hash": key, "anchor_hash": key, "name": f"opaque-{tvm_shash}", "flops": None,
         "script": script, "ir_format": opaque_ir_format(payload_kind), "ir_blob": None, "tvm_payload": payload,
-        "tvm_shash": tvm_shash, "created_at": now(),
+        "tvm_shash": tvm_shash, "created_at": now(), **family_columns(None),
     }
 
 
 def load_workload_ir(ir_format: str | None, ir_blob: bytes | None, script: str, *, label: str = "workload") -> IRModule:
     """The IR of a workload row: its blob when it is of `msdb.ir.codec.IR_FORMAT` and readable,
-    else its TVMScript (the authoritative form; a damaged or foreign blob is logged and
-    skipped). An opaque row raises `MsdbError`: it has no IR.
-
-    A blob is only a cache of the script and databases are shared, so any failure to read it
-    (a hostile one claiming 2^62 bytes, one whose shared nodes expand past
-    `msdb.ir.tree_size.MAX_TREE_NODES`, a bug) falls back to the script; only the script's own
-    errors reach the caller."""
-    from msdb.ir.codec import IR_FORMAT, load_ir
-    from msdb.ir.function import IRModule
-    from msdb.ir.tree_size import check_tree_size
+    else its TVMScript (`msdb.ir.codec.load_stored_ir`, which says why a blob that fails falls
+    back to the script). An opaque row raises `MsdbError`: it has no IR."""
+    from msdb.ir.codec import load_stored_ir
 
     if is_opaque(ir_format):
         raise MsdbError(f"{label} is an opaque TVM payload: it has no IR msdb can read")
-    if ir_format == IR_FORMAT and ir_blob is not None:
-        try:
-            node = load_ir(bytes(ir_blob))
-            mod = node if isinstance(node, IRModule) else IRModule.from_func(node)
-            check_tree_size(mod, "IR blob")
-            return mod
-        except Exception as exc:  # noqa: BLE001 - see the docstring
-            logger.warning("%s: IR blob unreadable (%s: %s); parsing its script", label, type(exc).__name__,
-                           str(exc)[:200])
-    from msdb.ir import from_script
+    return load_stored_ir(ir_format, ir_blob, script, label=label)
 
-    return from_script(script)
+
+def stored_family_columns(ir_format: str | None, ir_blob: bytes | None, script: str, *,
+                          label: str = "workload") -> dict[str, str | None]:
+    """`family_columns` of a stored (or copied) workload row: from its IR, None for an opaque row
+    or one whose IR cannot be read (logged; the row is still stored, without relatives)."""
+    if is_opaque(ir_format):
+        return family_columns(None)
+    try:
+        mod = load_workload_ir(ir_format, ir_blob, script, label=label)
+    except Exception as exc:  # noqa: BLE001 - an auxiliary key never blocks storing the row
+        logger.warning("%s: IR unreadable (%s: %s); stored without a family", label, type(exc).__name__,
+                       str(exc)[:200])
+        return family_columns(None)
+    return family_columns(mod)
 
 
 def stored_ir(conn: Connection, workload_id: int, *, label: str = "workload") -> IRModule:

@@ -70,6 +70,8 @@ modules in full (TVM's rule) before deciding a workload is new, so two different
 never share a row. Targets are matched in Python against the small `target` table (cached,
 refreshed when it grows), and top-k runs one ordered, limited index range scan per matching
 (workload, target) pair on `ix_tuning_record_top_k`. Traces stay JSON text until used.
+`relatives` is one statement: the workloads of a family by `ix_workload_family_hash`, each
+with its best record by one top-k index scan (`relatives_statement`).
 """
 
 from __future__ import annotations
@@ -87,7 +89,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 
 from msdb.database import models as M
-from msdb.database.base import Database, check_k
+from msdb.database.base import RELATIVES_LIMIT, Database, Relative, check_k, check_limit
 from msdb.database.errors import DatabaseError, DatabaseOpenError, ReadOnlyDatabase, SchemaVersionError, WorkloadNotCommitted
 from msdb.database.migrate import HEAD, SchemaState, schema_state, upgrade
 from msdb.database.rows import (
@@ -875,6 +877,59 @@ class SQLiteDatabase(Database):
                 return []
             return [self._record_from_row(conn, row) for row in self._top_rows(conn, workload_ids, target_ids, top_k)]
 
+    @staticmethod
+    @functools.lru_cache(maxsize=4)
+    def relatives_statement(by_target: bool) -> Any:
+        """The SELECT behind `relatives`: the workloads of family `:family` (an index lookup on
+        `ix_workload_family_hash`) other than the ids `:own`, each with the id of its best valid
+        record (a correlated top-k index scan, limited to the target ids `:targets` when
+        `by_target`), those with one first, then in commit order, at most `:limit`."""
+        w, r = M.workload.c, M.tuning_record.c
+        conditions = [r.workload_id == w.id, r.is_valid == true()]
+        if by_target:
+            conditions.append(r.target_id.in_(bindparam("targets", expanding=True)))
+        best = (select(r.id).where(*conditions).order_by(r.mean_run_secs, r.id).limit(1)
+                .correlate(M.workload).scalar_subquery())
+        family = (select(w.id, w.family_extents, best.label("best_id"))
+                  .where(w.family_hash == bindparam("family"), w.id.not_in(bindparam("own", expanding=True)))
+                  .subquery())
+        return (select(family).order_by(family.c.best_id.is_(None), family.c.id)
+                .limit(bindparam("limit", type_=Integer)))
+
+    def relatives(self, workload: IRModule | PrimFunc | Workload, target: Target | str | dict[str, Any] | None = None,
+                  *, limit: int = RELATIVES_LIMIT) -> list[Relative]:
+        """`Database.relatives` as one indexed query (`relatives_statement`). The family key of a
+        stored workload is read from its row; one not stored is keyed from its IR. A stored
+        workload without a key (an opaque TVM payload) has no relatives."""
+        import json
+
+        check_limit(limit)
+        asked = Workload.coerce(workload)
+        query = Target.coerce(target)
+        w, r = M.workload.c, M.tuning_record.c
+        with self._read() as conn:
+            own = self._lookup(conn, asked)
+            if own:
+                family = conn.execute(select(w.family_hash).where(w.id == own[0])).scalar()
+            else:
+                family = asked.family.hash
+            if family is None or limit == 0:
+                return []
+            params: dict[str, Any] = {"family": family, "own": own or [-1], "limit": limit}
+            if query is not None:
+                params["targets"] = self.matching_target_ids(conn, query)
+            else:
+                self._targets.refresh(conn)
+            rows = conn.execute(self.relatives_statement(query is not None), params).all()
+            best_ids = [row.best_id for row in rows if row.best_id is not None]
+            records = {}
+            if best_ids:
+                for row in conn.execute(select(r.id, r.workload_id, r.target_id, r.trace, r.run_secs, r.args_info)
+                                        .where(r.id.in_(best_ids))):
+                    records[row.id] = self._record_from_row(conn, row)
+            return [Relative(self._workload(conn, row.id), tuple(json.loads(row.family_extents or "[]")),
+                             records.get(row.best_id)) for row in rows]
+
     def get_measured(self, workload: IRModule | PrimFunc | Workload,
                      target: Target | str | dict[str, Any] | None = None) -> list[TuningRecord]:
         workload = Workload.coerce(workload)
@@ -993,6 +1048,16 @@ class SQLiteDatabase(Database):
                 stored = self._commit_workload(conn, Workload.coerce(workload))
                 ids.append(ensure_task(conn, model_name, stored._db_ids[self._key], task_name, float(weight)))
             return ids
+
+    def models_using(self, workload: IRModule | PrimFunc | Workload) -> list[str]:
+        """The names of the models with a task on `workload` (by its structural hash), sorted:
+        where a transferred record came from, for the compile report (issue 24)."""
+        w, t, m = M.workload.c, M.task.c, M.model.c
+        statement = (select(m.name).distinct().select_from(M.task.join(M.model, m.id == t.model_id)
+                                                           .join(M.workload, w.id == t.workload_id))
+                     .where(w.shash == Workload.coerce(workload).shash).order_by(m.name))
+        with self._read() as conn:
+            return [str(name) for name in conn.execute(statement).scalars()]
 
     def __repr__(self) -> str:
         return f"SQLiteDatabase({self._where!r}, module_equality={self.module_equality!r})"

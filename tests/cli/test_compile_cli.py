@@ -113,6 +113,36 @@ def test_layered_databases_report_the_answering_db_as_given(small_resnet: pathli
     assert re.search(rf"^{re.escape(name)} .* hit in {re.escape(str(local))} \(structural; ", result.output, re.M)
 
 
+def test_transfer_compiles_another_batch_from_the_tuned_models_records(small_resnet: pathlib.Path,
+                                                                      tmp_path: pathlib.Path) -> None:
+    """`--transfer`: ResNet-18 at batch 2, which nobody tuned, over the (sampled) records of the
+    batch-1 model: its convs are transferred, the report names the relative, its model, the
+    layer as given and the distance, and the run still matches onnxruntime."""
+    pytest.importorskip("onnxruntime")
+    from msdb.model.zoo import resnet
+    from msdb.records import Target
+    from tests.compile.sampled_records import sampled_records_db
+
+    batch2 = tmp_path / "resnet18_batch2.onnx"
+    onnx.save(resnet(18, batch=2, image=32, width=8, num_classes=10), str(batch2))
+    db = tmp_path / "tuned.sqlite"
+    tuned = sampled_records_db(small_resnet, db, "resnet18_b1", Target.host())
+    report = tmp_path / "r.json"
+    result = run("compile", batch2, "--db", db, "--transfer", "--run", "--repeat", 1, "--report", report)
+    assert result.exit_code == 0, result.output
+    match = re.search(r"outputs vs onnxruntime [\d.]+: max abs error (\S+), max rel error (\S+)", result.output)
+    assert match and float(match.group(2)) < 1e-4, result.output
+    rows = {r["name"]: r for r in json.loads(report.read_text())}
+    for name in tuned:
+        row = rows[name]
+        assert row["scheduled_by"] == "transferred" and row["hit"] is False and row["reason"] == "no such workload"
+        assert row["transfer"]["models"] == ["resnet18_b1"] and row["transfer"]["db"] == str(db)
+        assert row["transfer"]["distance"] > 0
+        assert re.search(rf"^{re.escape(name)} .* transferred from {row['transfer']['workload']} of model resnet18_b1 "
+                         rf"in {re.escape(str(db))}, distance [\d.]+ \(miss: no such workload\)$", result.output, re.M)
+    assert re.search(rf"; transferred: {len(tuned)} functions, \d+ calls", result.output)
+
+
 @pytest.mark.parametrize("case", ["missing model", *BAD_MODELS, "missing db", "not a database", "hub down",
                                   "unknown cpu"])
 def test_bad_input_is_one_line_and_writes_nothing(case: str, small_resnet: pathlib.Path, tmp_path: pathlib.Path) -> None:
@@ -185,3 +215,19 @@ def test_relax_script_run_is_compared_with_the_default_schedule_build(tmp_path: 
     assert plain.exit_code == 0, plain.output
     assert "miss: no database" in plain.output
     assert "outputs not compared: no record was applied" in plain.output
+
+
+@pytest.mark.parametrize("args,code,expected", [
+    (["--db", "{db}", "--transfer-trials", "-1"], 2,
+     "Error: Invalid value for '--transfer-trials': -1 is not in the range x>=0."),
+    (["--transfer-trials", "2"], 1, "Error: --transfer-trials: give a --db to commit the measured candidates to"),
+    (["--db", "http://127.0.0.1:9/", "--transfer-trials", "1"], 1,
+     "Error: --transfer-trials commits to the first --db, and http://127.0.0.1:9/ is a hub (read-only)"),
+])
+def test_bad_transfer_trials_are_one_error_naming_the_option(args: list[str], code: int, expected: str,
+                                                             small_resnet: pathlib.Path, empty_db: pathlib.Path) -> None:
+    result = run("compile", small_resnet, *[a.format(db=empty_db) for a in args])
+    assert result.exit_code == code, result.output
+    assert expected in result.output
+    if code == 1:
+        assert len(result.output.strip().splitlines()) == 1

@@ -12,8 +12,15 @@ Per function of the model, in the model's order:
    whose block names the trace uses); any other (an anchor-block match) goes through TVM's
    anchor-trace procedure (`schedule_using_anchor_trace`) on the function. A trace that raises
    is a miss with the error's text, not an aborted compile (TVM aborts);
-4. a miss gets the default schedule (no search: parallel outer loops, vectorized inner loops);
-5. build with llvmlite (`msdb.tuner.kernel.build`).
+4. with `transfer` (issue 24; docs/architecture.md, "Transfer"), a miss is answered by its
+   nearest relative's record re-fitted to it (`msdb.tuner.compile.transfer`), when one fits;
+5. anything else gets the default schedule (no search: parallel outer loops, vectorized inner
+   loops). With `transfer_trials` N > 0, up to N re-fitted candidates and the default schedule
+   are measured, the fastest is kept, and every measured one is committed as a record of the
+   function (under a `transfer` source naming the record it came from), so the next compile
+   hits exactly;
+6. build with llvmlite (`msdb.tuner.kernel.build`). A tuned or transferred module that does not
+   build falls back to the default schedule.
 
 Where the time goes is kept in `CompiledModel.timings` (load, query, apply, build seconds), for
 bench/bench_compile.py.
@@ -37,8 +44,10 @@ from msdb.tuner.compile.report import FunctionReport, MissReason
 
 if TYPE_CHECKING:
     from msdb.database.base import Database
+    from msdb.database.transfer import TransferDatabase
     from msdb.model.graph import Model
     from msdb.tuner.kernel import Kernel
+    from msdb.tuner.tune import Builder, Runner
 
 __all__ = ["compile_model", "as_workload", "apply_record", "compile_target"]
 
@@ -95,6 +104,7 @@ def _entry(name: str, workload: Workload, weight: int, found: Lookup, flop: int 
         assert found.layer is not None
         entry.db = found.layer.label
         entry.matched_by = found.matched_by
+        entry.scheduled_by = "anchor-block" if found.matched_by == "anchor-block" else "exact"
         secs = record.mean_run_secs
         entry.record_us = secs * 1e6 if math.isfinite(secs) else None  # a schedule function's record: no run
         entry.record_target = str(record.target) if record.target is not None else None
@@ -114,6 +124,11 @@ def _miss(entry: FunctionReport, reason: str, detail: str) -> None:
     entry.hit = False
     entry.db = entry.matched_by = entry.record_target = None
     entry.record_us = entry.record_gflops = None
+    entry.scheduled_by = "default"
+    if entry.transfer is not None:  # the transferred module is what failed: say so, keep the first miss
+        entry.transfer_miss = f"the schedule transferred from {entry.transfer.workload}: {detail}"
+        entry.transfer = None
+        return
     entry.reason = reason
     entry.detail = detail
 
@@ -129,13 +144,22 @@ def _flop(workload: Workload) -> int | None:
 
 def compile_model(model: Model | str | os.PathLike[str], database: DatabaseArg = None,
                   target: Target | str | dict[str, Any] | None = None, fuse: str = "tvm", *,
-                  num_threads: int | None = None, build_workers: int = 1) -> CompiledModel:
+                  num_threads: int | None = None, build_workers: int = 1, transfer: bool = False,
+                  transfer_neighbours: int = 3, transfer_trials: int = 0, record_database: Database | None = None,
+                  builder: Builder | None = None, runner: Runner | None = None) -> CompiledModel:
     """Compile `model` (a `Model`, or a path for `msdb.model.load(path, fuse=fuse)`) with the
     records of `database` (one `Database` or location, or a list of them: layers, the first
     with a record wins) for `target` (default: this machine). `num_threads`: threads of the
     parallel loops when run (default: the target's `num-cores` when given, else libgomp's).
-    `build_workers`: processes that build the kernels (1: in this process). See the module
-    docstring for what happens to each function."""
+    `build_workers`: processes that build the kernels (1: in this process). `transfer`: answer
+    the functions no record answers with a relative's re-fitted record (the nearest of
+    `transfer_neighbours` that fit; nothing is measured). `transfer_trials` N > 0 (implies
+    `transfer`): measure up to N of them and the default schedule with `builder` and `runner`
+    (default: a local one-process builder and runner), keep the fastest, and commit what was
+    measured to `record_database` (default: the first layer's database, which must be
+    writable). See the module docstring for what happens to each function."""
+    if isinstance(transfer_trials, bool) or not isinstance(transfer_trials, int) or transfer_trials < 0:
+        raise MsdbError(f"compile: transfer_trials={transfer_trials!r} must be an int >= 0 (0: measure nothing)")
     timings = {"load": 0.0, "query": 0.0, "apply": 0.0, "build": 0.0}
     started = time.perf_counter()
     if isinstance(model, (str, os.PathLike)):
@@ -148,9 +172,24 @@ def compile_model(model: Model | str | os.PathLike[str], database: DatabaseArg =
     if num_threads is None and target is not None:
         cores = build_target.get("num-cores")
         num_threads = int(cores) if isinstance(cores, int) else None
-    layers, opened = as_layers(database)
+    layers, opened = as_layers(database, writable_first=bool(transfer_trials) and record_database is None)
+    if transfer_trials and record_database is None and not layers:
+        raise MsdbError("compile: transfer_trials commits the measured candidates to the first database; give one")
     try:
-        mods, report = _schedule(model, layers, build_target, timings)
+        transfer_db = None
+        trials: _Trials | None = None
+        if transfer or transfer_trials:
+            from msdb.tuner.compile.transfer import transfer_view
+
+            transfer_db = transfer_view(layers, build_target, max(transfer_neighbours, transfer_trials))
+        if transfer_trials and transfer_db is not None:
+            sink = record_database if record_database is not None else layers[0].database
+            trials = _Trials(transfer_trials, sink, builder, runner)
+        try:
+            mods, report = _schedule(model, layers, build_target, timings, transfer_db, trials)
+        finally:
+            if trials is not None:
+                trials.close()
     finally:
         for layer in opened:
             layer.database.close()
@@ -158,9 +197,10 @@ def compile_model(model: Model | str | os.PathLike[str], database: DatabaseArg =
     return CompiledModel(model, kernels, report, build_target, timings, num_threads=num_threads)
 
 
-def _schedule(model: Model, layers: Sequence[Layer], target: Target, timings: dict[str, float]
+def _schedule(model: Model, layers: Sequence[Layer], target: Target, timings: dict[str, float],
+              transfer: TransferDatabase | None = None, trials: _Trials | None = None
               ) -> tuple[dict[str, IRModule], list[FunctionReport]]:
-    """Steps 1-4 of the module docstring: the scheduled module of every function, and the report."""
+    """Steps 1-5 of the module docstring: the scheduled module of every function, and the report."""
     counts = model.call_counts()
     views: dict[tuple[int, str], Database] = {}
     mods: dict[str, IRModule] = {}
@@ -179,10 +219,71 @@ def _schedule(model: Model, layers: Sequence[Layer], target: Target, timings: di
             except MsdbError as exc:
                 logger.warning("%s: the record from %s does not apply: %s", name, entry.db, exc)
                 _miss(entry, MissReason.TRACE_DOES_NOT_APPLY, f"the record from {entry.db}: {exc}")
+        if mod is None and transfer is not None:
+            mod = _transferred(entry, func, workload, target, transfer, layers, trials)
         mods[name] = mod if mod is not None else _default_mod(func, target)
         timings["apply"] += time.perf_counter() - t1
         report.append(entry)
     return mods, report
+
+
+class _Trials:
+    """What `transfer_trials` measures with, made on first use and closed after the compile."""
+
+    def __init__(self, count: int, database: Database, builder: Builder | None, runner: Runner | None) -> None:
+        self.count = count
+        self.database = database
+        self._builder, self._runner = builder, runner
+        self._own: list[Any] = []
+
+    def tools(self) -> tuple[Builder, Runner]:
+        if self._builder is None:
+            from msdb.tuner.measure.builder import LocalBuilder
+
+            self._builder = LocalBuilder(max_workers=1, timeout_sec=BUILD_TIMEOUT_S)
+            self._own.append(self._builder)
+        if self._runner is None:
+            from msdb.tuner.measure.runner import LocalRunner
+
+            self._runner = LocalRunner(num_threads=1)
+            self._own.append(self._runner)
+        return self._builder, self._runner
+
+    def close(self) -> None:
+        for tool in self._own:
+            tool.close()
+
+
+def _transferred(entry: FunctionReport, func: PrimFunc, workload: Workload, target: Target,
+                 transfer: TransferDatabase, layers: Sequence[Layer], trials: _Trials | None) -> IRModule | None:
+    """Step 4: the nearest relative's re-fitted schedule of a missed function (or, with
+    `trials`, the fastest measured candidate), noted in its report entry; None (and why, in
+    `transfer_miss`) when no relative's record fits or the default schedule measured fastest."""
+    from msdb.tuner.compile.transfer import measure_transfer, transfer_info
+
+    answer = transfer.answer(workload, target)
+    if not answer.records:
+        entry.transfer_miss = answer.reason
+        if answer.skipped:
+            entry.transfer_miss = f"{answer.reason}: " + "; ".join(str(skip) for skip in answer.skipped)
+        return None
+    if trials is not None:
+        builder, runner = trials.tools()
+        mod, info, measured = measure_transfer(entry.name, func, workload, target, answer, trials.count, builder,
+                                               runner, trials.database, layers)
+        if info is None:
+            entry.transfer_miss = f"the default schedule measured fastest ({measured})"
+            return mod
+        info.measured = measured
+        entry.scheduled_by = "transferred"
+        entry.transfer = info
+        entry.record_target = str(target)
+        return mod
+    entry.scheduled_by = "transferred"
+    entry.transfer = transfer_info(answer.records[0], answer, layers)
+    entry.record_target = str(answer.records[0].target) if answer.records[0].target is not None else None
+    logger.info("%s: transferred from %s", entry.name, entry.transfer.describe())
+    return answer.schedules[0].mod
 
 
 def _build_all(model: Model, mods: dict[str, IRModule], report: list[FunctionReport], target: Target,
@@ -201,7 +302,7 @@ def _build_all(model: Model, mods: dict[str, IRModule], report: list[FunctionRep
             try:
                 kernels[entry.name] = build(mods[entry.name], target)
             except MsdbError as exc:
-                if not entry.hit:
+                if entry.scheduled_by == "default":
                     for kernel in kernels.values():  # the compile fails: release what was loaded
                         kernel.close()
                     raise
@@ -210,9 +311,10 @@ def _build_all(model: Model, mods: dict[str, IRModule], report: list[FunctionRep
         kernels, failed = _build_in_workers(mods, report, target, workers)
     for entry in report:
         if entry.name in failed:
-            logger.warning("%s: the tuned module from %s does not build: %s", entry.name, entry.db, failed[entry.name])
-            _miss(entry, MissReason.TRACE_DOES_NOT_APPLY, f"the record from {entry.db} does not build: "
-                                                          f"{failed[entry.name]}")
+            logger.warning("%s: the tuned module from %s does not build: %s", entry.name,
+                           entry.db or entry.scheduled_by, failed[entry.name])
+            origin = f"the record from {entry.db}" if entry.transfer is None else "it"
+            _miss(entry, MissReason.TRACE_DOES_NOT_APPLY, f"{origin} does not build: {failed[entry.name]}")
             kernels[entry.name] = build(_default_mod(model.functions[entry.name], target), target)
     timings["build"] += time.perf_counter() - started
     return kernels
@@ -231,7 +333,7 @@ def _build_in_workers(mods: dict[str, IRModule], report: list[FunctionReport], t
         results = builder.build([BuilderInput(mods[name], target) for name in names])
         for entry, result in zip(report, results):
             if result.artifact_path is None:
-                if not entry.hit:
+                if entry.scheduled_by == "default":
                     for kernel in kernels.values():  # the compile fails: release what was loaded
                         kernel.close()
                     raise CodegenError(f"{entry.name}: {result.error_msg}")

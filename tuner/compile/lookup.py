@@ -56,13 +56,17 @@ class Lookup:
     targets_with_records: tuple[str, ...] = ()
 
 
-def open_layer(location: str | os.PathLike[str]) -> Layer:
+def open_layer(location: str | os.PathLike[str], *, writable: bool = False) -> Layer:
     """Open a `--db` for reading: an `http(s)://` hub URL (`RemoteDatabase`, asked for its
     database once so an unreachable hub fails here), else a file path or SQLAlchemy URL opened
     read-only (`msdb.database.location.open_database`: nothing is created, migrated or written).
-    Errors are `MsdbError`s naming the location."""
+    `writable`: the layer a compile commits to (`transfer_trials`), opened for writing; a hub
+    cannot be one. Errors are `MsdbError`s naming the location."""
     text = os.fspath(location)
     if text.startswith(("http://", "https://")):
+        if writable:
+            raise MsdbError(f"{text} is a hub (read-only): the measured candidates of a compile are committed to "
+                            "its first database, so put a database file first")
         from msdb.hub.remote import RemoteDatabase
 
         remote = RemoteDatabase(text)
@@ -70,14 +74,15 @@ def open_layer(location: str | os.PathLike[str]) -> Layer:
         return Layer(remote, text)
     from msdb.database.location import open_database
 
-    return Layer(open_database(text, read_only=True), text)
+    return Layer(open_database(text, read_only=not writable), text)
 
 
-def as_layers(database: Database | str | os.PathLike[str] | Sequence[Database | str | os.PathLike[str]] | None
-              ) -> tuple[list[Layer], list[Layer]]:
+def as_layers(database: Database | str | os.PathLike[str] | Sequence[Database | str | os.PathLike[str]] | None,
+              *, writable_first: bool = False) -> tuple[list[Layer], list[Layer]]:
     """(layers in query order, the layers this call opened and must close). A database may be a
     `Layer`, a `Database` (an `OrderedUnionDatabase` is unfolded into its children), a location,
-    or a list of them."""
+    or a list of them. `writable_first`: a location given first is opened for writing
+    (`open_layer`)."""
     from msdb.database.union import OrderedUnionDatabase
 
     if database is None:
@@ -94,7 +99,7 @@ def as_layers(database: Database | str | os.PathLike[str] | Sequence[Database | 
             elif isinstance(item, Database):
                 layers.append(Layer(item, repr(item)))
             elif isinstance(item, (str, os.PathLike)):
-                layer = open_layer(item)
+                layer = open_layer(item, writable=writable_first and not layers)
                 opened.append(layer)
                 layers.append(layer)
             else:

@@ -10,6 +10,13 @@ so every miss carries one of four reasons, decided from what the layers hold:
   targets (they are listed);
 - `only failed records`: every record for this target failed to build or run ([1e10]);
 - `trace does not apply`: the best record's trace raised an error on this function (its text).
+
+With `transfer` (issue 24; docs/architecture.md, "Transfer"), a miss may still be answered by a
+relative's record re-fitted to the function (`msdb.database.transfer.TransferDatabase`): the
+entry then says which workload, of which models and layer, at what distance, and keeps the
+reason the exact and anchor-block lookups missed. So every function is answered by one of
+`SCHEDULED_BY` ("exact", "anchor-block", "transferred", "default"), and each entry says why not
+by the ones before it.
 """
 
 from __future__ import annotations
@@ -18,7 +25,12 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
-__all__ = ["FunctionReport", "MissReason", "report_json", "format_report", "summary_line"]
+__all__ = ["FunctionReport", "MissReason", "TransferInfo", "SCHEDULED_BY", "report_json", "format_report",
+           "summary_line"]
+
+#: What answered a function, best first: a record of the function itself (or a schedule
+#: function), a record of its anchor block, a relative's record re-fitted, the default schedule.
+SCHEDULED_BY = ("exact", "anchor-block", "transferred", "default")
 
 
 class MissReason:
@@ -31,6 +43,33 @@ class MissReason:
     NO_DATABASE = "no database"
 
     ALL = (NO_WORKLOAD, NO_RECORD_FOR_TARGET, ONLY_FAILED, TRACE_DOES_NOT_APPLY, NO_DATABASE)
+
+
+@dataclass
+class TransferInfo:
+    """Where a transferred schedule came from: the relative `workload` (structural hash) and its
+    `name`, the `models` that use it and the layer `db` that stores it, the `distance` between the
+    two (`msdb.database.transfer.family_distance`), the re-fit's `route`, the relative's own
+    measured `relative_us` (on the relative, not on this function), and the relatives `skipped`
+    on the way (each with its reason). With `--transfer-trials`: `measured`, what was measured,
+    fastest first (the default schedule among them)."""
+
+    workload: str
+    name: str | None = None
+    models: list[str] = field(default_factory=list)
+    db: str | None = None
+    distance: float = 0.0
+    route: str | None = None
+    relative_us: float | None = None
+    skipped: list[str] = field(default_factory=list)
+    measured: str | None = None
+
+    def describe(self) -> str:
+        where = f"{self.name} {self.workload}" if self.name else self.workload
+        models = f" of model {', '.join(self.models)}" if self.models else ""
+        db = f" in {self.db}" if self.db else ""
+        measured = f"; {self.measured}" if self.measured else ""
+        return f"{where}{models}{db}, distance {self.distance:.2f}{measured}"
 
 
 @dataclass
@@ -47,6 +86,9 @@ class FunctionReport:
     missed (see the module docstring), `detail` listing the targets that have records or
     quoting the error. `run_ms`: milliseconds per model run its calls took, when the model was
     run and profiled (`msdb compile --run`, `CompiledModel.profile`), else None.
+    `scheduled_by`: one of `SCHEDULED_BY`; `transfer`: where a transferred schedule came from
+    (`hit` stays False: no record of this function answered, and `reason` says why);
+    `transfer_miss`: why a compile with transfer found none to use (the default answered).
     """
 
     name: str
@@ -63,6 +105,9 @@ class FunctionReport:
     targets_with_records: list[str] = field(default_factory=list)
     flop: int | None = None
     run_ms: float | None = None
+    scheduled_by: str = "default"
+    transfer: TransferInfo | None = None
+    transfer_miss: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -74,7 +119,12 @@ class FunctionReport:
             if self.record_gflops is not None:
                 speed += f", {self.record_gflops:.1f} GFLOPS"
             return f"hit in {self.db} ({self.matched_by}; {speed})"
-        return f"miss: {self.reason}" + (f" ({self.detail})" if self.detail else "")
+        missed = f"miss: {self.reason}" + (f" ({self.detail})" if self.detail else "")
+        if self.transfer is not None:
+            return f"transferred from {self.transfer.describe()} ({missed})"
+        if self.transfer_miss is not None:
+            return f"{missed}; no transfer: {self.transfer_miss}"
+        return missed
 
 
 def report_json(entries: Sequence[FunctionReport]) -> str:
@@ -83,11 +133,15 @@ def report_json(entries: Sequence[FunctionReport]) -> str:
 
 
 def summary_line(entries: Sequence[FunctionReport]) -> str:
-    """`hits h/n functions, weight w/W calls`."""
+    """`hits: h/n functions, w/W calls`, then `; transferred: t functions, c calls` when any was."""
     hits = [e for e in entries if e.hit]
     weight = sum(e.weight for e in entries)
     hit_weight = sum(e.weight for e in hits)
-    return f"hits: {len(hits)}/{len(entries)} functions, {hit_weight}/{weight} calls"
+    line = f"hits: {len(hits)}/{len(entries)} functions, {hit_weight}/{weight} calls"
+    transferred = [e for e in entries if e.scheduled_by == "transferred"]
+    if transferred:
+        line += f"; transferred: {len(transferred)} functions, {sum(e.weight for e in transferred)} calls"
+    return line
 
 
 def format_report(entries: Sequence[FunctionReport]) -> str:

@@ -1,0 +1,297 @@
+"""`TransferDatabase`: answers for a workload nobody tuned, from its relatives' records re-fitted
+to it (issue 24, "Records that travel"; docs/architecture.md, "Transfer").
+
+A view in the family of `OrderedUnionDatabase` and `ScheduleFnDatabase`: it stores nothing and
+reads `source`. For a workload that has no valid record of its own in `source` for the asked
+target, it takes the workload's relatives (`Database.relatives`: the same operator at other
+sizes or index dtypes, each with its best valid record on the target, by msdb's target match
+policy, so never another target's record), orders them by `family_distance` from the workload,
+re-fits each best record's trace to the workload (`msdb.schedule.refit.refit_trace`) nearest
+first, and answers with the first `neighbours` that fit. So it layers last:
+
+    OrderedUnionDatabase(local, shared, TransferDatabase(shared))
+
+answers from `local`, else from `shared`, else from `shared`'s relatives.
+
+What an answer is. A `TransferredRecord`: the re-fitted trace on the *asked* workload, the
+relative's target, and no run times: a latency measured on the relative is not this workload's
+(so, by TVM's rule, the record is not valid, as a `ScheduleFnDatabase` answer is not), and
+`get_measured` lists nothing, so a tuner measures a transferred candidate instead of skipping
+it. Where it came from is its `transfer` (`Transfer`: the relative's workload and record, the
+distance, how the re-fit went); the relative's own latency is there, as the relative's.
+
+A relative whose trace does not fit is skipped; the reason is logged (INFO) and kept in the
+`TransferAnswer` that `answer()` returns (`skipped`), so a caller such as the compiler's report
+can say why a near relative was not used.
+
+What is the tuner's comes in through the constructor (no view imports the tuner,
+tests/test_layering.py): `postprocess` re-runs the post-processors on each re-fitted schedule
+and `anchor` is TVM's whole anchor-trace procedure; without them `refit_trace`'s msdb-only
+defaults apply (the recorded post-processing replays; the generic anchor replay).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Sequence
+
+from msdb.database.base import RELATIVES_LIMIT, Database, Relative, check_k, family_or_none
+from msdb.database.errors import InvalidQuery, UnsupportedOperation
+from msdb.errors import MsdbError
+from msdb.records import ArgInfo, Target, TuningRecord, Workload
+
+if TYPE_CHECKING:
+    from msdb.ir.function import IRModule, PrimFunc
+    from msdb.schedule import Schedule, Trace
+    from msdb.schedule.refit import AnchorProcedure, Postprocess
+
+__all__ = ["TransferDatabase", "TransferredRecord", "Transfer", "TransferSkip", "TransferAnswer", "family_distance",
+           "NEIGHBOURS"]
+
+logger = logging.getLogger(__name__)
+
+#: How many re-fitted relatives a `TransferDatabase` answers with unless told.
+NEIGHBOURS = 3
+
+#: Answers kept per view (workload and target): a compile asks each function several times.
+_CACHE_SIZE = 64
+
+
+def family_distance(a: Sequence[int], b: Sequence[int]) -> float:
+    """How far apart two relatives are: the sum over positions of |log((1 + |a_i|) / (1 + |b_i|))|
+    of their abstracted extents (`msdb.hashing.family.FamilyKey.extents`, aligned position by
+    position). A size halved or doubled costs log 2 wherever it appears; the 1 keeps the zeros
+    the key also abstracts (loop minima, offsets) at distance 0 from each other. Vectors of
+    different lengths (not relatives) are infinitely far apart."""
+    if len(a) != len(b):
+        return math.inf
+    return sum(abs(math.log((1 + abs(x)) / (1 + abs(y)))) for x, y in zip(a, b))
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """Where a transferred answer came from: the relative's `workload` and its best `record` (whose
+    run times are the relative's), the `distance` between the two (`family_distance`), and how
+    the re-fit went (`route` "replay" or "anchor", `postproc` "rerun", "replayed" or "none",
+    `changes`: the sampling decisions the re-fit changed, as text)."""
+
+    workload: Workload
+    record: TuningRecord
+    distance: float
+    route: str
+    postproc: str
+    changes: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        """One line: the relative (name and hash), the distance, the relative's own latency."""
+        name = f"{self.workload.name} " if self.workload.name else ""
+        secs = self.record.mean_run_secs
+        measured = f", {secs * 1e6:.1f} us there" if math.isfinite(secs) else ""
+        return f"{name}{self.workload.shash} at distance {self.distance:.3f}{measured}"
+
+
+class TransferredRecord(TuningRecord):
+    """A relative's record re-fitted to another workload: the re-fitted trace on that workload,
+    no run times (nothing was measured on it), and `transfer`, its provenance."""
+
+    __slots__ = ("transfer",)
+
+    def __init__(self, trace: Trace, workload: Workload, target: Target | None, transfer: Transfer,
+                 args_info: Sequence[ArgInfo] | None = None) -> None:
+        super().__init__(trace, workload, None, target, args_info)
+        self.transfer = transfer
+
+    def with_workload(self, workload: Workload) -> TuningRecord:
+        clone = super().with_workload(workload)
+        return TransferredRecord(clone.trace, workload, clone.target, self.transfer, clone.args_info)
+
+    def __repr__(self) -> str:
+        return f"<TransferredRecord {self.workload!r} from {self.transfer.describe()}>"
+
+
+@dataclass(frozen=True)
+class TransferSkip:
+    """A relative that gave no answer, and why (its trace did not fit, or its record could not be read)."""
+
+    workload: Workload
+    record: TuningRecord
+    distance: float
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.workload.shash} at distance {self.distance:.3f}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class TransferAnswer:
+    """`TransferDatabase.answer`: the transferred records, nearest first, with their re-fitted
+    schedules (same order), the relatives skipped on the way, and, without records, why
+    (`reason`)."""
+
+    records: tuple[TransferredRecord, ...] = ()
+    schedules: tuple[Schedule, ...] = ()
+    skipped: tuple[TransferSkip, ...] = ()
+    reason: str | None = None
+
+
+class TransferDatabase(Database):
+    """Answers a workload without records of its own in `source` with its nearest relatives'
+    re-fitted records (module docstring).
+
+    `neighbours`: at most this many answers (the nearest relatives that fit). `postprocess` and
+    `anchor`: the tuner's post-processors and anchor-trace procedure (`refit_trace`'s
+    arguments); None: msdb's defaults. `candidates`: how many relatives are read from `source`
+    (`Database.relatives`' limit). `seed`: of each re-fit (only decisions a trace lacks draw).
+    """
+
+    def __init__(self, source: Database, neighbours: int = NEIGHBOURS, *, postprocess: Postprocess | None = None,
+                 anchor: AnchorProcedure | None = None, candidates: int = RELATIVES_LIMIT, seed: int = 0,
+                 module_equality: str | None = None) -> None:
+        if not isinstance(source, Database):
+            raise TypeError(f"TransferDatabase: source must be a Database view (a MemoryDatabase, SQLiteDatabase, "
+                            f"union, ...), got {type(source).__name__}")
+        for name, value, least in (("neighbours", neighbours, 1), ("candidates", candidates, 1)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise InvalidQuery(f"TransferDatabase: {name}={value!r} must be an int >= {least}")
+        for name, fn in (("postprocess", postprocess), ("anchor", anchor)):
+            if fn is not None and not callable(fn):
+                raise TypeError(f"TransferDatabase: {name} must be callable or None, got {type(fn).__name__}")
+        super().__init__(module_equality or source.module_equality)
+        self.source = source
+        self.neighbours = neighbours
+        self.postprocess = postprocess
+        self.anchor = anchor
+        self.candidates = candidates
+        self.seed = seed
+        self._cache: OrderedDict[tuple[str, str | None], TransferAnswer] = OrderedDict()
+
+    def __repr__(self) -> str:
+        return f"TransferDatabase({self.source!r}, neighbours={self.neighbours})"
+
+    # ---- the answer ----
+    def answer(self, mod: IRModule | PrimFunc | Workload, target: Target | str | dict[str, Any] | None) -> TransferAnswer:
+        """The transferred records for `mod` on `target` (module docstring), nearest first, at
+        most `neighbours`; none when `source` has a valid record of the workload itself."""
+        workload = Workload.coerce(mod)
+        query = Target.coerce(target)
+        if self.source.get_top_k(workload, 1, query):
+            return TransferAnswer(reason="the workload has records of its own")
+        key = (workload.hash(self.module_equality), query.canonical_json() if query is not None else None)
+        cached = self._cache.get(key)
+        if cached is not None:
+            self._cache.move_to_end(key)
+            return cached
+        answer = self._transfer(workload, query)
+        self._cache[key] = answer
+        if len(self._cache) > _CACHE_SIZE:
+            self._cache.popitem(last=False)
+        return answer
+
+    def _transfer(self, workload: Workload, target: Target | None) -> TransferAnswer:
+        from msdb.schedule.refit import refit_trace
+
+        family = family_or_none(workload)
+        if family is None:
+            return TransferAnswer(reason="the workload has no family (no readable IR)")
+        relatives = self.source.relatives(workload, target, limit=self.candidates)
+        ranked = sorted(((family_distance(family.extents, r.extents), r) for r in relatives if r.best is not None),
+                        key=_nearest_first)
+        if not ranked:
+            return TransferAnswer(reason="no relative has a valid record for this target" if relatives
+                                  else "no relatives")
+        args_info = _args_info(workload)
+        records: list[TransferredRecord] = []
+        schedules: list[Schedule] = []
+        skipped: list[TransferSkip] = []
+        for distance, relative in ranked:
+            if len(records) >= self.neighbours:
+                break
+            best = relative.best
+            assert best is not None
+            if not math.isfinite(distance):
+                skipped.append(self._skip(workload, relative, best, distance, "its extents do not align"))
+                continue
+            try:
+                result = refit_trace(best.trace, workload.mod, postprocess=self.postprocess, anchor=self.anchor,
+                                     seed=self.seed)
+            except MsdbError as exc:  # an unreadable stored trace: the relative is skipped, not the query
+                skipped.append(self._skip(workload, relative, best, distance, str(exc)))
+                continue
+            if result.schedule is None:
+                skipped.append(self._skip(workload, relative, best, distance, str(result.failure)))
+                continue
+            transfer = Transfer(relative.workload, best, distance, result.route, result.postproc,
+                                tuple(str(change) for change in result.changes))
+            records.append(TransferredRecord(result.schedule.trace, workload, best.target, transfer, args_info))
+            schedules.append(result.schedule)
+            logger.debug("transfer to %s: %s", workload.shash, transfer.describe())
+        reason = None if records else f"no relative's trace fits ({len(skipped)} tried)"
+        return TransferAnswer(tuple(records), tuple(schedules), tuple(skipped), reason)
+
+    @staticmethod
+    def _skip(workload: Workload, relative: Relative, record: TuningRecord, distance: float,
+              reason: str) -> TransferSkip:
+        logger.info("transfer to %s: skipped relative %s at distance %.3f: %s", workload.shash,
+                    relative.workload.shash, distance, reason)
+        return TransferSkip(relative.workload, record, distance, reason)
+
+    # ---- TVM's interface ----
+    def get_top_k(self, workload: IRModule | PrimFunc | Workload, top_k: int,
+                  target: Target | str | dict[str, Any] | None = None) -> list[TuningRecord]:
+        """At most `top_k` transferred records, nearest relative first. They have no run times
+        (module docstring): unlike the other views' answers they are not valid by TVM's rule."""
+        check_k(top_k)
+        if top_k == 0:
+            return []
+        return list(self.answer(workload, target).records[:top_k])
+
+    def query_schedule(self, mod: IRModule | PrimFunc | Workload, target: Target | str | dict[str, Any] | None,
+                       workload_name: str = "main") -> Schedule | None:
+        """The nearest relative's re-fitted schedule of the asked workload (a copy: the caller may
+        go on scheduling it), or None."""
+        answer = self.answer(mod, target)
+        return answer.schedules[0].copy() if answer.schedules else None
+
+    def get_measured(self, workload: IRModule | PrimFunc | Workload,
+                     target: Target | str | dict[str, Any] | None = None) -> list[TuningRecord]:
+        """Nothing was measured here: a transferred candidate is still to be measured."""
+        return []
+
+    def has_workload(self, mod: IRModule | PrimFunc | Workload) -> bool:
+        """Stores nothing, so has no workload."""
+        return False
+
+    def commit_workload(self, mod: IRModule | PrimFunc | Workload) -> Workload:
+        raise UnsupportedOperation("a TransferDatabase stores nothing; commit to the database it reads, or put a "
+                                   "writable database first in an OrderedUnionDatabase")
+
+    def commit_tuning_record(self, record: TuningRecord) -> None:
+        raise UnsupportedOperation("a TransferDatabase stores nothing; commit to the database it reads, or put a "
+                                   "writable database first in an OrderedUnionDatabase")
+
+    def get_all_tuning_records(self) -> list[TuningRecord]:
+        return []
+
+    def __len__(self) -> int:
+        return 0
+
+    def close(self) -> None:
+        """Closes nothing: `source` belongs to whoever opened it (it may be another layer too)."""
+        self._cache.clear()
+
+
+def _nearest_first(item: tuple[float, Relative]) -> tuple[float, float, str]:
+    """Distance, then the relative's own latency (faster first), then its hash: a total order."""
+    distance, relative = item
+    assert relative.best is not None
+    return distance, relative.best.mean_run_secs, relative.workload.shash
+
+
+def _args_info(workload: Workload) -> list[ArgInfo] | None:
+    try:
+        return ArgInfo.from_prim_func(workload.mod)
+    except MsdbError:  # a symbolic shape: TVM's arg info has none
+        return None
