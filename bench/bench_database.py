@@ -208,6 +208,17 @@ def main() -> None:
         db.query_tuning_record(mod, None)
         any_target.append(time.perf_counter() - started)
     rows.append(row("query_tuning_record median, target=None (SQLite)", median_ms(any_target), "ms", None, "3 targets merged"))
+    relatives = []
+    for _ in range(min(args.queries, 200)):
+        mod = modules[rng.randrange(len(modules))]
+        target = TARGETS[rng.randrange(3)]
+        started = time.perf_counter()
+        found = db.relatives(mod, target)
+        relatives.append(time.perf_counter() - started)
+        assert found, "every matmul shape is a relative of every other"
+    rows.append(row("relatives median (SQLite)", median_ms(relatives), "ms", 5,
+                    f"issue 24: the {args.workloads:,} matmul shapes are one family, each with its best record "
+                    "on the target; first 50"))
     db.close()
 
     # ---- JSON comparison ----

@@ -98,15 +98,18 @@ class _Builder:
 
 def resnet(depth: int = 18, batch: int = 1, image: int = 224, num_classes: int = 1000, seed: int = 0, *,
            width: int = 64, softmax: bool = False, batch_norm: bool = True) -> onnx.ModelProto:
-    """ResNet-18 or -34 (basic blocks) as torchvision exports it: stem conv7x7/2 + BN + ReLU +
-    MaxPool 3x3/2, four stages of basic blocks (`width`, 2x, 4x, 8x channels; 1x1 downsample
-    conv + BN where the shape changes), GlobalAveragePool, Flatten, Gemm(transB); a Softmax
-    at the end only when `softmax`. Input "data" is `[batch, 3, image, image]`.
-    `batch_norm=False` gives the export of a model whose batch-norms were folded: every conv
-    has a bias and no BatchNormalization follows (the same structure as fold mode's result)."""
-    blocks = {18: (2, 2, 2, 2), 34: (3, 4, 6, 3)}.get(depth)
+    """ResNet-18 or -34 (basic blocks) or ResNet-50 (bottleneck blocks, torchvision's v1.5: the
+    stride on the 3x3 conv, 4x expansion) as torchvision exports it: stem conv7x7/2 + BN + ReLU +
+    MaxPool 3x3/2, four stages of blocks (`width`, 2x, 4x, 8x channels, times 4 at a
+    bottleneck's output; 1x1 downsample conv + BN where the shape changes), GlobalAveragePool,
+    Flatten, Gemm(transB); a Softmax at the end only when `softmax`. Input "data" is
+    `[batch, 3, image, image]`. `batch_norm=False` gives the export of a model whose
+    batch-norms were folded: every conv has a bias and no BatchNormalization follows (the same
+    structure as fold mode's result)."""
+    blocks = {18: (2, 2, 2, 2), 34: (3, 4, 6, 3), 50: (3, 4, 6, 3)}.get(depth)
     if blocks is None:
-        raise ModelError(f"resnet: depth {depth} is not 18 or 34 (basic-block ResNets only)")
+        raise ModelError(f"resnet: depth {depth} is not 18, 34 or 50")
+    bottleneck = depth == 50
     b = _Builder(seed)
 
     def conv_bn(x: str, cin: int, cout: int, kernel: int, stride: int, conv: str, bn: str) -> str:
@@ -119,13 +122,19 @@ def resnet(depth: int = 18, batch: int = 1, image: int = 224, num_classes: int =
     x = b.node("MaxPool", [x], "maxpool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
     cin = width
     for stage, count in enumerate(blocks):
-        cout = width * 2 ** stage
+        mid = width * 2 ** stage
+        cout = mid * 4 if bottleneck else mid
         for i in range(count):
             stride = 2 if stage > 0 and i == 0 else 1
             p = f"layer{stage + 1}.{i}"
-            y = conv_bn(x, cin, cout, 3, stride, f"{p}.conv1", f"{p}.bn1")
-            y = b.node("Relu", [y], f"{p}.relu1")
-            y = conv_bn(y, cout, cout, 3, 1, f"{p}.conv2", f"{p}.bn2")
+            if bottleneck:
+                y = b.node("Relu", [conv_bn(x, cin, mid, 1, 1, f"{p}.conv1", f"{p}.bn1")], f"{p}.relu1")
+                y = b.node("Relu", [conv_bn(y, mid, mid, 3, stride, f"{p}.conv2", f"{p}.bn2")], f"{p}.relu2b")
+                y = conv_bn(y, mid, cout, 1, 1, f"{p}.conv3", f"{p}.bn3")
+            else:
+                y = conv_bn(x, cin, cout, 3, stride, f"{p}.conv1", f"{p}.bn1")
+                y = b.node("Relu", [y], f"{p}.relu1")
+                y = conv_bn(y, cout, cout, 3, 1, f"{p}.conv2", f"{p}.bn2")
             shortcut = x
             if stride != 1 or cin != cout:
                 shortcut = conv_bn(x, cin, cout, 1, stride, f"{p}.downsample.0", f"{p}.downsample.1")

@@ -14,6 +14,7 @@ from msdb.model.loader import load
 MODELS = {
     "resnet18": lambda: zoo.resnet(18, image=16, width=4, num_classes=10, softmax=True),
     "resnet34": lambda: zoo.resnet(34, batch=2, image=16, width=2, num_classes=5),
+    "resnet50": lambda: zoo.resnet(50, image=16, width=2, num_classes=5),
     "mobilenet_like": lambda: zoo.mobilenet_like(image=16, width=4, num_classes=10),
     "mlp": lambda: zoo.mlp(batch=3, features=32, hidden=(16, 8, 8), num_classes=5),
 }
@@ -71,3 +72,14 @@ def test_load_reads_a_relax_script(tmp_path):
     path.write_text(MLC_OLD_STYLE)
     model = load(path)
     assert {c.function for c in model.calls} >= {"linear0", "relu0", "linear1"}
+
+
+def test_resnet50_has_bottleneck_blocks_and_an_unknown_depth_is_one_clear_error():
+    model = zoo.resnet(50, image=32, width=4)
+    onnx.checker.check_model(model)
+    convs = [n for n in model.graph.node if n.op_type == "Conv"]
+    assert len(convs) == 1 + 16 * 3 + 4  # stem, 16 bottlenecks of three convs, 4 downsamples
+    assert [d.dim_value for d in model.graph.output[0].type.tensor_type.shape.dim] == [1, 1000]
+    with pytest.raises(ModelError, match="depth 101 is not 18, 34 or 50"):
+        zoo.resnet(101)
+

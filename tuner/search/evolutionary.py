@@ -20,7 +20,9 @@ the workload (`msdb.tuner.compile.default_schedule`, the schedule `msdb compile`
 no database knows), one trial of the round's budget, unless the database measured it already: the
 record of the best schedule is then never slower than what compiling without a record gives, so
 tuning a model cannot make it slower than not tuning it (TVM applies its best record whatever
-its speed; docs/architecture.md, "Compile").
+its speed; docs/architecture.md, "Compile"). When the database has no record of the workload,
+that first round also measures its nearest relatives' best records re-fitted to it
+(`transfer_neighbours`, issue 24's warm start; docs/architecture.md, "Transfer").
 
 And a trace whose every decision is fixed always replays to the same post-processed
 schedule, and the search keeps meeting the same traces (a parent kept unmutated, two mutations
@@ -61,7 +63,7 @@ class EvolutionarySearch(SearchStrategy):
                  init_min_unmeasured: int = 50, max_fail_count: int = 5, genetic_num_iters: int = 4,
                  genetic_mutate_prob: float = 0.85, genetic_max_fail_count: int = 10, eps_greedy: float = 0.05,
                  num_empty_iters_before_early_stop: int = 5, replay_cache_size: int = 4096,
-                 measure_default_schedule: bool = True) -> None:
+                 measure_default_schedule: bool = True, transfer_neighbours: int = 3) -> None:
         super().__init__()
         if not 0 <= init_measured_ratio <= 1 or not 0 <= genetic_mutate_prob <= 1 or not 0 <= eps_greedy <= 1:
             raise ValueError("init_measured_ratio, genetic_mutate_prob and eps_greedy are probabilities in [0, 1]")
@@ -79,6 +81,9 @@ class EvolutionarySearch(SearchStrategy):
         self.replay_cache_size = replay_cache_size
         self._replays: dict[str, Schedule | None] = {}
         self.measure_default_schedule = measure_default_schedule
+        if not isinstance(transfer_neighbours, int) or transfer_neighbours < 0:
+            raise ValueError(f"transfer_neighbours must be an int >= 0, got {transfer_neighbours!r}")
+        self.transfer_neighbours = transfer_neighbours
         self._first_round = True
         self._mostly_failing = False  # most random samples fail: sample on every core
 
@@ -109,6 +114,8 @@ class EvolutionarySearch(SearchStrategy):
         else:  # the model's scores would be noise: mutate what measured fast instead
             bests = self._mutants_of_measured(measured, speeds, (wanted + 1) // 2) if measured else []
         baseline = self._default_schedule_candidate() if self._first_round else []
+        if self._first_round:
+            baseline += self._transferred_candidates(wanted - len(baseline))
         self._first_round = False
         picks = baseline + self._pick_with_eps_greedy(unmeasured, bests, wanted - len(baseline))
         if not picks:
@@ -362,6 +369,42 @@ class EvolutionarySearch(SearchStrategy):
             return []
         self.measured.add(key)
         return self._claim([(key, sch)])
+
+    def _transferred_candidates(self, limit: int) -> list[Schedule]:
+        """The re-fitted best records of the workload's nearest relatives (issue 24;
+        docs/architecture.md, "Transfer"), as candidates of the first round when the database
+        has no record of the workload on the target: a task nobody tuned starts from what its
+        relatives found instead of from random samples alone. Measured like any candidate (a
+        transferred record carries no latency of its own), then parents of the next rounds
+        through the database; at most `limit` (the round's room). [] when disabled
+        (`transfer_neighbours=0`), without a database, when the workload has records, or when no
+        relative's trace fits."""
+        import functools
+
+        from msdb.database.transfer import TransferDatabase
+        from msdb.tuner.compile.anchor_trace import schedule_using_anchor_trace
+        from msdb.tuner.compile.transfer import postprocessor
+
+        context = self._context()
+        if (limit <= 0 or self.transfer_neighbours == 0 or self.database is None or context.target is None
+                or context.mod is None):
+            return []
+        view = TransferDatabase(self.database, self.transfer_neighbours, postprocess=postprocessor(context.target),
+                                anchor=functools.partial(schedule_using_anchor_trace, target=context.target))
+        answer = view.answer(context.mod, context.target)
+        if not answer.schedules:
+            logger.debug("task %r: nothing transferred (%s)", context.task_name, answer.reason)
+            return []
+        equality = self._equality()
+        fresh: list[tuple[str, Schedule]] = []
+        for sch in answer.schedules:
+            key = module_key(sch.mod, equality)
+            if key not in self.measured and all(key != seen for seen, _ in fresh) and len(fresh) < limit:
+                fresh.append((key, sch))
+        self.measured.update(key for key, _ in fresh)
+        logger.info("task %r: %d transferred candidate(s) from relatives in the first round", context.task_name,
+                    len(fresh))
+        return self._claim(fresh)
 
     def _pick_with_eps_greedy(self, unmeasured: list[Schedule], bests: list[Schedule], count: int) -> list[Schedule]:
         """`count` schedules to measure: the best-scored first, `eps_greedy` of them random

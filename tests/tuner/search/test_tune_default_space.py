@@ -175,3 +175,54 @@ def test_a_default_schedule_that_breaks_does_not_end_the_tuning(monkeypatch: pyt
                       builder=FakeBuilder(), runner=FakeRunner(), check_best=False)  # type: ignore[arg-type]
     assert result.tasks[0].trials == len(db.get_all_tuning_records()) == 4
     assert "the default schedule failed; tuning goes on without it" in caplog.text
+
+
+def test_a_task_nobody_tuned_starts_from_its_relatives_records() -> None:
+    """Issue 24's warm start: a C2D at another resolution and batch size, with no record of its
+    own, measures its relatives' best records re-fitted to it in its first round (real builds
+    and runs: each such record computes the workload's numbers); switched off with
+    `transfer_neighbours=0`; a second session, which finds the workload's own records, transfers
+    nothing more."""
+    from msdb.database.base import replay
+    from msdb.database.transfer import TransferDatabase
+    from msdb.tuner.compile.transfer import postprocessor
+    from msdb.tuner.search.replay import module_key
+
+    db = MemoryDatabase()
+    tune_tir(SMALL["c2d"], CPU, db, 4, 4, strategy=small_evolutionary(), cost_model="random", seed=2)
+    relative = zoo.build("C2D", 2, 8, 8, 4, 8, 3, 1, 1)
+    transferred = TransferDatabase(db, postprocess=postprocessor(CPU)).answer(relative, CPU)
+    assert transferred.schedules, transferred.reason
+    wanted = {module_key(sch.mod) for sch in transferred.schedules}
+
+    def searched(neighbours: int) -> MemoryDatabase:
+        copy = MemoryDatabase()
+        for record in db.get_all_tuning_records():
+            copy.commit_workload(record.workload.mod)
+            copy.commit_tuning_record(record)
+        search = EvolutionarySearch(population_size=12, init_min_unmeasured=6, genetic_num_iters=2,
+                                    measure_default_schedule=False, transfer_neighbours=neighbours)
+        tune_tir(relative, CPU, copy, 4, 4, strategy=search, cost_model="random", seed=3, task_name="relative")
+        return copy
+
+    warm = searched(3)
+    mine = [r for r in warm.get_all_tuning_records() if module_key(r.workload.mod) == module_key(relative)]
+    keys = {module_key(replay(r).mod) for r in mine}
+    assert wanted <= keys
+    for record in mine:
+        if module_key(replay(record).mod) in wanted:
+            assert record.is_valid and check_record(record) is None
+    cold = searched(0)
+    cold_keys = {module_key(replay(r).mod) for r in cold.get_all_tuning_records()
+                 if module_key(r.workload.mod) == module_key(relative)}
+    assert not wanted <= cold_keys
+    again = EvolutionarySearch(population_size=12, init_min_unmeasured=6, genetic_num_iters=2,
+                               measure_default_schedule=False)
+    tune_tir(relative, CPU, warm, 4, 4, strategy=again, cost_model="random", seed=4, task_name="relative")
+    assert len([r for r in warm.get_all_tuning_records() if module_key(r.workload.mod) == module_key(relative)]) == 8
+    assert TransferDatabase(warm).answer(relative, CPU).reason == "the workload has records of its own"
+
+
+def test_transfer_neighbours_must_be_a_count() -> None:
+    with pytest.raises(ValueError, match="transfer_neighbours"):
+        EvolutionarySearch(transfer_neighbours=-1)
