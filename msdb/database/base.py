@@ -182,6 +182,10 @@ class Database(abc.ABC):
         return destination.commit_tuning_records(out)
 
     # ---- relatives: workloads of the same family (msdb.hashing.family) ----
+    #: whether `relatives` can answer at all (the views that store workloads): a transfer over a
+    #: view that cannot says so instead of "no relatives" (a hub does not list them yet)
+    lists_relatives: bool = False
+
     def relatives(self, workload: IRModule | PrimFunc | Workload, target: Target | str | dict[str, Any] | None = None,
                   *, limit: int = RELATIVES_LIMIT) -> list[Relative]:
         """The stored workloads of `workload`'s family other than itself (the workloads equal to

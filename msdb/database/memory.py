@@ -108,6 +108,8 @@ class MemoryDatabase(Database):
     def get_all_tuning_records(self) -> list[TuningRecord]:
         return list(self._records)
 
+    lists_relatives = True
+
     def relatives(self, workload: IRModule | PrimFunc | Workload, target: Target | str | dict[str, Any] | None = None,
                   *, limit: int = RELATIVES_LIMIT) -> list[Relative]:
         """`Database.relatives` by a scan of the stored workloads: each workload's family key is

@@ -16,9 +16,10 @@ Column conventions:
   the legacy-format ones (TVM 0.27 cannot load them either);
 - `family_hash` / `family_extents` are the workload's family (`msdb.hashing.family`): computed
   from the IR in `workload_row`, the one place a decoded workload's row is built (import, tune
-  and `add_task` call it; merge copies rows that have them, and `family_columns` fills a copied
-  row that lacks them, as from a hub of an older msdb); NULL for opaque workloads, which have no
-  IR and so no relatives.
+  and `add_task` call it; merge copies them from its sources, which are at this schema, whose
+  migration computed them; a pull computes them from each hub row's IR with
+  `stored_family_columns`, since a hub of an older msdb has none); NULL for opaque workloads,
+  which have no IR and so no relatives.
 """
 
 from __future__ import annotations

@@ -896,6 +896,8 @@ class SQLiteDatabase(Database):
         return (select(family).order_by(family.c.best_id.is_(None), family.c.id)
                 .limit(bindparam("limit", type_=Integer)))
 
+    lists_relatives = True
+
     def relatives(self, workload: IRModule | PrimFunc | Workload, target: Target | str | dict[str, Any] | None = None,
                   *, limit: int = RELATIVES_LIMIT) -> list[Relative]:
         """`Database.relatives` as one indexed query (`relatives_statement`). The family key of a

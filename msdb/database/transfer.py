@@ -179,7 +179,9 @@ class TransferDatabase(Database):
         query = Target.coerce(target)
         if self.source.get_top_k(workload, 1, query):
             return TransferAnswer(reason="the workload has records of its own")
-        key = (workload.hash(self.module_equality), query.canonical_json() if query is not None else None)
+        # keyed by the module itself (structural), whatever the view's equality: the answer holds
+        # schedules of this very module, and two functions with one anchor block differ
+        key = (workload.shash, query.canonical_json() if query is not None else None)
         cached = self._cache.get(key)
         if cached is not None:
             self._cache.move_to_end(key)
@@ -200,6 +202,8 @@ class TransferDatabase(Database):
         ranked = sorted(((family_distance(family.extents, r.extents), r) for r in relatives if r.best is not None),
                         key=_nearest_first)
         if not ranked:
+            if not self.source.lists_relatives:
+                return TransferAnswer(reason=f"{self.source!r} cannot list relatives (a hub does not yet)")
             return TransferAnswer(reason="no relative has a valid record for this target" if relatives
                                   else "no relatives")
         args_info = _args_info(workload)

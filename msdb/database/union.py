@@ -77,22 +77,27 @@ class _Union(Database):
             out.extend(db.get_all_tuning_records())
         return out
 
+    @property
+    def lists_relatives(self) -> bool:  # type: ignore[override]
+        return any(db.lists_relatives for db in self.databases)
+
     def relatives(self, workload: IRModule | PrimFunc | Workload, target: Target | str | dict[str, Any] | None = None,
                   *, limit: int = RELATIVES_LIMIT) -> list[Relative]:
-        """Every child's relatives, child by child (a workload two children store is listed once,
-        from the earlier child), those with a record first; at most `limit`."""
+        """Every child's relatives, child by child (a workload two children store is listed once:
+        from the earlier child that has a record of it, else the earlier child; a child's copy
+        with no record, such as failed trials, never hides another child's record), those with a
+        record first; at most `limit`."""
         check_limit(limit)
         workload = Workload.coerce(workload)
-        seen: set[str] = set()
-        found: list[Relative] = []
+        found: dict[str, Relative] = {}
         for db in self.databases:
             for relative in db.relatives(workload, target, limit=limit):
                 key = relative.workload.hash(self.module_equality)
-                if key not in seen:
-                    seen.add(key)
-                    found.append(relative)
-        found.sort(key=lambda relative: relative.best is None)
-        return found[:limit]
+                kept = found.get(key)
+                if kept is None or (kept.best is None and relative.best is not None):
+                    found[key] = relative
+        ordered = sorted(found.values(), key=lambda relative: relative.best is None)
+        return ordered[:limit]
 
     def __len__(self) -> int:
         return sum(len(db) for db in self.databases)

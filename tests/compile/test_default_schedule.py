@@ -15,7 +15,7 @@ from msdb.ir.function import PrimFunc
 from msdb.ir.functor import post_order_visit
 from msdb.records.target import Target
 from msdb.schedule import Schedule
-from msdb.tuner.compile.default_schedule import (ACCUMULATOR_REGISTERS, ACCUMULATOR_REGISTERS_16,
+from msdb.tuner.compile.default_schedule import (ACCUMULATOR_REGISTERS, ACCUMULATOR_REGISTERS_AVX2,
                                                  DefaultScheduleError, accumulator_registers, choose_tile,
                                                  default_schedule, vector_lanes)
 from tests.compile.workloads import conv_func, matmul_func, max_pool_func, relu_func
@@ -273,7 +273,7 @@ def test_the_schedule_is_deterministic_and_replays_as_a_trace() -> None:
                                        (256, 14, 16), (10, 1, 8)])
 def test_tiles_divide_the_loops_and_fit_the_accumulator_registers(u: int, v: int, lanes: int) -> None:
     for strided in (False, True):
-        for accumulators in (ACCUMULATOR_REGISTERS, ACCUMULATOR_REGISTERS_16):
+        for accumulators in (ACCUMULATOR_REGISTERS, ACCUMULATOR_REGISTERS_AVX2):
             tile = choose_tile(u, v, lanes, strided, accumulators=accumulators)
             assert u % tile.u_inner == 0 and v % (tile.v_outer * tile.v_vector) == 0
             registers = tile.u_inner * tile.v_outer * -(-tile.v_vector // lanes)
@@ -292,7 +292,7 @@ def test_vector_width_follows_the_targets_cpu_features() -> None:
     # the host's own -avx512f is honoured
     assert vector_lanes(Target({"kind": "llvm", "mcpu": "znver4", "mattr": ["-avx512f"]})) == 8
     assert accumulator_registers(Target({"kind": "llvm", "mcpu": "znver4"})) == ACCUMULATOR_REGISTERS
-    assert accumulator_registers(Target({"kind": "llvm", "mcpu": "znver3"})) == ACCUMULATOR_REGISTERS_16
+    assert accumulator_registers(Target({"kind": "llvm", "mcpu": "znver3"})) == ACCUMULATOR_REGISTERS_AVX2
 
 
 def test_a_gpu_target_is_one_clear_error() -> None:

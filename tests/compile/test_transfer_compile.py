@@ -148,6 +148,12 @@ def test_transfer_trials_without_a_database_or_over_a_hub_are_one_clear_error(se
         compile_model(setup[0], None, transfer_trials=1)
     with pytest.raises(MsdbError, match="is a hub .read-only."):
         compile_model(setup[0], ["http://127.0.0.1:9/hub", str(setup[1])], transfer_trials=1)
+    read_only = SQLiteDatabase(setup[1], read_only=True)
+    try:
+        with pytest.raises(MsdbError, match="cannot take records"):
+            compile_model(setup[0], read_only, transfer_trials=1)
+    finally:
+        read_only.close()
 
 
 def test_transfer_trials_open_a_database_given_by_path_for_writing(setup: tuple[Path, Path, list[str]],

@@ -154,3 +154,38 @@ def test_it_stores_nothing() -> None:
     assert len(view) == 0 and view.get_all_tuning_records() == [] and not view.has_workload(matmul())
     with pytest.raises(InvalidQuery):
         view.get_top_k(matmul(), -1, CPU)
+
+
+def test_two_functions_with_one_anchor_block_get_their_own_answers() -> None:
+    """Under anchor-block equality a plain matmul and a matmul + relu are one workload to look
+    up, but each answer holds schedules of the module asked: the second is not served the first's
+    cached answer (which has no relu)."""
+    db = MemoryDatabase()
+    stored = db.commit_workload(matmul(n=32))
+    db.commit_tuning_record(record(stored, [1e-3]))
+    view = TransferDatabase(db, module_equality="anchor-block")
+    plain, fused = Workload(matmul(n=16)), Workload(matmul("matmul_relu", n=16))
+    first, second = view.answer(plain, CPU), view.answer(fused, CPU)
+    assert first.records and second.records and first is not second
+    assert first.records[0].workload.shash == plain.shash and second.records[0].workload.shash == fused.shash
+    from msdb.ir import to_script
+
+    assert "T.max(" in to_script(second.schedules[0].mod) and "T.max(" not in to_script(first.schedules[0].mod)
+
+
+def test_a_union_does_not_let_a_copy_without_records_hide_a_relatives_record(tmp_path: Path) -> None:
+    local, shared = MemoryDatabase(), MemoryDatabase()
+    local.commit_workload(matmul(n=32))  # stored, no valid record (as failed trials leave it)
+    best = shared.commit_workload(matmul(n=32))
+    shared.commit_tuning_record(record(best, [1e-3]))
+    union = OrderedUnionDatabase(local, shared)
+    (relative,) = union.relatives(matmul(n=16), CPU)
+    assert relative.best is not None and list(relative.best.run_secs or []) == [1e-3]
+    assert TransferDatabase(union).get_top_k(matmul(n=16), 1, CPU)
+
+
+def test_a_view_that_cannot_list_relatives_says_so() -> None:
+    from msdb.database import ScheduleFnDatabase
+
+    view = TransferDatabase(ScheduleFnDatabase(lambda sch: True))
+    assert "cannot list relatives" in (view.answer(matmul(n=16), CPU).reason or "")

@@ -76,14 +76,14 @@ def _cases(limit: int | None) -> list:
     return cases
 
 
-def test_reference_of_the_unscheduled_conv2d_matches_numpy() -> None:
+def test_reference_of_the_unscheduled_conv2d_matches_numpy(isa_target: Target) -> None:
     """The numpy conv used as the C2D reference agrees with the compiled workload (which is
     itself checked against the interpreter on small shapes in test_codegen_zoo)."""
     mods, _ = _team("b")
     index = next(i for i, m in enumerate(mods) if [b.name for b in m.main.buffers][-1] == "conv2d_nhwc")
     arrays, expected = _reference("b", index)
     actual = [a.copy() for a in arrays]
-    build(mods[index])(*actual)
+    build(mods[index], isa_target)(*actual)
     np.testing.assert_allclose(actual[-1], expected, rtol=1e-4, atol=1e-4)
 
 

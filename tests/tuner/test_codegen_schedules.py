@@ -48,7 +48,7 @@ def test_register_tiled_matmul_schedule(isa_target: Target) -> None:
     check_against_interpreter(mod, sch.mod, seed=1, target=isa_target)
 
 
-def test_register_tile_becomes_a_compact_local_allocation(isa_target: Target) -> None:
+def test_register_tile_becomes_a_compact_local_allocation() -> None:
     mod = zoo.build("matmul", 64, 64, 64)
     lowered = lower_module(register_tiled_matmul(mod, rows=8, cols=32).mod)
     allocs = {}

@@ -88,9 +88,9 @@ def test_parallel_loop_runs_on_several_threads() -> None:
     assert set(out.tolist()) == {0}
 
 
-def test_parallel_kernel_with_per_thread_buffers_is_correct() -> None:
+def test_parallel_kernel_with_per_thread_buffers_is_correct(isa_target: Target) -> None:
     sch = register_tiled_matmul(zoo.build("matmul", 48, 64, 40), rows=4, cols=16, parallel=True)
-    kernel = build(sch.mod)
+    kernel = build(sch.mod, isa_target)
     kernel.num_threads = 2
     a, b, c = random_arrays(sch.mod, seed=3)
     kernel(a, b, c)

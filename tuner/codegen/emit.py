@@ -98,8 +98,8 @@ class EntryPoints:
     packed: str
     timed: str
 
-def emit_module(func: LoweredFunc, options: EmitOptions | None = None, triple: str = "",
-                register_bits: int = 512) -> tuple[ir.Module, EntryPoints]:
+def emit_module(func: LoweredFunc, options: EmitOptions | None, triple: str,
+                register_bits: int) -> tuple[ir.Module, EntryPoints]:
     """Emit the LLVM module of a lowered function; returns it with its entry symbols.
     `register_bits`: the target's vector register width (`jit.vector_register_bits`), the
     widest masked memory operation handed to LLVM (`masked.MaskedMemory`)."""

@@ -160,7 +160,6 @@ class MaskedMemory:
     @staticmethod
     def _concat(b: ir.IRBuilder, parts: list[ir.Value], count: int) -> ir.Value:
         """The first `count` lanes of the pieces laid end to end (pairwise shufflevectors)."""
-        width = parts[0].type.count
         while len(parts) & (len(parts) - 1):
             parts.append(ir.Constant(parts[0].type, ir.Undefined))
         while len(parts) > 1:

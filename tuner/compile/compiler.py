@@ -184,6 +184,7 @@ def compile_model(model: Model | str | os.PathLike[str], database: DatabaseArg =
             transfer_db = transfer_view(layers, build_target, max(transfer_neighbours, transfer_trials))
         if transfer_trials and transfer_db is not None:
             sink = record_database if record_database is not None else layers[0].database
+            _check_writable(sink)
             trials = _Trials(transfer_trials, sink, builder, runner)
         try:
             mods, report = _schedule(model, layers, build_target, timings, transfer_db, trials)
@@ -225,6 +226,19 @@ def _schedule(model: Model, layers: Sequence[Layer], target: Target, timings: di
         timings["apply"] += time.perf_counter() - t1
         report.append(entry)
     return mods, report
+
+
+def _check_writable(database: Database) -> None:
+    """`transfer_trials` commits what it measures: refuse, before anything is built or measured, a
+    database that cannot take records (opened read-only, or a view that stores nothing)."""
+    from msdb.database.schedule_fn import ScheduleFnDatabase
+    from msdb.database.transfer import TransferDatabase
+    from msdb.hub.remote import RemoteDatabase
+
+    if getattr(database, "read_only", False) or isinstance(database, (ScheduleFnDatabase, TransferDatabase,
+                                                                      RemoteDatabase)):
+        raise MsdbError(f"compile: transfer_trials commits the measured candidates to {database!r}, which cannot take "
+                        "records (read-only or a view); give a writable database first or as record_database")
 
 
 class _Trials:

@@ -94,7 +94,7 @@ ACCUMULATOR_REGISTERS = 16
 #: The same with AVX2's (and SSE's) 16 vector registers: 12 accumulators leave one register for
 #: the broadcast operand and up to three for loaded vectors (the 6 x 2 and 4 x 3 micro-kernels
 #: of BLAS libraries for AVX2); 16 accumulators spilled to the stack on every FMA.
-ACCUMULATOR_REGISTERS_16 = 12
+ACCUMULATOR_REGISTERS_AVX2 = 12
 
 #: Bytes of the reused operand (a block of conv weights) that should stay in L1 while a register
 #: tile sweeps the rows (half of a 32-48 KiB L1 data cache).
@@ -120,10 +120,10 @@ def vector_lanes(target: Target | None, dtype_bits: int = 32) -> int:
 
 def accumulator_registers(target: Target | None) -> int:
     """How many vector registers one register tile's accumulators may take on the target's CPU
-    (`ACCUMULATOR_REGISTERS` with AVX-512's 32 registers, `ACCUMULATOR_REGISTERS_16` with 16)."""
+    (`ACCUMULATOR_REGISTERS` with AVX-512's 32 registers, `ACCUMULATOR_REGISTERS_AVX2` with 16)."""
     from msdb.tuner.codegen.jit import spec_for, vector_register_bits
 
-    return ACCUMULATOR_REGISTERS if vector_register_bits(spec_for(target)) >= 512 else ACCUMULATOR_REGISTERS_16
+    return ACCUMULATOR_REGISTERS if vector_register_bits(spec_for(target)) >= 512 else ACCUMULATOR_REGISTERS_AVX2
 
 
 def default_schedule(func: PrimFunc | IRModule, target: Target | str | dict[str, Any] | None = None) -> Schedule:

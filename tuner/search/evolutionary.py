@@ -81,7 +81,7 @@ class EvolutionarySearch(SearchStrategy):
         self.replay_cache_size = replay_cache_size
         self._replays: dict[str, Schedule | None] = {}
         self.measure_default_schedule = measure_default_schedule
-        if not isinstance(transfer_neighbours, int) or transfer_neighbours < 0:
+        if isinstance(transfer_neighbours, bool) or not isinstance(transfer_neighbours, int) or transfer_neighbours < 0:
             raise ValueError(f"transfer_neighbours must be an int >= 0, got {transfer_neighbours!r}")
         self.transfer_neighbours = transfer_neighbours
         self._first_round = True
@@ -383,15 +383,23 @@ class EvolutionarySearch(SearchStrategy):
 
         from msdb.database.transfer import TransferDatabase
         from msdb.tuner.compile.anchor_trace import schedule_using_anchor_trace
-        from msdb.tuner.compile.transfer import postprocessor
 
         context = self._context()
         if (limit <= 0 or self.transfer_neighbours == 0 or self.database is None or context.target is None
                 or context.mod is None):
             return []
-        view = TransferDatabase(self.database, self.transfer_neighbours, postprocess=postprocessor(context.target),
+
+        def postprocess(sch: Schedule) -> bool:  # the task's own post-processors, as its candidates get
+            return all(postproc.apply(sch) for postproc in self._postprocs())
+
+        view = TransferDatabase(self.database, self.transfer_neighbours, postprocess=postprocess,
                                 anchor=functools.partial(schedule_using_anchor_trace, target=context.target))
-        answer = view.answer(context.mod, context.target)
+        try:
+            answer = view.answer(context.mod, context.target)
+        except Exception:  # an extra, as the default schedule: a bug in it must not end the tuning
+            logger.exception("task %r: transferring its relatives' records failed; tuning goes on without them",
+                             context.task_name)
+            return []
         if not answer.schedules:
             logger.debug("task %r: nothing transferred (%s)", context.task_name, answer.reason)
             return []
