@@ -70,8 +70,9 @@ modules in full (TVM's rule) before deciding a workload is new, so two different
 never share a row. Targets are matched in Python against the small `target` table (cached,
 refreshed when it grows), and top-k runs one ordered, limited index range scan per matching
 (workload, target) pair on `ix_tuning_record_top_k`. Traces stay JSON text until used.
-`relatives` is one statement: the workloads of a family by `ix_workload_family_hash`, each
-with its best record by one top-k index scan (`relatives_statement`).
+`relatives` walks a family by `ix_workload_family_hash` in commit order, those with a record
+first, and stops at the limit; each returned workload's best record is one top-k index scan
+(`relatives_statement`).
 """
 
 from __future__ import annotations
@@ -879,28 +880,32 @@ class SQLiteDatabase(Database):
 
     @staticmethod
     @functools.lru_cache(maxsize=4)
-    def relatives_statement(by_target: bool) -> Any:
-        """The SELECT behind `relatives`: the workloads of family `:family` (an index lookup on
-        `ix_workload_family_hash`) other than the ids `:own`, each with the id of its best valid
-        record (a correlated top-k index scan, limited to the target ids `:targets` when
-        `by_target`), those with one first, then in commit order, at most `:limit`."""
+    def relatives_statement(by_target: bool, with_record: bool) -> Any:
+        """A SELECT behind `relatives`: the workloads of family `:family` (an index lookup on
+        `ix_workload_family_hash`, whose entries run in commit order) other than the ids `:own`
+        that have (`with_record`) or have not a valid record (on the target ids `:targets` when
+        `by_target`), in commit order, at most `:limit`, each with the id of its best valid
+        record (a correlated top-k index scan). The family is walked in index order and the walk
+        stops at `:limit` rows, and the best record is looked up for those rows only: a family of
+        a thousand shapes costs what its first rows cost (bench/bench_database.py)."""
         w, r = M.workload.c, M.tuning_record.c
         conditions = [r.workload_id == w.id, r.is_valid == true()]
         if by_target:
             conditions.append(r.target_id.in_(bindparam("targets", expanding=True)))
         best = (select(r.id).where(*conditions).order_by(r.mean_run_secs, r.id).limit(1)
                 .correlate(M.workload).scalar_subquery())
-        family = (select(w.id, w.family_extents, best.label("best_id"))
-                  .where(w.family_hash == bindparam("family"), w.id.not_in(bindparam("own", expanding=True)))
-                  .subquery())
-        return (select(family).order_by(family.c.best_id.is_(None), family.c.id)
-                .limit(bindparam("limit", type_=Integer)))
+        has_record = select(r.id).where(*conditions).correlate(M.workload).exists()
+        return (select(w.id, w.family_extents, best.label("best_id"))
+                .where(w.family_hash == bindparam("family"), w.id.not_in(bindparam("own", expanding=True)),
+                       has_record if with_record else ~has_record)
+                .order_by(w.id).limit(bindparam("limit", type_=Integer)))
 
     lists_relatives = True
 
     def relatives(self, workload: IRModule | PrimFunc | Workload, target: Target | str | dict[str, Any] | None = None,
                   *, limit: int = RELATIVES_LIMIT) -> list[Relative]:
-        """`Database.relatives` as one indexed query (`relatives_statement`). The family key of a
+        """`Database.relatives` as indexed queries (`relatives_statement`: the relatives with a
+        record, then, when fewer than `limit`, those without). The family key of a
         stored workload is read from its row; one not stored is keyed from its IR. A stored
         workload without a key (an opaque TVM payload) has no relatives."""
         import json
@@ -922,7 +927,10 @@ class SQLiteDatabase(Database):
                 params["targets"] = self.matching_target_ids(conn, query)
             else:
                 self._targets.refresh(conn)
-            rows = conn.execute(self.relatives_statement(query is not None), params).all()
+            rows = conn.execute(self.relatives_statement(query is not None, True), params).all()
+            if len(rows) < limit:  # then the ones without a record, in commit order
+                params["limit"] = limit - len(rows)
+                rows += conn.execute(self.relatives_statement(query is not None, False), params).all()
             best_ids = [row.best_id for row in rows if row.best_id is not None]
             records = {}
             if best_ids:

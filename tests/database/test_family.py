@@ -75,8 +75,8 @@ def test_every_stored_row_has_its_family(tmp_path: Path) -> None:
 
 
 def relatives_sql(db: SQLiteDatabase, workload: Workload) -> tuple[str, Any]:
-    """The statement (and parameters) `db.relatives(workload, CPU)` sends for the family, as the
-    driver got it."""
+    """The first statement (and parameters) `db.relatives(workload, CPU)` sends for the family
+    (the relatives with a record), as the driver got it."""
     sent: list[tuple[str, Any]] = []
 
     def spy(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
@@ -88,11 +88,11 @@ def relatives_sql(db: SQLiteDatabase, workload: Workload) -> tuple[str, Any]:
         db.relatives(workload, CPU)
     finally:
         event.remove(db.engine, "before_cursor_execute", spy)
-    assert len(sent) == 1
+    assert 1 <= len(sent) <= 2  # those with a record, then (fewer than the limit) those without
     return sent[0]
 
 
-def test_relatives_is_one_indexed_query_on_sqlite(tmp_path: Path) -> None:
+def test_relatives_is_an_indexed_walk_of_the_family_on_sqlite(tmp_path: Path) -> None:
     db = SQLiteDatabase(tmp_path / "a.db")
     small, *_ = fill(db)
     statement, parameters = relatives_sql(db, small)
@@ -103,7 +103,7 @@ def test_relatives_is_one_indexed_query_on_sqlite(tmp_path: Path) -> None:
     db.close()
 
 
-def test_relatives_is_one_indexed_query_on_postgresql(postgres_url: str) -> None:
+def test_relatives_is_an_indexed_walk_of_the_family_on_postgresql(postgres_url: str) -> None:
     db = SQLDatabase(postgres_url)
     small, mid, *_ = fill(db)
     statement, parameters = relatives_sql(db, small)
