@@ -927,7 +927,7 @@ class SQLiteDatabase(Database):
                 params["targets"] = self.matching_target_ids(conn, query)
             else:
                 self._targets.refresh(conn)
-            rows = conn.execute(self.relatives_statement(query is not None, True), params).all()
+            rows = list(conn.execute(self.relatives_statement(query is not None, True), params).all())
             if len(rows) < limit:  # then the ones without a record, in commit order
                 params["limit"] = limit - len(rows)
                 rows += conn.execute(self.relatives_statement(query is not None, False), params).all()
