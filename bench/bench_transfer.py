@@ -59,21 +59,31 @@ def save_model(folder: Path, name: str) -> Path:
     return path
 
 
+#: Trials per task and round: 8, so that a budget of a few hundred trials reaches every task of
+#: a ResNet (about 20) at least once (the gradient task scheduler visits the tasks round-robin
+#: first).
+PER_ITER = 8
+
+
 def tuned_db(model: Path, db_path: Path, trials: int, fuse: str) -> Path:
-    """`model` tuned with `trials` in all into `db_path` (kept when it exists: a rerun reuses it)."""
+    """`model` tuned with `trials` in all into `db_path` (kept when it exists: a rerun reuses it;
+    written under another name and renamed, so a kept file is always a finished one)."""
     from msdb.database.sqlite import SQLiteDatabase
     from msdb.model.loader import load
     from msdb.tuner.model_tuning import tune_model
 
     if db_path.exists():
         return db_path
-    db = SQLiteDatabase(db_path)
+    partial = db_path.with_name(db_path.name + ".partial")
+    partial.unlink(missing_ok=True)
+    db = SQLiteDatabase(partial)
     try:
         started = time.perf_counter()
-        tune_model(load(str(model), fuse=fuse), None, db, trials, 32, seed=0)
+        tune_model(load(str(model), fuse=fuse), None, db, trials, PER_ITER, seed=0)
         print(f"tuned {model.stem} ({fuse}) with {trials} trials in {time.perf_counter() - started:.0f} s")
     finally:
         db.close()
+    partial.rename(db_path)
     return db_path
 
 

@@ -49,12 +49,19 @@ if TYPE_CHECKING:
     from msdb.schedule.refit import AnchorProcedure, Postprocess
 
 __all__ = ["TransferDatabase", "TransferredRecord", "Transfer", "TransferSkip", "TransferAnswer", "family_distance",
-           "NEIGHBOURS"]
+           "NEIGHBOURS", "MAX_EXTENT_RATIO", "extent_ratio"]
 
 logger = logging.getLogger(__name__)
 
 #: How many re-fitted relatives a `TransferDatabase` answers with unless told.
 NEIGHBOURS = 3
+
+#: How far apart a relative's sizes may be for a transfer that nothing measures: no extent more
+#: than this many times the other's (`extent_ratio`). ResNet-18's convs at 160 or 288 against 224,
+#: at batch 2 or 4, and ResNet-50's 3x3 convs against ResNet-18's are within it; a conv of another
+#: stage (64 against 512 channels) is not, and its schedule, re-fitted, measured up to 10x the
+#: function's own default schedule (docs/benchmarks.md, "Records that travel").
+MAX_EXTENT_RATIO = 4.0
 
 #: Answers kept per view (workload and target): a compile asks each function several times.
 _CACHE_SIZE = 64
@@ -69,6 +76,14 @@ def family_distance(a: Sequence[int], b: Sequence[int]) -> float:
     if len(a) != len(b):
         return math.inf
     return sum(abs(math.log((1 + abs(x)) / (1 + abs(y)))) for x, y in zip(a, b))
+
+
+def extent_ratio(a: Sequence[int], b: Sequence[int]) -> float:
+    """The largest factor between two relatives' aligned extents, either way (with `family_distance`'s
+    1 added: zeros compare equal); infinite for vectors of different lengths."""
+    if len(a) != len(b):
+        return math.inf
+    return max((max((1 + abs(x)) / (1 + abs(y)), (1 + abs(y)) / (1 + abs(x))) for x, y in zip(a, b)), default=1.0)
 
 
 @dataclass(frozen=True)
@@ -149,13 +164,15 @@ class TransferDatabase(Database):
 
     def __init__(self, source: Database, neighbours: int = NEIGHBOURS, *, postprocess: Postprocess | None = None,
                  anchor: AnchorProcedure | None = None, candidates: int = RELATIVES_LIMIT, seed: int = 0,
-                 module_equality: str | None = None) -> None:
+                 module_equality: str | None = None, max_ratio: float = MAX_EXTENT_RATIO) -> None:
         if not isinstance(source, Database):
             raise TypeError(f"TransferDatabase: source must be a Database view (a MemoryDatabase, SQLiteDatabase, "
                             f"union, ...), got {type(source).__name__}")
         for name, value, least in (("neighbours", neighbours, 1), ("candidates", candidates, 1)):
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise InvalidQuery(f"TransferDatabase: {name}={value!r} must be an int >= {least}")
+        if isinstance(max_ratio, bool) or not isinstance(max_ratio, (int, float)) or not max_ratio >= 1:
+            raise InvalidQuery(f"TransferDatabase: max_ratio={max_ratio!r} must be a number >= 1 (math.inf: any)")
         for name, fn in (("postprocess", postprocess), ("anchor", anchor)):
             if fn is not None and not callable(fn):
                 raise TypeError(f"TransferDatabase: {name} must be callable or None, got {type(fn).__name__}")
@@ -166,6 +183,7 @@ class TransferDatabase(Database):
         self.anchor = anchor
         self.candidates = candidates
         self.seed = seed
+        self.max_ratio = float(max_ratio)
         self._cache: OrderedDict[tuple[str, str | None], TransferAnswer] = OrderedDict()
 
     def __repr__(self) -> str:
@@ -201,6 +219,12 @@ class TransferDatabase(Database):
         relatives = self.source.relatives(workload, target, limit=self.candidates)
         ranked = sorted(((family_distance(family.extents, r.extents), r) for r in relatives if r.best is not None),
                         key=_nearest_first)
+        near = [(distance, relative) for distance, relative in ranked
+                if extent_ratio(family.extents, relative.extents) <= self.max_ratio]
+        if ranked and not near:
+            return TransferAnswer(reason=f"every relative with a record has a size more than {self.max_ratio:g}x "
+                                         f"apart (the nearest at distance {ranked[0][0]:.2f})")
+        ranked = near
         if not ranked:
             if not self.source.lists_relatives:
                 return TransferAnswer(reason=f"{self.source!r} cannot list relatives (a hub does not yet)")

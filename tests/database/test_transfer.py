@@ -189,3 +189,22 @@ def test_a_view_that_cannot_list_relatives_says_so() -> None:
 
     view = TransferDatabase(ScheduleFnDatabase(lambda sch: True))
     assert "cannot list relatives" in (view.answer(matmul(n=16), CPU).reason or "")
+
+
+def test_unmeasured_transfers_stay_within_a_size_ratio() -> None:
+    """A relative whose sizes are more than `max_ratio` times apart is not transferred unless the
+    caller measures what it gets (`max_ratio=math.inf`): re-fitted across such a gap, a schedule
+    was measured up to 10x slower than the default schedule."""
+    from msdb.database.transfer import MAX_EXTENT_RATIO, extent_ratio
+
+    db = MemoryDatabase()
+    far = db.commit_workload(matmul(n=128))
+    db.commit_tuning_record(record(far, [2e-3], inner=8))
+    asked = Workload(matmul(n=16))
+    assert extent_ratio(family_key(asked.mod).extents, family_key(far.mod).extents) > MAX_EXTENT_RATIO
+    answer = TransferDatabase(db).answer(asked, CPU)
+    assert not answer.records and "more than 4x apart" in (answer.reason or "")
+    anywhere = TransferDatabase(db, max_ratio=math.inf).answer(asked, CPU)
+    assert [r.transfer.workload.shash for r in anywhere.records] == [far.shash]
+    with pytest.raises(InvalidQuery, match="max_ratio=0.5 must be a number >= 1"):
+        TransferDatabase(db, max_ratio=0.5)

@@ -181,7 +181,8 @@ def compile_model(model: Model | str | os.PathLike[str], database: DatabaseArg =
         if transfer or transfer_trials:
             from msdb.tuner.compile.transfer import transfer_view
 
-            transfer_db = transfer_view(layers, build_target, max(transfer_neighbours, transfer_trials))
+            transfer_db = transfer_view(layers, build_target, max(transfer_neighbours, transfer_trials),
+                                        measured=bool(transfer_trials))
         if transfer_trials and transfer_db is not None:
             sink = record_database if record_database is not None else layers[0].database
             _check_writable(sink)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from msdb.errors import MsdbError
@@ -45,10 +46,14 @@ def postprocessor(target: Target) -> Callable[[Schedule], bool]:
     return postprocess
 
 
-def transfer_view(layers: Sequence[Layer], target: Target, neighbours: int) -> TransferDatabase | None:
+def transfer_view(layers: Sequence[Layer], target: Target, neighbours: int, *, measured: bool = False
+                  ) -> TransferDatabase | None:
     """A `TransferDatabase` over the layers that store records (a schedule-function layer stores
     none), with the tuner's post-processors and anchor-trace procedure for `target`; None
-    without such a layer. Its source is not closed with it: the layers belong to the compile."""
+    without such a layer. Its source is not closed with it: the layers belong to the compile.
+    `measured`: its answers are measured against the default schedule (`transfer_trials`), so
+    relatives of any size may be tried; unmeasured, only those whose sizes are within
+    `MAX_EXTENT_RATIO` of the function's."""
     from msdb.database.schedule_fn import ScheduleFnDatabase
     from msdb.database.transfer import TransferDatabase
     from msdb.database.union import OrderedUnionDatabase
@@ -58,8 +63,11 @@ def transfer_view(layers: Sequence[Layer], target: Target, neighbours: int) -> T
     if not stores:
         return None
     source = stores[0] if len(stores) == 1 else OrderedUnionDatabase(*stores)
+    from msdb.database.transfer import MAX_EXTENT_RATIO
+
     return TransferDatabase(source, neighbours, postprocess=postprocessor(target),
-                            anchor=functools.partial(schedule_using_anchor_trace, target=target))
+                            anchor=functools.partial(schedule_using_anchor_trace, target=target),
+                            max_ratio=math.inf if measured else MAX_EXTENT_RATIO)
 
 
 def transfer_info(record: TransferredRecord, answer: TransferAnswer, layers: Sequence[Layer]) -> TransferInfo:
