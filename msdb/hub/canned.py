@@ -57,6 +57,12 @@ ORDER BY r.id
 LIMIT CASE WHEN cast(:limit AS integer) BETWEEN 1 AND {PAGE_MAX} THEN cast(:limit AS integer) ELSE {PAGE_MAX} END
 """.strip()
 
+#: The best valid record `r` of workload `w` on target `t`: one index range scan (the top-k index).
+_BEST_OF_W_ON_T = """JOIN tuning_record r ON r.id = (
+    SELECT b.id FROM tuning_record b
+    WHERE b.workload_id = w.id AND b.target_id = t.id AND b.is_valid = 1
+    ORDER BY b.mean_run_secs, b.id LIMIT 1)"""
+
 #: One row per target (of kind `:target_kind`, every kind when empty) with a valid record of the
 #: workload `:shash`: the best such record. One index range scan per target (the top-k index).
 BEST_RECORD_SQL = f"""
@@ -64,10 +70,7 @@ SELECT r.id AS record_id, w.shash, w.name, t.config AS target, r.mean_run_secs *
        {_GFLOPS.format(secs="r.mean_run_secs")} AS gflops, r.run_secs, r.trace, r.args_info, r.source_id
 FROM workload w
 JOIN target t ON :target_kind = '' OR t.kind = :target_kind
-JOIN tuning_record r ON r.id = (
-    SELECT b.id FROM tuning_record b
-    WHERE b.workload_id = w.id AND b.target_id = t.id AND b.is_valid = 1
-    ORDER BY b.mean_run_secs, b.id LIMIT 1)
+{_BEST_OF_W_ON_T}
 WHERE w.shash = :shash
 ORDER BY r.mean_run_secs, t.id
 """.strip()
@@ -131,10 +134,7 @@ SELECT w.shash, w.name, w.family_extents, t.config AS target, r.id AS record_id,
 FROM workload a
 JOIN workload w ON w.family_hash = a.family_hash AND w.id <> a.id
 JOIN target t ON :target_kind = '' OR t.kind = :target_kind
-JOIN tuning_record r ON r.id = (
-    SELECT b.id FROM tuning_record b
-    WHERE b.workload_id = w.id AND b.target_id = t.id AND b.is_valid = 1
-    ORDER BY b.mean_run_secs, b.id LIMIT 1)
+{_BEST_OF_W_ON_T}
 WHERE a.shash = :shash
 ORDER BY w.id, t.id
 """.strip()
