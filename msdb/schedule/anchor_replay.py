@@ -38,7 +38,7 @@ from msdb.schedule.rv import RV, BlockRV
 from msdb.schedule.schedule import Schedule
 from msdb.schedule.trace import DecisionProvider, Trace
 
-__all__ = ["AnchorTraceError", "replay_anchor_trace", "check_unscheduled", "block_names", "block", "producers",
+__all__ = ["AnchorTraceError", "replay_anchor_trace", "check_unscheduled", "block_names", "block", "producers", "rvs_in",
            "is_root", "is_output_block", "loop_kinds", "traced_block_names"]
 
 logger = logging.getLogger(__name__)
@@ -102,11 +102,12 @@ def traced_block_names(trace: Trace) -> set[str]:
 # ------------------------------------------------------------------------------- step 2
 
 
-def _rvs_in(value: Any) -> list[RV]:
+def rvs_in(value: Any) -> list[RV]:
+    """The random variables in an instruction's inputs (nested lists and tuples), in order."""
     if isinstance(value, RV):
         return [value]
     if isinstance(value, (list, tuple)):
-        return [rv for item in value for rv in _rvs_in(item)]
+        return [rv for item in value for rv in rvs_in(item)]
     return []
 
 
@@ -137,7 +138,7 @@ def replay_anchor_trace(sch: Schedule, trace: Trace, *,
     foreign: set[RV] = set()
     for index, inst in enumerate(trace.insts):
         kind = kind_of(inst.kind)
-        if any(rv in foreign or rv not in rv_map for rv in _rvs_in(inst.inputs)):
+        if any(rv in foreign or rv not in rv_map for rv in rvs_in(inst.inputs)):
             foreign.update(out for out in inst.outputs if out is not None)
             continue
         inputs = [_translate(v, rv_map) for v in inst.inputs]

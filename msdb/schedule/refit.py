@@ -55,7 +55,7 @@ from msdb.ir import expr as E
 from msdb.ir.function import IRModule, PrimFunc
 from msdb.schedule import prim_sampling
 from msdb.schedule.anchor_replay import (AnchorTraceError, block_names, check_unscheduled, is_root, replay_anchor_trace,
-                                         traced_block_names)
+                                         rvs_in, traced_block_names)
 from msdb.schedule.instruction import Instruction
 from msdb.schedule.instructions import kind_of
 from msdb.schedule.rv import RV
@@ -314,7 +314,7 @@ class _Refitter:
             if kind_of(other.kind).is_sampling:
                 sampled_by.update((out, other) for out in other.outputs if out is not None)
         sources = [inst] if kind_of(inst.kind).is_sampling else []
-        for rv in _rvs(inst.inputs):
+        for rv in rvs_in(inst.inputs):
             if rv in sampled_by and sampled_by[rv] not in sources:
                 sources.append(sampled_by[rv])
         found = []
@@ -327,10 +327,3 @@ class _Refitter:
                 found.append(change)
         return tuple(found)
 
-
-def _rvs(value: Any) -> list[RV]:
-    if isinstance(value, RV):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [rv for item in value for rv in _rvs(item)]
-    return []
