@@ -293,13 +293,24 @@ def _measure(task: TaskRecord, candidates: list[MeasureCandidate], builder: Buil
         return [r if r is not None else RunnerResult(None, "no result") for r in out]
     results = []
     for candidate, build in zip(candidates, built):
-        if build.artifact_path is None:
-            result = RunnerResult(None, f"build failed: {build.error_msg}")
-        else:
-            result = runner.run([RunnerInput(build.artifact_path, "cpu", candidate.args_info)])[0]
-            _remove_artifact(build.artifact_path)
+        (result,) = run_built(runner, [build], [candidate.args_info])
         sink.commit(task.ctx, candidate, result)
         results.append(result)
+    return results
+
+
+def run_built(runner: Runner, built: Sequence[Any], args_infos: Sequence[Any]) -> list[RunnerResult]:
+    """Run each built artifact in turn on a CPU runner and delete it; an artifact that did not
+    build is a failed result saying why (the builder's error), never a crash."""
+    from msdb.tuner.measure.runner import RunnerInput, RunnerResult
+
+    results = []
+    for build, args_info in zip(built, args_infos):
+        if build.artifact_path is None:
+            results.append(RunnerResult(None, f"build failed: {build.error_msg}"))
+            continue
+        results.append(runner.run([RunnerInput(build.artifact_path, "cpu", args_info)])[0])
+        _remove_artifact(build.artifact_path)
     return results
 
 

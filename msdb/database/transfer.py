@@ -63,6 +63,9 @@ NEIGHBOURS = 3
 #: function's own default schedule (docs/benchmarks.md, "Records that travel").
 MAX_EXTENT_RATIO = 4.0
 
+_STORES_NOTHING = ("a TransferDatabase stores nothing; commit to the database it reads, or put a writable "
+                   "database first in an OrderedUnionDatabase")
+
 #: Answers kept per view (workload and target): a compile asks each function several times.
 _CACHE_SIZE = 64
 
@@ -293,12 +296,10 @@ class TransferDatabase(Database):
         return False
 
     def commit_workload(self, mod: IRModule | PrimFunc | Workload) -> Workload:
-        raise UnsupportedOperation("a TransferDatabase stores nothing; commit to the database it reads, or put a "
-                                   "writable database first in an OrderedUnionDatabase")
+        raise UnsupportedOperation(_STORES_NOTHING)
 
     def commit_tuning_record(self, record: TuningRecord) -> None:
-        raise UnsupportedOperation("a TransferDatabase stores nothing; commit to the database it reads, or put a "
-                                   "writable database first in an OrderedUnionDatabase")
+        raise UnsupportedOperation(_STORES_NOTHING)
 
     def get_all_tuning_records(self) -> list[TuningRecord]:
         return []

@@ -660,7 +660,7 @@ class _Emitter(ExprEmitter):
                 value = self.splat(fn, value, vec.lanes)
             value = self.to_memory(fn, value, buf.dtype)
             if vec.mask is not None:
-                self.masked.store(fn.builder, value, ptr, align, vec.mask, 8 * align, vec.active or None)
+                self.masked.store(fn.builder, value, ptr, align, vec.mask, vec.active or None)
             else:
                 fn.builder.store(value, ptr, align=align)
             return
@@ -697,7 +697,7 @@ class _Emitter(ExprEmitter):
                 finally:
                     vec.lane0 = False
                 if masked:
-                    value = self.masked.load(fn.builder, ptr, vt, align, vec.mask, 8 * align, vec.active or None)
+                    value = self.masked.load(fn.builder, ptr, vt, align, vec.mask, vec.active or None)
                 else:
                     value = fn.builder.load(ptr, typ=vt, align=align)
                 return self.from_memory(fn, value, buf.dtype)
@@ -740,8 +740,7 @@ class _Emitter(ExprEmitter):
                 ptrs = b.gep(fn.buffers[buf], [offsets], source_etype=mt)
             ptrs.type = ir.VectorType(PTR, lanes)  # llvmlite types a vector GEP as a scalar ptr
             mask = vec.mask if masked else const(ir.VectorType(I1, lanes), [1] * lanes)
-            value = self.masked.gather(b, ptrs, vt, align, mask, 8 * align,
-                                       ir.Constant(vt, None if masked else ir.Undefined))
+            value = self.masked.gather(b, ptrs, vt, align, mask, ir.Constant(vt, None if masked else ir.Undefined))
             return self.from_memory(fn, value, buf.dtype)
         ptr = self.address(fn, buf, flat)
         if fn.guard is not None:  # a speculated arm: an untaken arm's address may be out of bounds
@@ -778,7 +777,7 @@ class _Emitter(ExprEmitter):
             used = (active - 1) * abs(stride) + 1
             on = [int(j < used) if stride > 0 else int(j >= span - used) for j in range(span)]
             mask = const(ir.VectorType(I1, span), on)
-            wide = self.masked.load(b, start, wide_t, align, mask, 8 * align)
+            wide = self.masked.load(b, start, wide_t, align, mask)
         else:
             wide = b.load(start, typ=wide_t, align=align)
         return b.shuffle_vector(wide, ir.Constant(wide_t, ir.Undefined), const(ir.VectorType(I32, lanes), picks))

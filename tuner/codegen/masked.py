@@ -50,6 +50,13 @@ def _mask_lanes(mask: ir.Value, count: int) -> list[int] | None:
     return [int(bool(values))] * count
 
 
+def _bits(element: ir.Type) -> int:
+    """Bits of one lane of `element` (a float, an integer or a pointer)."""
+    if isinstance(element, ir.IntType):
+        return int(element.width)
+    return {ir.HalfType: 16, ir.FloatType: 32, ir.DoubleType: 64}.get(type(element), 64)
+
+
 class MaskedMemory:
     """Writes masked loads, stores and gathers for one module with `builder`, in pieces of at
     most `register_bits` (see the module docstring)."""
@@ -58,12 +65,12 @@ class MaskedMemory:
         self.intrinsic = intrinsic
         self.register_bits = register_bits
 
-    def lanes_per_register(self, element_bits: int) -> int:
-        return max(1, self.register_bits // max(1, element_bits))
+    def lanes_per_register(self, element: ir.Type) -> int:
+        return max(1, self.register_bits // _bits(element))
 
     # ---- public operations
     def load(self, b: ir.IRBuilder, ptr: ir.Value, vt: ir.VectorType, align: int, mask: ir.Value,
-             element_bits: int, active: int | None = None) -> ir.Value:
+             active: int | None = None) -> ir.Value:
         """`llvm.masked.load` of `vt` at `ptr` (masked-off lanes zero). Lanes from `active` on
         are off whatever `mask` says."""
         def piece(start: int, width: int, lanes: list[int] | None, piece_mask: ir.Value) -> ir.Value:
@@ -73,10 +80,10 @@ class MaskedMemory:
                 return b.load(addr, typ=sub_t, align=align)
             return b.call(self.intrinsic("load", sub_t), [addr, const(I32, align), piece_mask, ir.Constant(sub_t, None)])
 
-        return self._pieces(b, vt, mask, element_bits, active, piece)
+        return self._pieces(b, vt, mask, active, piece)
 
     def gather(self, b: ir.IRBuilder, ptrs: ir.Value, vt: ir.VectorType, align: int, mask: ir.Value,
-               element_bits: int, passthru: ir.Constant) -> ir.Value:
+               passthru: ir.Constant) -> ir.Value:
         """`llvm.masked.gather` of `vt` from the vector of pointers `ptrs`."""
         count = vt.count
 
@@ -87,16 +94,16 @@ class MaskedMemory:
             fill = ir.Constant(sub_t, None if passthru.constant is None else ir.Undefined)
             return b.call(self.intrinsic("gather", sub_t), [sub_ptrs, const(I32, align), piece_mask, fill])
 
-        if count <= piece_width(count, self.lanes_per_register(element_bits)):
+        if count <= piece_width(count, self.lanes_per_register(vt.element)):
             return b.call(self.intrinsic("gather", vt), [ptrs, const(I32, align), mask, passthru])
-        return self._pieces(b, vt, mask, element_bits, None, piece)
+        return self._pieces(b, vt, mask, None, piece)
 
     def store(self, b: ir.IRBuilder, value: ir.Value, ptr: ir.Value, align: int, mask: ir.Value,
-              element_bits: int, active: int | None = None) -> None:
+              active: int | None = None) -> None:
         """`llvm.masked.store` of `value` at `ptr`. Lanes from `active` on are off."""
         vt = value.type
         count = vt.count
-        width = piece_width(count, self.lanes_per_register(element_bits))
+        width = piece_width(count, self.lanes_per_register(vt.element))
         if count == width:
             b.call(self.intrinsic("store", vt), [value, ptr, const(I32, align), mask])
             return
@@ -116,10 +123,10 @@ class MaskedMemory:
                        [sub, addr, const(I32, align), self._mask_piece(b, mask, count, start, width)])
 
     # ---- pieces
-    def _pieces(self, b: ir.IRBuilder, vt: ir.VectorType, mask: ir.Value, element_bits: int, active: int | None,
+    def _pieces(self, b: ir.IRBuilder, vt: ir.VectorType, mask: ir.Value, active: int | None,
                 piece: Callable[[int, int, list[int] | None, ir.Value], ir.Value]) -> ir.Value:
         count = vt.count
-        width = piece_width(count, self.lanes_per_register(element_bits))
+        width = piece_width(count, self.lanes_per_register(vt.element))
         if count == width:
             return piece(0, width, _mask_lanes(mask, count), mask)
         known = _mask_lanes(mask, count)

@@ -104,7 +104,7 @@ def measure_transfer(name: str, func: PrimFunc, workload: Workload, target: Targ
     from msdb.records.record import ArgInfo, TuningRecord
     from msdb.tuner.compile.default_schedule import default_schedule
     from msdb.tuner.measure.builder import BuilderInput
-    from msdb.tuner.measure.runner import RunnerInput
+    from msdb.tuner.tune import run_built
 
     candidates: list[tuple[str, Schedule, TransferredRecord | None]] = [
         (f"transferred from {record.transfer.workload.shash}", sch, record)
@@ -112,7 +112,7 @@ def measure_transfer(name: str, func: PrimFunc, workload: Workload, target: Targ
     candidates.append(("default schedule", default_schedule(func, target), None))
     built = builder.build([BuilderInput(sch.mod, target) for _, sch, _ in candidates])
     args_info = ArgInfo.from_prim_func(workload.mod)
-    results = runner.run([RunnerInput(b.artifact_path, "cpu", args_info) for b in built])
+    results = run_built(runner, built, [args_info] * len(built))
     stored = database.commit_workload(workload)
     add_source = getattr(database, "add_source", None)
     timed: list[tuple[float, int]] = []

@@ -404,15 +404,15 @@ class EvolutionarySearch(SearchStrategy):
             logger.debug("task %r: nothing transferred (%s)", context.task_name, answer.reason)
             return []
         equality = self._equality()
-        fresh: list[tuple[str, Schedule]] = []
+        fresh: dict[str, Schedule] = {}
         for sch in answer.schedules:
             key = module_key(sch.mod, equality)
-            if key not in self.measured and all(key != seen for seen, _ in fresh) and len(fresh) < limit:
-                fresh.append((key, sch))
-        self.measured.update(key for key, _ in fresh)
+            if key not in self.measured and len(fresh) < limit:
+                fresh.setdefault(key, sch)
+        self.measured.update(fresh)
         logger.info("task %r: %d transferred candidate(s) from relatives in the first round", context.task_name,
                     len(fresh))
-        return self._claim(fresh)
+        return self._claim(list(fresh.items()))
 
     def _pick_with_eps_greedy(self, unmeasured: list[Schedule], bests: list[Schedule], count: int) -> list[Schedule]:
         """`count` schedules to measure: the best-scored first, `eps_greedy` of them random
