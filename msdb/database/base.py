@@ -183,7 +183,7 @@ class Database(abc.ABC):
 
     # ---- relatives: workloads of the same family (msdb.hashing.family) ----
     #: whether `relatives` can answer at all (the views that store workloads): a transfer over a
-    #: view that cannot says so instead of "no relatives" (a hub does not list them yet)
+    #: view that cannot says so instead of "no relatives"
     lists_relatives: bool = False
 
     def relatives(self, workload: IRModule | PrimFunc | Workload, target: Target | str | dict[str, Any] | None = None,

@@ -230,7 +230,7 @@ class TransferDatabase(Database):
         ranked = near
         if not ranked:
             if not self.source.lists_relatives:
-                return TransferAnswer(reason=f"{self.source!r} cannot list relatives (a hub does not yet)")
+                return TransferAnswer(reason=f"{self.source!r} cannot list relatives")
             return TransferAnswer(reason="no relative has a valid record for this target" if relatives
                                   else "no relatives")
         args_info = _args_info(workload)

@@ -6,6 +6,10 @@ sorted, filtered table page (`tuning_record.json?workload_id__in=...&target_id__
 &_sort=mean_run_secs`, ties in id order, as `SQLiteDatabase.get_top_k`), and targets are matched
 here with `Target.matches` against the hub's target rows (so, as every view, it never answers a
 query with a record of another kind or arch). A workload's IR is fetched only when read.
+Relatives (issue 24) are the workloads whose `family_hash` is the asked workload's family key,
+computed here from its IR (the asked workload is usually not on the hub: nobody tuned it), each
+with its best valid record on the target (one sorted, filtered page of one row), so a
+`TransferDatabase` over a hub transfers its records as over a local file.
 
 Answers are cached for the life of the object (a session): a hub serving a snapshot does not
 change under it; make a new `RemoteDatabase` to see a republished one. It writes nothing:
@@ -18,7 +22,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any, Iterable
 
-from msdb.database.base import Database, check_k
+from msdb.database.base import RELATIVES_LIMIT, Database, Relative, check_k, check_limit, family_or_none
 from msdb.database.errors import ReadOnlyDatabase
 from msdb.database.rows import HASH_COLUMNS, load_workload_ir
 from msdb.database.targets import target_of_config
@@ -47,6 +51,7 @@ class RemoteDatabase(Database):
         self._targets: dict[int, Target | None] = {}
         self._top: dict[tuple[tuple[int, ...], str | None, int], list[TuningRecord]] = {}
         self._measured: dict[tuple[tuple[int, ...], str | None], list[TuningRecord]] = {}
+        self._relatives: dict[tuple[str, str, str | None], list[Relative]] = {}
 
     def __repr__(self) -> str:
         return f"RemoteDatabase({self.url!r})"
@@ -155,6 +160,49 @@ class RemoteDatabase(Database):
             if token is None or not rows:
                 break
         return out if limit is None else out[:limit]
+
+    # ---- relatives (issue 24; docs/architecture.md, "Families") ----
+    lists_relatives = True
+
+    def relatives(self, workload: IRModule | PrimFunc | Workload, target: Target | str | dict[str, Any] | None = None,
+                  *, limit: int = RELATIVES_LIMIT) -> list[Relative]:
+        """`Database.relatives` over the hub's JSON API: the family's workload rows (an indexed
+        filter on `family_hash`, in commit order), the ones equal to `workload` left out, then
+        each one's best valid record on `target` (a one-row page sorted by latency); those with
+        a record first, at most `limit`. Cached for the session, as every answer here."""
+        import json
+
+        check_limit(limit)
+        asked = Workload.coerce(workload)
+        family = family_or_none(asked)
+        if family is None or limit == 0:
+            return []
+        query = Target.coerce(target)
+        key = (family.hash, asked.hash(self.module_equality), query.canonical_json() if query is not None else None)
+        with self._lock:
+            cached = self._relatives.get(key)
+        if cached is None:
+            own = set(self._workload_ids(asked))
+            rows = self.client.all_rows("workload", [("family_hash__exact", family.hash), ("_sort", "id"),
+                                                     *[("_col", c) for c in (*_WORKLOAD_KEY_COLUMNS, "family_extents")
+                                                       if c != "id"]])
+            target_ids = ",".join(map(str, self._target_ids(query)))
+            found: list[Relative] = []
+            for row in rows:
+                if int(row["id"]) in own:
+                    continue
+                best = (self._records([("workload_id__exact", str(row["id"])), ("target_id__in", target_ids),
+                                       ("is_valid__exact", "1"), ("_sort", "mean_run_secs")], 1)
+                        if target_ids else [])
+                extents = json.loads(row.get("family_extents") or "[]")
+                if not isinstance(extents, list) or not all(type(v) is int for v in extents):
+                    raise self.client.wrong(f"workload {row['id']} has family_extents {str(extents)[:80]!r}, not a "
+                                            "list of ints")
+                found.append(Relative(self._workload_of(row), tuple(extents), best[0] if best else None))
+            cached = [r for r in found if r.best is not None] + [r for r in found if r.best is None]
+            with self._lock:
+                self._relatives[key] = cached
+        return list(cached[:limit])
 
     # ---- TVM's interface ----
     def has_workload(self, mod: IRModule | PrimFunc | Workload) -> bool:

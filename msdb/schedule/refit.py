@@ -150,20 +150,30 @@ class RefitResult:
 def refit_tile(decision: Sequence[int], extent: int) -> list[int]:
     """Re-fit perfect-tile factors (outermost first) to a loop of `extent`.
 
-    The rule: walk the factors from the innermost to the second outermost, keeping of each
-    the largest part that still divides what is left of the extent, `gcd(factor, left)` (the
-    whole factor when it divides); then the outermost factor takes the quotient that remains.
-    Inner factors shape the vector and cache tiles the record was tuned for, so they are kept
-    as far as the new extent allows and what no longer fits moves outward, to the outermost
-    loop. The result always multiplies to `extent`, no factor grows except the outermost (so a
-    `max_innermost_factor` still holds), and a decision that already fits is kept as is.
+    The rule: walk the factors from the innermost to the second outermost, keeping of each the
+    largest divisor of what is left of the extent that is not larger than the factor (the whole
+    factor when it divides); then the outermost factor takes the quotient that remains. Inner
+    factors shape the vector and cache tiles the record was tuned for, so they are kept as far
+    as the new extent allows, a factor that no longer divides shrinks only as far as it must
+    (a 7-wide tile of a 7x7 image becomes 5-wide on a 5x5 one, not 1-wide), and what no longer
+    fits moves outward, to the outermost loop. The result always multiplies to `extent`, no
+    factor grows except the outermost (so a `max_innermost_factor` still holds), and a decision
+    that already fits is kept as is.
+
+    Why not `gcd(factor, left)`: that keeps only the part of a factor that divides, and a
+    resolution change (7 -> 5, 14 -> 10) has none, so a tuned register or cache tile over the
+    image collapsed to 1 and the whole image moved to the outermost loop (ResNet-18's 512-channel
+    3x3 conv at 160x160 re-fitted from 224x224 that way ran 5.6x slower than its default
+    schedule; docs/benchmarks.md, "Records that travel").
 
     Examples (`decision` of the old extent -> new extent):
-        [7, 2, 4, 2] (112) -> 56: [7, 1, 4, 2] (2 and 4 divide; gcd(2, 7) = 1; 7 remains)
+        [7, 2, 4, 2] (112) -> 56: [7, 1, 4, 2] (2 and 4 divide; of 7 left, 1 is the largest
+            divisor not above 2; 7 remains)
         [7, 4, 2, 2] (112) -> 224: [14, 4, 2, 2]
         [1, 1, 1, 64] (64) -> 32: [1, 1, 1, 32]
         [1, 14, 4, 2] (112) -> 8: [1, 1, 4, 2]
-        [1, 7] (7) -> 3: [3, 1]
+        [1, 1, 7, 1] (7) -> 5: [1, 1, 5, 1]
+        [1, 7] (7) -> 3: [1, 3]
 
     TVM's repair of a replayed decision that does not divide (`sampling.repair_perfect_tile`)
     differs: it gives the first factor that does not divide all that is left, so [7, 2, 4, 2]
@@ -176,11 +186,25 @@ def refit_tile(decision: Sequence[int], extent: int) -> list[int]:
         raise ValueError("cannot re-fit an empty tile decision")
     left = extent
     for i in range(len(result) - 1, 0, -1):
-        kept = math.gcd(result[i], left) if result[i] >= 1 else 1
+        kept = _largest_divisor_at_most(left, result[i])
         result[i] = kept
         left //= kept
     result[0] = left
     return result
+
+
+def _largest_divisor_at_most(n: int, bound: int) -> int:
+    """The largest divisor of `n` (>= 1) that is at most `bound` (1 when `bound` < 1)."""
+    if bound >= n:
+        return n
+    best = 1
+    for small in range(1, math.isqrt(n) + 1):
+        if n % small == 0:
+            if small <= bound:
+                best = max(best, small)
+            if n // small <= bound:
+                best = max(best, n // small)
+    return best
 
 
 def refit_trace(trace: Trace, mod: IRModule | PrimFunc, *, func_name: str | None = None,

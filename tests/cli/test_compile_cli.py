@@ -138,7 +138,10 @@ def test_transfer_compiles_another_batch_from_the_tuned_models_records(small_res
         assert row["scheduled_by"] == "transferred" and row["hit"] is False and row["reason"] == "no such workload"
         assert row["transfer"]["models"] == ["resnet18_b1"] and row["transfer"]["db"] == str(db)
         assert row["transfer"]["distance"] > 0
-        assert re.search(rf"^{re.escape(name)} .* transferred from {row['transfer']['workload']} of model resnet18_b1 "
+        # the relative is named after the task that stored it (the source model's function)
+        assert row["transfer"]["name"], row["transfer"]
+        assert re.search(rf"^{re.escape(name)} .* transferred from {re.escape(row['transfer']['name'])} "
+                         rf"{row['transfer']['workload']} of model resnet18_b1 "
                          rf"in {re.escape(str(db))}, distance [\d.]+ \(miss: no such workload\)$", result.output, re.M)
     assert re.search(rf"; transferred: {len(tuned)} functions, \d+ calls", result.output)
 
@@ -218,8 +221,8 @@ def test_relax_script_run_is_compared_with_the_default_schedule_build(tmp_path: 
 
 
 @pytest.mark.parametrize("args,code,expected", [
-    (["--db", "{db}", "--transfer-trials", "-1"], 2,
-     "Error: Invalid value for '--transfer-trials': -1 is not in the range x>=0."),
+    (["--db", "{db}", "--transfer-trials", "-1"], 1,  # a usage error is one line too (issue 27)
+     "Error: Invalid value for '--transfer-trials': -1 is not in the range x>=0; see 'msdb compile --help'"),
     (["--transfer-trials", "2"], 1, "Error: --transfer-trials: give a --db to commit the measured candidates to"),
     (["--db", "http://127.0.0.1:9/", "--transfer-trials", "1"], 1,
      "Error: --transfer-trials commits to the first --db, and http://127.0.0.1:9/ is a hub (read-only)"),

@@ -51,7 +51,9 @@ def test_a_model_nobody_tuned_compiles_from_its_relatives_records(setup: tuple[P
             assert entry.transfer is not None and entry.transfer.models == ["resnet18_32"]
             assert entry.transfer.distance > 0 and entry.transfer.relative_us == pytest.approx(1e3)
             assert entry.record_us is None  # no latency of its own
-            assert f"transferred from {entry.transfer.workload} of model resnet18_32" in entry.answer()
+            # the relative is named after the source model's function that stored it
+            assert entry.transfer.name and f"transferred from {entry.transfer.name} {entry.transfer.workload} of model " \
+                "resnet18_32" in entry.answer()
         for entry in compiled.report:
             if entry.scheduled_by != "transferred":
                 assert entry.scheduled_by == "default" and entry.transfer_miss, entry

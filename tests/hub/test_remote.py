@@ -77,6 +77,32 @@ def test_remote_is_read_only(team: tuple[Path, Path], hub: str) -> None:
         local.close()
 
 
+def test_remote_lists_relatives_and_transfers_as_the_published_database(team: tuple[Path, Path], hub: str) -> None:
+    """Issue 24 over a hub: the relatives of a workload nobody tuned (GMM at other sizes and
+    batch; the hub has GMM 1x128x128x128) are the published database's, with the same best
+    records, so a `TransferDatabase` over the hub re-fits the same trace as over the file; a
+    target the hub has no record for gives relatives without records."""
+    from msdb.database import TransferDatabase
+    from msdb.ir import zoo
+
+    unseen = zoo.build("GMM", 2, 64, 32, 64)
+    local = SQLiteDatabase(team[0], read_only=True)
+    remote = RemoteDatabase(hub)
+    try:
+        mine, theirs = local.relatives(unseen, LLVM), remote.relatives(unseen, LLVM)
+        assert mine, "the team database holds a GMM"
+        assert [(r.workload.shash, r.extents, _key([r.best]) if r.best else None) for r in theirs] == \
+            [(r.workload.shash, r.extents, _key([r.best]) if r.best else None) for r in mine]
+        assert all(r.best is None for r in remote.relatives(unseen, "cuda"))
+        assert remote.relatives(unseen, LLVM, limit=0) == []
+        over_hub, over_file = TransferDatabase(remote).answer(unseen, LLVM), TransferDatabase(local).answer(unseen, LLVM)
+        assert over_hub.records and [r.trace_text for r in over_hub.records] == \
+            [r.trace_text for r in over_file.records]
+        assert over_hub.records[0].transfer.workload.shash == mine[0].workload.shash
+    finally:
+        local.close()
+
+
 def test_ordered_union_answers_from_local_first_then_the_hub(team: tuple[Path, Path], tmp_path: Path) -> None:
     published_db = SQLiteDatabase(team[0], read_only=True)
     local = SQLiteDatabase(tmp_path / "local.sqlite")

@@ -62,7 +62,8 @@ class CompiledModel:
         for name, info in model.values.items():
             dtype = np.dtype("bool") if info.dtype == "bool" else np.dtype(info.dtype)
             if name in model.params:
-                self._buffers[name] = np.ascontiguousarray(np.asarray(model.params[name]), dtype=dtype)
+                # asarray, not ascontiguousarray: that makes a 0-d parameter (a Clip bound) 1-d
+                self._buffers[name] = np.asarray(model.params[name], dtype=dtype, order="C")
                 if self._buffers[name].shape != info.shape:
                     raise MsdbError(f"{model.name}: parameter {name!r} has shape {self._buffers[name].shape}, "
                                     f"the model says {info.shape}")
