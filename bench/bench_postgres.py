@@ -2,7 +2,7 @@
 >= 20k records/s and a top-1 query (`get_top_k(workload, 1, target)`) in < 2 ms (median) at
 1M records, and EXPLAIN showing an index scan on `ix_tuning_record_top_k` for top-k.
 
-The records are bench_database.py's (1,000 real matmul workloads, real TVM 0.27 traces, 3
+The records are bench_database.py's (1,000 real GMM workloads, real TVM 0.27 traces, 3
 targets, 5% failures, seeded run times), committed in batches of --batch records through
 `SQLDatabase.commit_tuning_records` (one transaction each, psycopg 3 executemany).
 
@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from _timing import row  # noqa: E402
-from bench_database import SHAPES, TARGETS, batches, median_ms, real_traces, row_at_least, shapes  # noqa: E402
+from bench_database import SHAPES, TARGETS, batches, bench_workload, median_ms, real_traces, row_at_least, shapes  # noqa: E402
 from postgres_server import PostgresServer  # noqa: E402
 
 from msdb.database import SQLDatabase  # noqa: E402
@@ -82,7 +82,7 @@ def run(args: argparse.Namespace, url: str, durable: bool | None) -> None:
 
     db = SQLDatabase(url)
     started = time.perf_counter()
-    workloads = [db.commit_workload(zoo.build("matmul", *s)) for s in SHAPES]
+    workloads = [db.commit_workload(bench_workload(s)) for s in SHAPES]
     workload_s = time.perf_counter() - started
     wall_total = cpu_total = 0.0
     for chunk in batches(workloads, traces, args.records, args.batch):
@@ -101,7 +101,7 @@ def run(args: argparse.Namespace, url: str, durable: bool | None) -> None:
     rows.append(row("bulk commit CPU time (PostgreSQL client)", args.records / cpu_total / 1e3, "k rec/s", None,
                     "records per second of this process's CPU time"))
 
-    modules = [zoo.build("matmul", *s) for s in SHAPES]
+    modules = [bench_workload(s) for s in SHAPES]
     for mod in modules:  # hash each query module once, as a compile flow does
         Workload(mod).hashes
     samples = []

@@ -9,6 +9,7 @@ import click
 from msdb.cli.common import ProgressBars, err, open_db, target_option
 
 if TYPE_CHECKING:
+    from msdb.database.merge import MergeSummary
     from msdb.records import Target
 
 __all__ = ["import_command", "merge_command", "export_command"]
@@ -82,7 +83,9 @@ def import_command(db: str, paths: tuple[str, ...], skip_bad: bool, opaque: bool
 @click.argument("sources", metavar="SRC...", nargs=-1, required=True)
 @click.option("--user", metavar="U", help="Recorded on the merge source row that records without provenance get.")
 @click.option("--host", metavar="H", help="Likewise, the host.")
-def merge_command(dest: str, sources: tuple[str, ...], user: str | None, host: str | None) -> None:
+@click.option("--skip-bad", is_flag=True, help="Leave out (and list) the workloads and records a database does not "
+              "admit, instead of refusing their SRC.")
+def merge_command(dest: str, sources: tuple[str, ...], user: str | None, host: str | None, skip_bad: bool) -> None:
     """Merge msdb databases SRC... into DEST.
 
     DEST and every SRC are file paths or SQLAlchemy URLs (DEST is created if missing; every
@@ -90,7 +93,13 @@ def merge_command(dest: str, sources: tuple[str, ...], user: str | None, host: s
     by (workload, target, trace, run_secs); each record keeps its provenance. Merging again
     adds nothing. Every SRC is opened before anything is written; DEST is written in
     transactions of about two seconds, so tuners writing to DEST meanwhile are not starved (a merge
-    stopped part way keeps what it committed: merging again adds the rest).
+    stopped part way keeps what it committed: merging again adds the rest). A new DEST file is
+    built beside it and put in place only when every SRC is in: a merge into a new file that
+    fails, is interrupted or killed leaves no file. Ctrl-C prints one line saying what DEST
+    kept (exit status 130). What enters DEST passes the checks an import makes (run times, trace,
+    instruction kinds, target, args; workload hashes recomputed from the IR): a SRC holding a
+    row that fails them is refused with one line naming it, or, with --skip-bad, merged without
+    the bad rows, which are listed.
 
     \b
     Example:
@@ -98,21 +107,30 @@ def merge_command(dest: str, sources: tuple[str, ...], user: str | None, host: s
         msdb merge postgresql://db.lab/msdb ./msdb.sqlite
     """
     from msdb.database.location import refuse_in_memory
-    from msdb.database.merge import merge_databases
+    from msdb.database.merge import merge_into
 
     refuse_in_memory(dest, "msdb merge")
-    opened = [open_db(src, read_only=True) for src in sources]
-    target = None
+    opened = []
     try:
-        target = open_db(dest, create=True)
+        for src in sources:
+            opened.append(open_db(src, read_only=True))
         with ProgressBars() as progress:
-            for src in opened:
-                click.echo(merge_databases(target, src, user=user, host=host, progress=progress).line())
+            merge_into(dest, opened, user=user, host=host, progress=progress, skip_bad=skip_bad,
+                       merged=_merged)
+    except KeyboardInterrupt as exc:
+        # Ctrl-C: one line saying what DEST kept, no traceback; exit status 130, as a shell's
+        err(f"Interrupted: {str(exc) or 'nothing was merged'}.")
+        raise SystemExit(130) from None
     finally:
         for database in opened:
             database.close()
-        if target is not None:
-            target.close()
+
+
+def _merged(summary: MergeSummary) -> None:
+    """A SRC is in DEST: its line, then each row `--skip-bad` left out, on stderr."""
+    click.echo(summary.line())
+    for refused in summary.refused:
+        err(f"{summary.source}: {refused} (skipped)")
 
 
 @click.command(name="export")

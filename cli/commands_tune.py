@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from msdb.records import Target
     from msdb.tuner.task_scheduler.base import TaskRecord
 
-__all__ = ["tune_command", "plot_command", "load_workload", "load_model", "is_model_file"]
+__all__ = ["tune_command", "plot_command", "load_workload", "load_model", "is_model_file", "draw_tuning_curves"]
 
 
 def load_workload(script: str | None, zoo_name: str | None) -> tuple[str, IRModule]:
@@ -95,7 +95,8 @@ class _TuneProgress:
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Build processes (default: the cores, at most 4).")
 @click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True, help="Threads a kernel may use.")
 @click.option("--cluster", metavar="tcp://HOST:8786", default=None,
-              help="Build and measure on this Dask cluster's workers (pip install 'msdb[dask]'; workers started with "
+              help="Build and measure on this Dask cluster's workers (pip install -e '.[dask]' in the msdb checkout; "
+                   "workers started with "
                    "--nthreads 1 --resources measure=1).")
 @click.option("--module-equality", type=click.Choice(["structural", "ignore-tensor", "anchor-block"]),
               default="structural", show_default=True, help="A MODEL's tasks are unique under this equality (TVM's).")
@@ -119,7 +120,13 @@ def tune_command(db: str, script: str | None, zoo_name: str | None, target: Targ
     measured (a failed one as [1e10]); running again continues: modules DB already measured
     for the workload and target are not measured again. Tuners sharing DB (a PostgreSQL team
     server) claim each candidate in it first, so none is measured twice. Prints TVM's
-    statistics table.
+    statistics table, with this run's best and DB's best (which may be an earlier run's or a
+    teammate's) in columns of their own. A workload new to DB is named after the zoo workload,
+    the script's file or the model's function. Ctrl-C says what was committed, gives the
+    round's unmeasured candidates back to other tuners, and exits with status 130.
+
+    A cuda --target is measured on this machine's GPU (pip install -e '.[gpu]' in the msdb checkout): with no usable
+    GPU, driver binding or CUDA compiler, tune refuses before storing anything.
 
     With --cluster, candidates are built and measured on a Dask cluster's workers (each with one
     thread and the `measure` resource: `dask worker ADDRESS --nthreads 1 --resources measure=1`),
@@ -152,11 +159,15 @@ def tune_command(db: str, script: str | None, zoo_name: str | None, target: Targ
         if module_equality != "structural":
             raise OptionError("--module-equality applies to a MODEL's tasks, not to one workload")
         name, mod = load_workload(script, zoo_name)
-    database = open_db(db, create=True)
-    builder: Any = LocalBuilder(max_workers=workers) if workers is not None else None
     runner: Any = None
+    if cluster is None and target is not None and target.kind == "cuda":
+        runner = _cuda_runner(target)
+    database = None
+    builder: Any = None
     client: Any = None
     try:
+        database = open_db(db, create=True)
+        builder = LocalBuilder(max_workers=workers) if workers is not None else None
         if cluster is not None:
             client, builder, runner = _cluster_measure(cluster, threads, model is not None)
         progress = _TuneProgress(trials)
@@ -174,11 +185,14 @@ def tune_command(db: str, script: str | None, zoo_name: str | None, target: Targ
                                   on_round=progress)
         finally:
             progress.close()
+    except KeyboardInterrupt as exc:
+        _interrupted(exc, db)
     finally:
         for piece in (builder, runner, client):
             if piece is not None:
                 piece.close()
-        database.close()
+        if database is not None:
+            database.close()
     if model is not None:
         weights = sum(t.weight for t in result.tasks)
         click.echo(f"model {model.name}: {len(result.tasks)} task(s), total weight {weights:g}, recorded in {db}")
@@ -191,13 +205,52 @@ def tune_command(db: str, script: str | None, zoo_name: str | None, target: Targ
                        "were passed over", err=True)
 
 
+def _interrupted(exc: KeyboardInterrupt, db: str) -> NoReturn:
+    """Ctrl-C: what this run committed in one line, that the round's unmeasured candidates were
+    given back, and how to go on; no traceback, exit status 130 (as `msdb import`)."""
+    from msdb.tuner.tune import TuneInterrupted
+
+    if isinstance(exc, TuneInterrupted):
+        click.echo(f"Interrupted: {exc.committed.line(db)}.", err=True)
+        click.echo("Unmeasured candidates were given back; run the same command again to continue.", err=True)
+    else:
+        click.echo(f"Interrupted before tuning began: no measurement committed to {db}.", err=True)
+    raise SystemExit(130) from None
+
+
+def _cuda_runner(target: Target) -> Any:
+    """A `CudaRunner` that has found its GPU, for a cuda --target measured on this machine; else
+    one `Error:` line saying why nothing could be measured (no driver binding, no driver, no
+    device) or built (no NVRTC or ptxas), before DB is opened: a run that can only store
+    failed records stores nothing (issue 27)."""
+    from msdb.tuner.codegen.cuda.nvrtc import CudaToolError, find_nvrtc, find_ptxas
+    from msdb.tuner.measure.cuda_runner import CudaRunner, CudaRuntimeError
+
+    try:
+        find_nvrtc()
+        find_ptxas()
+    except CudaToolError as exc:
+        raise OptionError(f"--target {target}: CUDA kernels cannot be built on this machine: {exc}") from None
+    runner = CudaRunner()
+    try:
+        runner.check_device()
+    except CudaRuntimeError as exc:
+        runner.close()
+        raise OptionError(f"--target {target}: nothing can be measured on this machine: {exc}; nothing was "
+                          "stored (measure on a machine with the GPU, or with --cluster)") from None
+    except BaseException:
+        runner.close()
+        raise
+    return runner
+
+
 def _cluster_measure(address: str, threads: int, for_model: bool) -> tuple[Any, Any, Any]:
     """(client, DaskBuilder, DaskRunner) on one connection to the cluster at `address`; a model's
     candidates timed cold, as `tune_model`'s own runner times them (`MODEL_TIMING`)."""
     try:
         from distributed import Client
     except ImportError:
-        raise OptionError("--cluster needs Dask distributed: pip install 'msdb[dask]'") from None
+        raise OptionError("--cluster needs Dask distributed: pip install -e '.[dask]' in the msdb checkout") from None
     from msdb.tuner.measure.dask import DaskBuilder, DaskClusterError, DaskRunner
 
     try:
@@ -219,6 +272,50 @@ def _cluster_measure(address: str, threads: int, for_model: bool) -> tuple[Any, 
         raise
 
 
+#: Legend lines longer than this are wrapped (a source's label holds an import's whole path).
+LEGEND_WIDTH = 80
+
+
+def draw_tuning_curves(curves: list[Any], title: str) -> Any:
+    """A matplotlib figure of best latency against trials, one step line per `TuningCurve`.
+
+    The legend goes below the axes, outside them, in a figure grown to hold it, each label
+    wrapped at `LEGEND_WIDTH` characters (a path is broken at its slashes): inside the axes, a
+    legend of long import paths was clipped at the figure's edge and covered the axis label
+    (issue 27)."""
+    import matplotlib.pyplot as plt
+
+    labels = [_wrap(curve.label, LEGEND_WIDTH) for curve in curves]
+    lines = sum(label.count("\n") + 1 for label in labels)
+    fig, ax = plt.subplots(figsize=(7, 4.5 + 0.22 * lines), layout="constrained")
+    for curve, label in zip(curves, labels):
+        xs = [i + 1 for i, y in enumerate(curve.best_us) if y is not None]
+        ys = [y for y in curve.best_us if y is not None]
+        ax.step(xs, ys, where="post", label=label)
+    ax.set_xlabel("trials")
+    ax.set_ylabel("best latency (us)")
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    fig.legend(loc="outside lower center", fontsize="small", ncols=1, frameon=False)
+    return fig
+
+
+def _wrap(text: str, width: int) -> str:
+    """`text` in lines of at most `width` characters, broken after spaces and slashes (a piece
+    longer than `width` is cut)."""
+    import re
+
+    lines = [""]
+    for piece in re.findall(r"[^ /]*[ /]?", text):
+        while len(piece) > width:
+            lines += [piece[:width], ""]
+            piece = piece[width:]
+        if len(lines[-1]) + len(piece) > width:
+            lines.append("")
+        lines[-1] += piece
+    return "\n".join(line.rstrip() for line in lines if line.strip())
+
+
 @click.command(name="plot")
 @click.argument("db", metavar="DB")
 @click.argument("workload_hash", metavar="HASH")
@@ -227,7 +324,7 @@ def _cluster_measure(address: str, threads: int, for_model: bool) -> tuple[Any, 
 def plot_command(db: str, workload_hash: str, output: str, target: Target | None) -> None:
     """Plot best latency against trials for a workload of DB, one line per run (source).
 
-    Needs matplotlib (pip install 'msdb[plot]').
+    Needs matplotlib (pip install -e '.[plot]' in the msdb checkout).
 
     \b
     Example:
@@ -241,7 +338,7 @@ def plot_command(db: str, workload_hash: str, output: str, target: Target | None
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise OptionError("msdb plot needs matplotlib: pip install 'msdb[plot]'") from None
+        raise OptionError("msdb plot needs matplotlib: pip install -e '.[plot]' in the msdb checkout") from None
     database = open_db(db, read_only=True)
     try:
         shash, curves = tuning_curves(database, workload_hash, target=target)
@@ -249,17 +346,7 @@ def plot_command(db: str, workload_hash: str, output: str, target: Target | None
         database.close()
     if not curves:
         raise OptionError(f"workload {shash} has no records{' for that --target' if target is not None else ''}")
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for curve in curves:
-        xs = [i + 1 for i, y in enumerate(curve.best_us) if y is not None]
-        ys = [y for y in curve.best_us if y is not None]
-        ax.step(xs, ys, where="post", label=curve.label)
-    ax.set_xlabel("trials")
-    ax.set_ylabel("best latency (us)")
-    ax.set_title(f"workload {shash}")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize="small")
-    fig.tight_layout()
-    fig.savefig(output)
+    fig = draw_tuning_curves(curves, f"workload {shash}")
+    fig.savefig(output, bbox_inches="tight")
     plt.close(fig)
     click.echo(f"wrote {output}: {len(curves)} run(s), {sum(len(c.best_us) for c in curves)} records")

@@ -3,6 +3,10 @@
 The group turns every error a user can cause (`MsdbError`, file-system errors, database driver
 errors) into one `Error: ...` line on stderr with exit status 1, as sqlite-utils turns its
 library exceptions into `click.ClickException`s; `msdb --debug ...` shows the traceback instead.
+Usage errors too (a bad option value such as `--trials 0`, a missing argument, a file where a
+folder is expected, an unknown command): click would print a usage block and exit 2; msdb prints
+click's message, which names the option, and where the command's help is, on one line, with
+exit status 1 like every other error (issue 27; the README promises one line and status 1).
 Commands live in `commands_*.py` and import the library only when they run.
 """
 
@@ -24,7 +28,7 @@ from msdb.cli.commands_share import publish_command, pull_command
 from msdb.cli.commands_tune import plot_command, tune_command
 from msdb.errors import MsdbError
 
-__all__ = ["cli", "MsdbGroup", "user_error_message"]
+__all__ = ["cli", "MsdbGroup", "user_error_message", "usage_error_line"]
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
 
@@ -47,12 +51,32 @@ def user_error_message(exc: BaseException) -> str | None:
     return None
 
 
+def usage_error_line(exc: click.UsageError) -> click.ClickException:
+    """A usage error as one `Error:` line with exit status 1: click's message (it names the
+    option or argument) and the help command of the command it is about."""
+    where = exc.ctx.command_path if exc.ctx is not None else "msdb"
+    message = _one_line(exc.format_message()).rstrip(".")
+    return click.ClickException(f"{message}; see '{where} --help'")
+
+
 class MsdbGroup(click.Group):
     """A click group that prints user errors as one line (see the module docstring)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.exceptions.NoArgsIsHelpError:
+            raise  # `msdb` alone: the help
+        except click.UsageError as exc:
+            raise usage_error_line(exc) from None
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except click.exceptions.NoArgsIsHelpError:
+            raise
+        except click.UsageError as exc:
+            raise usage_error_line(exc) from None
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
         except Exception as exc:

@@ -22,7 +22,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
-__all__ = ["StagingDir", "sweep", "lock_path", "unlock"]
+__all__ = ["StagingDir", "sweep", "lock_path", "unlock", "NEW_DATABASE_KINDS", "sweep_new_database",
+           "stage_new_database"]
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +31,9 @@ logger = logging.getLogger(__name__)
 STALE_AFTER_S = 24 * 3600.0
 #: A folder this young and still empty may be one whose maker has not locked it yet.
 _FRESH_S = 60.0
+#: The commands that build a new database file in a staging folder beside it (`.DB.<kind>-*`)
+#: and link it into place once committed; each removes what killed ones of every kind left.
+NEW_DATABASE_KINDS = ("import", "merge", "pull")
 
 
 def lock_path(path: Path, *, wait: bool = False) -> int | None:
@@ -87,15 +91,18 @@ class StagingDir:
 
 
 def sweep(parent: Path, prefixes: tuple[str, ...], *, keep: Callable[[Path], bool] | None = None,
-          min_age_s: float = 0.0) -> list[Path]:
+          min_age_s: float = 0.0, match: Callable[[str], bool] | None = None) -> list[Path]:
     """Remove the folders in `parent` named `<prefix>...` that no live process holds (see the
     module docstring); returns them. `keep(path)` may take a folder over instead (it is called
     with the folder locked, and returns True when it moved or kept the folder). `min_age_s`:
     also spare folders changed more recently than that (for a shared folder such as /tmp, where
-    a long-running process of an older msdb may use one without a lock)."""
+    a long-running process of an older msdb may use one without a lock). `match(name)`: also
+    the folders whose name it accepts (the staging folders of a command for any OUT, which no
+    fixed prefix names: `msdb.hub.publish`)."""
     try:
         entries = [entry for entry in os.scandir(parent)
-                   if entry.name.startswith(prefixes) and entry.is_dir(follow_symlinks=False)]
+                   if (entry.name.startswith(prefixes) or (match is not None and match(entry.name)))
+                   and entry.is_dir(follow_symlinks=False)]
     except OSError:
         return []
     removed = []
@@ -124,3 +131,18 @@ def sweep(parent: Path, prefixes: tuple[str, ...], *, keep: Callable[[Path], boo
         finally:
             unlock(fd)
     return removed
+
+
+def sweep_new_database(file: Path) -> list[Path]:
+    """Remove the staging folders that killed commands building the database `file` left
+    beside it (`NEW_DATABASE_KINDS`)."""
+    return sweep(file.parent, tuple(f".{file.name}.{kind}-" for kind in NEW_DATABASE_KINDS))
+
+
+def stage_new_database(file: Path, kind: str) -> StagingDir:
+    """A locked staging folder in which `kind` (one of `NEW_DATABASE_KINDS`) builds the new
+    database `file`, once the folders killed commands left for it are gone."""
+    if kind not in NEW_DATABASE_KINDS:
+        raise ValueError(f"stage_new_database: kind {kind!r} is not one of {', '.join(NEW_DATABASE_KINDS)}")
+    sweep_new_database(file)
+    return StagingDir.create(file.parent, f".{file.name}.{kind}-")

@@ -7,7 +7,7 @@ keep those whose name contains one of `op_names`, then hand them to `tune_tasks`
 weights, so the gradient scheduler spends the trial budget where the model spends its time.
 What msdb adds: the model and its tasks are recorded in the database first (`model` and `task`
 tables, one transaction), so the database knows which models use which workloads even before a
-record exists.
+record exists; a workload new to the database is named after its task.
 
 And on CPU targets a model's candidates are timed with cold caches (`MODEL_TIMING`: the caches
 flushed before each of ten single calls, as TVM's own model-tuning scripts configure their

@@ -10,6 +10,13 @@ What msdb adds to TVM's loop:
   evolutionary search starts from the database's best, so re-running continues a run; it claims
   each candidate in the database before measuring it, so several tuners on one database (a team
   server) never measure a candidate twice (`msdb.database.claims`, `TaskResult.claimed_elsewhere`);
+- Ctrl-C (KeyboardInterrupt) settles the claims of the round in flight before it propagates: the
+  candidates already committed keep theirs, the others are given back at once rather than held
+  for the claim's lease (an hour), so a re-run or another tuner measures them; it propagates as
+  `TuneInterrupted`, which says what this run committed (docs/architecture.md, "Processes,
+  temporary files and interrupts");
+- a workload a run commits first is named after its task (the zoo name, the script's file name,
+  the model's function), so `msdb ls` shows that name;
 - the best kernel of each task is built again and checked against msdb's reference interpreter
   before it is reported as best (a mis-computing kernel is reported and passed over);
 - the cost model first learns from what the database already measured on the same kind of
@@ -43,8 +50,8 @@ if TYPE_CHECKING:
     Builder = LocalBuilder | DaskBuilder  # builders and runners are interchangeable (see each module)
     Runner = LocalRunner | DaskRunner | CudaRunner
 
-__all__ = ["tune_tir", "tune_tasks", "TuneResult", "TaskResult", "tuning_statistics", "check_record", "tuning_target",
-           "make_context"]
+__all__ = ["tune_tir", "tune_tasks", "TuneResult", "TaskResult", "TuneInterrupted", "CommittedSoFar",
+           "tuning_statistics", "check_record", "tuning_target", "make_context"]
 
 logger = logging.getLogger(__name__)
 
@@ -61,14 +68,21 @@ class TaskResult:
     best: TuningRecord | None
     miscomputing: list[str] = field(default_factory=list)  # trace hashes of fast but wrong records
     claimed_elsewhere: int = 0  # candidates skipped because another tuner of the database claimed them
+    run_best_us: float | None = None  # this run's fastest valid measurement (`best` may be older, or another's)
 
     @property
     def best_us(self) -> float | None:
+        """The database's best (`best`): any run's or import's record for the target, checked."""
         return self.best.mean_run_secs * 1e6 if self.best is not None else None
 
     @property
     def gflops(self) -> float | None:
         us = self.best_us
+        return self.flop / us / 1e3 if us else None
+
+    @property
+    def run_gflops(self) -> float | None:
+        us = self.run_best_us
         return self.flop / us / 1e3 if us else None
 
 
@@ -83,26 +97,75 @@ class TuneResult:
         return tuning_statistics(self.tasks)
 
 
+#: The statistics table's last line: which columns are whose (issue 27: the database's best, a
+#: teammate's record from another machine, read as this run's result).
+STATISTICS_NOTE = ("This run: its own best measurement. DB best: the best record in the database for the target "
+                   "(any run or import; what msdb compile uses), checked against the reference interpreter.")
+
+
 def tuning_statistics(tasks: Sequence[TaskResult]) -> str:
     """TVM's per-task statistics table (ID, Name, FLOP, Weight, Speed, Latency, Weighted
-    Latency, Trials, Done) and the total weighted latency."""
-    header = ("ID", "Name", "FLOP", "Weight", "Speed (GFLOPS)", "Latency (us)", "Weighted Latency (us)", "Trials",
-              "Done")
+    Latency, Trials, Done) and the total weighted latency, with speed and latency given twice:
+    this run's best measurement, and the database's best record (which continues earlier runs
+    and may be a teammate's), so that neither is read as the other (`STATISTICS_NOTE`)."""
+    header = ("ID", "Name", "FLOP", "Weight", "This run (GFLOPS)", "This run (us)", "DB best (GFLOPS)",
+              "DB best (us)", "Weighted DB best (us)", "Trials", "Done")
     rows = []
     total = 0.0
     for i, task in enumerate(tasks):
         us = task.best_us
         weighted = us * task.weight if us is not None else None
         total += weighted or 0.0
-        rows.append((str(i), task.name, str(int(task.flop)), f"{task.weight:g}",
-                     f"{task.gflops:.4f}" if task.gflops else "N/A", f"{us:.4f}" if us is not None else "N/A",
-                     f"{weighted:.4f}" if weighted is not None else "N/A", str(task.trials), "Y"))
+        rows.append((str(i), task.name, str(int(task.flop)), f"{task.weight:g}", _cell(task.run_gflops),
+                     _cell(task.run_best_us), _cell(task.gflops), _cell(us), _cell(weighted), str(task.trials), "Y"))
     widths = [max(len(h), *(len(r[c]) for r in rows)) if rows else len(h) for c, h in enumerate(header)]
     line = lambda cells: " | ".join(cell.rjust(w) for cell, w in zip(cells, widths))  # noqa: E731
     out = [line(header), "-" * len(line(header)), *(line(r) for r in rows)]
     out.append(f"Total trials: {sum(t.trials for t in tasks)}")
-    out.append(f"Total latency (us): {total:.4f}")
+    out.append(f"Total latency (us), DB best: {total:.4f}")
+    out.append(STATISTICS_NOTE)
     return "\n".join(out)
+
+
+def _cell(value: float | None) -> str:
+    return f"{value:.4f}" if value else "N/A"
+
+
+@dataclass
+class CommittedSoFar:
+    """What an interrupted run committed: measurements per task (in commit order), how many of
+    them are failed runs, and the `tune` source row they are under."""
+
+    per_task: dict[str, int] = field(default_factory=dict)
+    failed: int = 0
+    source_id: int | None = None
+
+    @property
+    def records(self) -> int:
+        return sum(self.per_task.values())
+
+    def line(self, where: str | None = None) -> str:
+        """'5 measurements committed to WHERE (GMM: 5; 1 failed run; source 3)', or 'no
+        measurement committed to WHERE'."""
+        to = f" to {where}" if where else ""
+        if not self.records:
+            return f"no measurement committed{to}"
+        details = [", ".join(f"{name}: {n}" for name, n in self.per_task.items())]
+        if self.failed:
+            details.append(f"{self.failed} failed run{'s' if self.failed != 1 else ''}")
+        if self.source_id is not None:
+            details.append(f"source {self.source_id}")
+        plural = "s" if self.records != 1 else ""
+        return f"{self.records} measurement{plural} committed{to} ({'; '.join(details)})"
+
+
+class TuneInterrupted(KeyboardInterrupt):
+    """Ctrl-C during tuning, after the round's unmeasured claims were given back; `committed`
+    says what this run committed (a KeyboardInterrupt, so code that catches that still does)."""
+
+    def __init__(self, committed: CommittedSoFar) -> None:
+        super().__init__(f"tuning interrupted: {committed.line()}")
+        self.committed = committed
 
 
 def tune_tir(mod: IRModule | PrimFunc, target: Target | str | None, database: Database, max_trials_global: int,
@@ -152,20 +215,47 @@ def tune_tasks(tasks: Sequence[TuneContext], task_weights: Sequence[float], data
     for task in tasks:
         if task.mod is None or task.target is None:
             raise ValueError(f"task {task.task_name!r} needs a module and a target")
-        sink.workload(task)
     try:
-        records = scheduler.tune(
-            list(tasks), list(task_weights), max_trials_global=max_trials_global,
-            max_trials_per_task=max_trials_per_task or max_trials_global, num_trials_per_iter=num_trials_per_iter,
-            measure=lambda task, candidates: _measure(task, candidates, builder, runner, sink),
-            database=database, cost_model=model, on_round=on_round)
-    finally:
-        if own_builder:
-            builder.close()
-        if own_runner:
-            runner.close()
-    results = [_task_result(task, database, sink, check_best) for task in records]
+        try:
+            for task in tasks:
+                sink.workload(task)
+            records = scheduler.tune(
+                list(tasks), list(task_weights), max_trials_global=max_trials_global,
+                max_trials_per_task=max_trials_per_task or max_trials_global, num_trials_per_iter=num_trials_per_iter,
+                measure=lambda task, candidates: _measure(task, candidates, builder, runner, sink),
+                database=database, cost_model=model, on_round=on_round)
+        except KeyboardInterrupt:
+            _give_back_claims(scheduler, sink)
+            raise
+        finally:
+            if own_builder:
+                builder.close()
+            if own_runner:
+                runner.close()
+        results = [_task_result(task, database, sink, check_best) for task in records]
+    except KeyboardInterrupt:
+        raise TuneInterrupted(sink.committed_so_far()) from None
     return TuneResult(results, sink.source_id)
+
+
+def _give_back_claims(scheduler: TaskScheduler, sink: _RecordSink) -> None:
+    """After Ctrl-C: end every unfinished task's search session as if the round in flight had
+    measured just the candidates committed so far. Their claims become permanent, every other
+    claim of the session is given back now instead of expiring with its lease
+    (`msdb.database.claims`). A database that cannot be written leaves the claims to expire."""
+    for task in scheduler.tasks:
+        if task.is_terminated:
+            continue
+        strategy = task.ctx.search_strategy
+        done = [(candidate, result) for ctx, candidate, result in sink.in_flight if ctx is task.ctx]
+        try:
+            if done:
+                strategy.notify_runner_results([c for c, _ in done], [r for _, r in done])
+            strategy.post_tuning()
+        except Exception as exc:  # the interrupt is what the user sees; the claims expire with their lease
+            logger.warning("task %r: its unmeasured claims could not be given back (%s: %s); they expire "
+                           "within the claim lease", task.name, type(exc).__name__, exc)
+        task.is_terminated = True
 
 
 # ---------------------------------------------------------------- pieces
@@ -232,19 +322,33 @@ def _pretrain(model: Any, database: Database, target: Target | None) -> None:
 
 
 class _RecordSink:
-    """Commits each measured candidate at once, under one `tune` source row (SQL databases)."""
+    """Commits each measured candidate at once, under one `tune` source row (SQL databases), and
+    keeps count: what was committed (for `TuneInterrupted`) and the round in flight's committed
+    candidates (whose claims Ctrl-C keeps, `_give_back_claims`)."""
 
     def __init__(self, database: Database, location: str) -> None:
         self.database = database
         self.location = location
         self.source_id: int | None = None
         self.workloads: dict[int, Workload] = {}
+        self.per_task: dict[str, int] = {}
+        self.failed = 0
+        self.in_flight: list[tuple[TuneContext, MeasureCandidate, RunnerResult]] = []
 
     def workload(self, task: TuneContext) -> Workload:
+        """The task's stored workload; one new to the database is named after the task (the
+        default task name "main" names nothing)."""
+        from msdb.records.workload import Workload
+
         stored = self.workloads.get(id(task))
         if stored is None:
-            stored = self.workloads[id(task)] = self.database.commit_workload(task.mod)  # type: ignore[arg-type]
+            name = task.task_name if task.task_name and task.task_name != "main" else None
+            named = Workload(task.mod, name=name)
+            stored = self.workloads[id(task)] = self.database.commit_workload(named)
         return stored
+
+    def start_round(self) -> None:
+        self.in_flight = []
 
     def commit(self, task: TuneContext, candidate: MeasureCandidate, result: RunnerResult) -> None:
         from msdb.records.ranking import FAILED_RUN_SECS
@@ -255,10 +359,17 @@ class _RecordSink:
         add_source = getattr(self.database, "add_source", None)
         if add_source is None:
             self.database.commit_tuning_record(record)
-            return
-        if self.source_id is None:
-            self.source_id = add_source("tune", self.location)
-        self.database.commit_tuning_record(record, source_id=self.source_id)  # type: ignore[call-arg]
+        else:
+            if self.source_id is None:
+                self.source_id = add_source("tune", self.location)
+            self.database.commit_tuning_record(record, source_id=self.source_id)  # type: ignore[call-arg]
+        name = task.task_name or "main"
+        self.per_task[name] = self.per_task.get(name, 0) + 1
+        self.failed += run_secs == [FAILED_RUN_SECS]
+        self.in_flight.append((task, candidate, result))
+
+    def committed_so_far(self) -> CommittedSoFar:
+        return CommittedSoFar(dict(self.per_task), self.failed, self.source_id)
 
 
 def _measure(task: TaskRecord, candidates: list[MeasureCandidate], builder: Builder, runner: Runner,
@@ -268,6 +379,7 @@ def _measure(task: TaskRecord, candidates: list[MeasureCandidate], builder: Buil
     from msdb.tuner.measure.builder import BuilderInput
     from msdb.tuner.measure.runner import RunnerInput, RunnerResult
 
+    sink.start_round()
     build_inputs = [BuilderInput(c.sch.mod, task.ctx.target) for c in candidates]
     fused = getattr(runner, "build_and_run_as_completed", None)
     if fused is not None and getattr(builder, "client", None) is getattr(runner, "client", None):
@@ -334,7 +446,9 @@ def _task_result(task: TaskRecord, database: Database, sink: _RecordSink, check_
         logger.error("task %r: a measured kernel computes wrong numbers, passed over: %s", task.name, problem)
         wrong.append(record.storage_fields()[1])
     lost = getattr(task.ctx.search_strategy, "claims_lost", 0)  # a strategy of one's own may not claim
-    return TaskResult(task.name, workload, task.flop, task.task_weight, task.trials, best, wrong, lost)
+    run_best = task.best_ms
+    return TaskResult(task.name, workload, task.flop, task.task_weight, task.trials, best, wrong, lost,
+                      run_best * 1e3 if run_best is not None else None)
 
 
 def check_record(record: TuningRecord, seed: int = 0, rtol: float = 1e-3, atol: float = 1e-4,

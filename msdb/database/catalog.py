@@ -19,8 +19,9 @@ raises it as `NoRecordMatched`), and a warning for records whose workload or tar
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from sqlalchemy import ColumnElement, case, distinct, func, or_, select, true
 
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CatalogRow", "WorkloadNotFound", "AmbiguousHash", "NoRecordMatched", "WorkloadDetails", "BestRecord",
            "WorkloadListing", "list_workloads", "workload_listing", "no_match_message", "dangling_note",
-           "show_workload", "resolve_hash", "target_label", "format_table", "format_details",
+           "show_workload", "resolve_hash", "target_label", "target_labels", "format_table", "format_details",
            "TuningCurve", "tuning_curves", "RelativeDetails", "workload_relatives"]
 
 
@@ -62,6 +63,37 @@ def target_label(config: dict[str, Any] | None) -> str:
     defaults = KIND_DEFAULTS.get(str(config.get("kind")), {})
     shown = {key: value for key, value in config.items() if key not in defaults or defaults[key] != value}
     return cli_form(shown, leave_out=("keys", "tag", "mtriple", "host"))
+
+
+def target_labels(configs: Sequence[dict[str, Any] | None]) -> list[str]:
+    """`target_label` of each config, made to tell apart the configs that differ only in what it
+    hides (issue 27: two `llvm -num-cores=1` rows whose targets differ in `-mtriple`): such a
+    label gets the attributes on which its group differs (`llvm -num-cores=1
+    -mtriple=x86_64-conda-linux-gnu` beside `llvm -num-cores=1`), or, failing that, the whole
+    config. Equal configs keep equal labels."""
+    from msdb.records.target import cli_form
+
+    def key(config: dict[str, Any] | None) -> str:
+        return json.dumps(config, sort_keys=True, default=str)
+
+    labels = [target_label(config) for config in configs]
+    groups: dict[str, dict[str, dict[str, Any]]] = {}
+    for label, config in zip(labels, configs):
+        if config is not None:
+            groups.setdefault(label, {})[key(config)] = config
+    extra: dict[str, str] = {}
+    for distinct in groups.values():
+        if len(distinct) < 2:
+            continue
+        differing = {name for config in distinct.values() for name in config
+                     if len({key(other.get(name)) for other in distinct.values()}) > 1}
+        shown = {k: cli_form({name: v for name, v in config.items() if name in differing}, leave_out=())
+                 for k, config in distinct.items()}  # no kind: "? -mtriple=..."
+        if len(set(shown.values())) < len(shown):  # they differ only in empty values: all of it
+            shown = {k: cli_form(config, leave_out=()) for k, config in distinct.items()}
+        extra.update({k: text.removeprefix("?").strip() for k, text in shown.items()})
+    return [f"{label} {extra[key(config)]}".strip() if extra.get(key(config)) else label
+            for label, config in zip(labels, configs)]
 
 
 @dataclass
@@ -190,9 +222,9 @@ def format_table(rows: list[CatalogRow]) -> str:
     """`msdb ls`'s text table (fixed columns, numbers right-aligned)."""
     header = ("hash", "name", "target", "FLOPs", "records", "best_us", "GFLOPS", "sources")
     body = []
-    for row in rows:
+    for row, label in zip(rows, target_labels([row.target for row in rows])):
         body.append((
-            row.shash, row.name or "-", target_label(row.target), "-" if row.flops is None else str(row.flops),
+            row.shash, row.name or "-", label, "-" if row.flops is None else str(row.flops),
             str(row.records), "-" if row.best_us is None else f"{row.best_us:.2f}",
             "-" if row.gflops is None else f"{row.gflops:.2f}", str(row.sources),
         ))
@@ -381,9 +413,9 @@ def format_details(details: WorkloadDetails) -> str:
     parts = [head, details.script.rstrip("\n")]
     if not details.best:
         parts.append("# no valid record" + (" for this target" if details.records else ""))
-    for best in details.best:
+    for best, label in zip(details.best, target_labels([best.target for best in details.best])):
         gflops = f", {best.gflops:.2f} GFLOPS" if best.gflops is not None else ""
-        line = f"# best on {target_label(best.target)}: {best.mean_run_secs * 1e6:.2f} us{gflops} (record {best.record_id}"
+        line = f"# best on {label}: {best.mean_run_secs * 1e6:.2f} us{gflops} (record {best.record_id}"
         line += f", {best.source})" if best.source else ")"
         parts.append(line + "\n" + best.schedule_code())
     return "\n\n".join(parts) + "\n"

@@ -22,7 +22,9 @@ Why claims are leases and why measured ones stay:
   again. A claim row is about 60 bytes beside a record's 2-3 KB;
 - a tuner killed between committing a record and settling its round's claims leaves those
   claims to expire; until a later tuner lists the database's measured modules, another one may
-  then measure one of them again (at most one round per crash).
+  then measure one of them again (at most one round per crash). A tuner interrupted by Ctrl-C
+  is not killed: it settles its claims before it ends (the committed candidates' stay, the
+  others are given back; `msdb.tuner.tune.TuneInterrupted`), so nothing waits for a lease.
 
 Databases without SQL (memory, JSON) keep claims in the process (`ProcessClaims`): tuners
 sharing one such database object never measure a candidate twice; tuners in different processes

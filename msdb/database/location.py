@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from sqlalchemy import create_engine
@@ -22,6 +23,9 @@ from msdb.database.errors import DatabaseOpenError
 from msdb.database.migrate import SchemaState, schema_state
 from msdb.database.sqlite import SQLiteDatabase, writable
 from msdb.errors import MsdbError
+
+if TYPE_CHECKING:
+    from msdb.staging import StagingDir
 
 __all__ = ["open_database", "database_file", "redact", "is_behind", "remove_database_file", "where", "is_in_memory",
            "refuse_in_memory"]
@@ -157,6 +161,27 @@ def is_in_memory(location: str | os.PathLike[str]) -> bool:
         return True
     return database.startswith("file:") and (database.startswith("file::memory:")
                                              or url.query.get("mode") == "memory")
+
+
+def stage_new_file(file: Path, kind: str, location: str | None = None) -> tuple[StagingDir, Path, str]:
+    """Where `kind` ("import", "merge", "pull": `msdb.staging.NEW_DATABASE_KINDS`) builds the new
+    database `file`: a locked staging folder beside it (what killed commands left for it removed
+    first), the file in it, and that file as a location to open (the `location` URL with its
+    database swapped, when the user gave a URL). Linked into place once complete, so a failed
+    or killed command leaves no file (docs/architecture.md, "Processes, temporary files and
+    interrupts"). `DatabaseOpenError` when the folder does not exist or cannot take one."""
+    from msdb.staging import stage_new_database
+
+    if not file.parent.is_dir():
+        raise DatabaseOpenError(f"cannot create database {file}: folder {file.parent} does not exist")
+    try:
+        stage = stage_new_database(file, kind)
+    except OSError as exc:
+        raise DatabaseOpenError(f"cannot create database {file}: {exc.strerror or exc}") from None
+    temp = stage.path / file.name
+    if location is None or "://" not in location:
+        return stage, temp, str(temp)
+    return stage, temp, make_url(location).set(database=str(temp)).render_as_string(hide_password=False)
 
 
 def refuse_in_memory(location: str | os.PathLike[str], command: str) -> None:

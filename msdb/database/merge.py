@@ -33,6 +33,7 @@ SRC; each merge first learns the records other writers added since the previous 
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 import time
 from dataclasses import dataclass, field
@@ -44,7 +45,8 @@ from msdb.database import models as M
 from msdb.database.errors import DatabaseError
 from msdb.database.location import where
 from msdb.database.rows import (
-    default_host, default_user, ensure_task, find_workload_id, insert_row, insert_source, is_opaque, record_keys_of,
+    default_host, default_user, ensure_task, family_columns, find_workload_id, flops_or_none, insert_row, insert_source,
+    is_opaque, record_keys_of,
 )
 from msdb.database.sqlite import insert_record_rows
 from msdb.interop.progress import ProgressFn
@@ -54,6 +56,7 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
 
     from msdb.database.sqlite import SQLiteDatabase
+    from msdb.ir.function import IRModule
 
 __all__ = ["MergeSummary", "DedupCache", "merge_databases"]
 
@@ -73,7 +76,9 @@ _WORKLOAD_FIELDS = ("shash", "ignore_tensor_hash", "anchor_hash", "name", "flops
 
 @dataclass
 class MergeSummary:
-    """What merging one SRC into DEST did."""
+    """What merging one SRC into DEST did. `refused`: what the admission rule left out (with
+    `skip_bad`), one line each; `records_refused` counts the records left out, those of a
+    refused workload included."""
 
     source: str
     workloads_new: int = 0
@@ -81,13 +86,16 @@ class MergeSummary:
     records_new: int = 0
     records_duplicate: int = 0
     records_invalid: int = 0
+    records_refused: int = 0
     sources_copied: int = 0
     seconds: float = 0.0
+    refused: list[str] = field(default_factory=list)
 
     def line(self) -> str:
+        refused = f", {self.records_refused} refused" if self.records_refused or self.refused else ""
         return (f"{self.source}: workloads: {self.workloads_new} new, {self.workloads_known} known; records: "
-                f"{self.records_new} new, {self.records_duplicate} duplicate, {failed_runs(self.records_invalid)}; "
-                f"{self.seconds:.2f} s")
+                f"{self.records_new} new, {self.records_duplicate} duplicate, {failed_runs(self.records_invalid)}"
+                f"{refused}; {self.seconds:.2f} s")
 
 
 @dataclass
@@ -117,9 +125,16 @@ class DedupCache:
 
 
 def merge_databases(dest: SQLiteDatabase, src: SQLiteDatabase, *, user: str | None = None, host: str | None = None,
-                    progress: ProgressFn | None = None, cache: DedupCache | None = None) -> MergeSummary:
+                    progress: ProgressFn | None = None, cache: DedupCache | None = None, skip_bad: bool = False,
+                    admitted: bool = False) -> MergeSummary:
     """Copy what `src` has and `dest` lacks into `dest`, in one transaction (module docstring).
-    `cache`: DEST's dedup keys from earlier merges into it, updated by this one."""
+    `cache`: DEST's dedup keys from earlier merges into it, updated by this one.
+
+    Every workload and record of `src` must pass the admission rule (`msdb.database.admission`)
+    before anything is written: a bad one raises `AdmissionError` naming `src` and the row
+    (DEST unchanged), or with `skip_bad` is left out and listed in the summary's `refused`.
+    `admitted`: the caller already applied the rule to every row of `src` (`msdb pull` does,
+    to the hub's rows, before staging them)."""
     start = time.perf_counter()
     if (dest.path is not None and dest.path == src.path) or (dest.path is None and dest.url == src.url):
         raise DatabaseError(f"cannot merge {where(src)} into itself")
@@ -128,6 +143,9 @@ def merge_databases(dest: SQLiteDatabase, src: SQLiteDatabase, *, user: str | No
     with src.engine.connect() as read:
         src_workloads = read.execute(select(w.id, *[w[name] for name in _WORKLOAD_FIELDS]).order_by(w.id)).all()
         src_targets = {row.id: row.config for row in read.execute(select(M.target.c.id, M.target.c.config))}
+        verdict = _Verdict() if admitted else _admit(read, dest, src_workloads, src_targets, summary, skip_bad)
+        src_workloads = [row for row in src_workloads if row.id not in verdict.bad_workloads]
+        src_targets = {tid: config for tid, config in src_targets.items() if tid in verdict.targets or admitted}
         src_sources = {row.id: row for row in read.execute(select(M.source.c.id, *[M.source.c[f] for f in _SOURCE_FIELDS]))}
         src_tasks = read.execute(select(M.model.c.name.label("model"), M.task.c.name, M.task.c.workload_id,
                                         M.task.c.weight).join(M.model, M.model.c.id == M.task.c.model_id)
@@ -136,7 +154,7 @@ def merge_databases(dest: SQLiteDatabase, src: SQLiteDatabase, *, user: str | No
         chunks = _Chunks(dest, total)
         try:
             conn = chunks.begin()
-            workload_map, known = _merge_workloads(conn, src_workloads, summary)
+            workload_map, known = _merge_workloads(conn, src_workloads, summary, verdict.mods)
             target_map = {tid: dest.target_row_id_for_config(conn, config) for tid, config in src_targets.items()}
             sources = _SourceMap(conn, src_sources, summary, location=where(src), user=user, host=host)
             if cache is not None:
@@ -144,14 +162,17 @@ def merge_databases(dest: SQLiteDatabase, src: SQLiteDatabase, *, user: str | No
             keys: set[tuple[Any, ...]] = cache.keys if cache is not None else set()
             loaded: set[int] = cache.loaded if cache is not None else set()
             done = 0
+            bad = verdict.bad_records
             result = read.execution_options(stream_results=True, yield_per=_BATCH).execute(
-                select(r.workload_id, r.target_id, r.source_id, r.trace, r.trace_hash, r.run_secs, r.mean_run_secs,
-                       r.is_valid, r.args_info).order_by(r.id))
+                select(r.id, r.workload_id, r.target_id, r.source_id, r.trace, r.trace_hash, r.run_secs,
+                       r.mean_run_secs, r.is_valid, r.args_info).order_by(r.id))
             for batch in result.partitions(_BATCH):
                 if chunks.due():
                     conn = sources.conn = chunks.next(keys, set(workload_map.values()))
                 rows = []
                 for row in batch:
+                    if bad and row.id in bad:
+                        continue
                     workload_id = workload_map[row.workload_id]
                     if workload_id in known and workload_id not in loaded:
                         keys |= record_keys_of(conn, workload_id)
@@ -172,7 +193,9 @@ def merge_databases(dest: SQLiteDatabase, src: SQLiteDatabase, *, user: str | No
                 if progress is not None:
                     progress("merging", done, total)
             for task in src_tasks:
-                ensure_task(conn, task.model, workload_map[task.workload_id], task.name, task.weight, keep_weight=True)
+                if task.workload_id in workload_map:  # not one of a refused workload
+                    ensure_task(conn, task.model, workload_map[task.workload_id], task.name, task.weight,
+                                keep_weight=True)
             if cache is not None:
                 # new workloads' keys are all in `keys`: they have no records but those merged
                 loaded |= set(workload_map.values()) - known
@@ -233,16 +256,22 @@ class _Chunks:
         self.stack.__exit__(*exc_info)
 
 
-def _merge_workloads(conn: Connection, rows: Sequence[Any], summary: MergeSummary) -> tuple[dict[int, int], set[int]]:
-    """src workload id -> dest workload id (copying new ones), and the dest ids that existed."""
+def _merge_workloads(conn: Connection, rows: Sequence[Any], summary: MergeSummary,
+                     mods: dict[int, IRModule]) -> tuple[dict[int, int], set[int]]:
+    """src workload id -> dest workload id (copying new ones), and the dest ids that existed.
+    `mods`: the admitted IR of src workloads, whose derived columns (FLOPs, family) are
+    computed here rather than copied."""
     mapping: dict[int, int] = {}
     known: set[int] = set()
     for row in rows:
-        # both databases hashed with msdb's stable hash and confirmed equality when they stored
-        # the rows: a structural hash match is the same workload here, without decoding the IR
+        # the admission rule recomputed src's hashes from its IR (or the caller did), and DEST's
+        # were computed when it stored its rows: a structural hash match is the same workload
         match = find_workload_id(conn, row.shash, None if is_opaque(row.ir_format) else _same_hash)
         if match is None:
             values = {name: getattr(row, name) for name in _WORKLOAD_FIELDS}
+            mod = mods.get(row.id)
+            if mod is not None:
+                values.update(flops=flops_or_none(mod), **family_columns(mod))
             match = insert_row(conn, M.workload, values)
             summary.workloads_new += 1
         else:
@@ -254,6 +283,98 @@ def _merge_workloads(conn: Connection, rows: Sequence[Any], summary: MergeSummar
 
 def _same_hash(_workload_id: int) -> bool:
     return True
+
+
+@dataclass
+class _Verdict:
+    """What the admission pass of a merge decided about SRC (`_admit`)."""
+
+    bad_workloads: set[int] = field(default_factory=set)
+    bad_records: set[int] = field(default_factory=set)
+    #: src target ids that admitted records use
+    targets: set[int] = field(default_factory=set)
+    #: the IR of admitted src workloads, by src id (not for opaque ones or ones DEST has as is)
+    mods: dict[int, IRModule] = field(default_factory=dict)
+
+
+def _admit(read: Connection, dest: SQLiteDatabase, workloads: Sequence[Any], targets: dict[int, str],
+           summary: MergeSummary, skip_bad: bool) -> _Verdict:
+    """Apply the admission rule to every workload and record of SRC (read through `read`),
+    before DEST is written: raises `AdmissionError` at the first bad one, or with `skip_bad`
+    lists it in `summary.refused` and returns what to leave out.
+
+    A workload whose row DEST holds byte for byte (it passed the rule when DEST stored it) is
+    not parsed and hashed again; the others are, once each. Records take one pass of the record
+    grammar each (`msdb.database.admission`)."""
+    from msdb.database.admission import Admission, AdmittedWorkload
+    from msdb.database.rows import load_workload_ir
+    from msdb.records import Workload
+
+    admission = Admission(summary.source, skip_bad=skip_bad)
+    verdict = _Verdict()
+    entries: dict[int, object] = {}
+    same = _held_by(dest, workloads)
+    for row in workloads:
+        what = f"workload {row.id} ({row.shash})"
+        if row.id in same:
+            if is_opaque(row.ir_format):
+                entries[row.id] = AdmittedWorkload(None, {})
+            else:
+                entries[row.id] = Workload(hashes={"structural": row.shash}, loader=functools.partial(
+                    load_workload_ir, row.ir_format, row.ir_blob, row.script, label=what))
+            continue
+        admitted = admission.workload_row(what, row._mapping)
+        if admitted is None:
+            verdict.bad_workloads.add(row.id)
+            continue
+        entries[row.id] = admitted
+        if admitted.mod is not None:
+            verdict.mods[row.id] = admitted.mod
+    r = M.tuning_record.c
+    result = read.execution_options(stream_results=True, yield_per=_BATCH).execute(
+        select(r.id, r.workload_id, r.target_id, r.trace, r.trace_hash, r.run_secs, r.mean_run_secs, r.is_valid,
+               r.args_info).order_by(r.id))
+    for batch in result.partitions(_BATCH):
+        for row in batch:
+            entry = entries.get(row.workload_id)
+            if entry is None:
+                verdict.bad_records.add(row.id)
+                summary.records_refused += 1
+                if row.workload_id not in verdict.bad_workloads:
+                    admission.refuse(f"record {row.id}", f"its workload {row.workload_id} does not exist")
+                continue
+            if admission.record_row(f"record {row.id}", row._mapping, targets.get(row.target_id), entry):
+                verdict.targets.add(row.target_id)
+            else:
+                verdict.bad_records.add(row.id)
+                summary.records_refused += 1
+    summary.refused = admission.refused
+    return verdict
+
+
+def _held_by(dest: SQLiteDatabase, workloads: Sequence[Any]) -> set[int]:
+    """The src workloads whose row DEST holds with the same hashes, IR and payload."""
+    w = M.workload.c
+    columns = ("shash", "ignore_tensor_hash", "anchor_hash", "script", "ir_format", "ir_blob", "tvm_payload",
+               "tvm_shash")
+    by_hash: dict[str, list[Any]] = {}
+    for row in workloads:
+        by_hash.setdefault(row.shash, []).append(row)
+    held: set[int] = set()
+    keys = sorted(by_hash)
+    with dest.engine.connect() as conn:
+        for i in range(0, len(keys), 500):
+            for have in conn.execute(select(*[w[c] for c in columns]).where(w.shash.in_(keys[i:i + 500]))):
+                for row in by_hash[have.shash]:
+                    if all(_same_value(getattr(row, c), getattr(have, c)) for c in columns):
+                        held.add(row.id)
+    return held
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    if isinstance(a, (bytes, bytearray, memoryview)) and isinstance(b, (bytes, bytearray, memoryview)):
+        return bytes(a) == bytes(b)
+    return type(a) is type(b) and a == b
 
 
 class _SourceMap:
@@ -293,3 +414,84 @@ class _SourceMap:
         self.summary.sources_copied += 1
         values = {f: getattr(row, f) for f in _SOURCE_FIELDS}
         return insert_source(self.conn, **values)
+
+
+if TYPE_CHECKING:  # `merge_into`'s callback type
+    from typing import Callable
+
+
+def merge_into(dest: str, sources: Sequence[SQLiteDatabase], *, user: str | None = None, host: str | None = None,
+               progress: ProgressFn | None = None, merged: Callable[[MergeSummary], None] | None = None,
+               skip_bad: bool = False) -> list[MergeSummary]:
+    """`msdb merge DEST SRC...`: merge each of `sources` in turn into the database at `dest` (a
+    path or URL; created if missing); `merged(summary)` is called once a SRC is in DEST for good.
+    `skip_bad`: rows the one rule of what enters a database refuses are left out and listed in
+    each summary's `refused` (else the first refuses its whole SRC: `merge_databases`).
+
+    A DEST file that does not exist is built as `msdb import` builds one: in a locked staging
+    folder beside it (`.DEST.merge-*`, `msdb.staging.stage_new_database`), linked into place
+    once every SRC is merged, never over a file another process created meanwhile (the merge
+    then goes into that file). A failed, interrupted or killed merge into a new file leaves no
+    file, and the next merge or import into it removes a killed one's folder.
+
+    Ctrl-C raises `KeyboardInterrupt` whose message says, in one line, what DEST kept: nothing
+    for a new file; else the SRCs merged in full (`merged` was called for them) and how many
+    records DEST gained during the SRC stopped part way, in the transactions it committed
+    (records other writers committed meanwhile count too); merging again adds the rest
+    (docs/architecture.md, "Processes, temporary files and interrupts")."""
+    from msdb.database.location import database_file, open_database, stage_new_file
+    from msdb.database.tvm_import import _checkpoint, _link_no_replace
+    from msdb.staging import sweep_new_database
+
+    report = merged or (lambda _summary: None)
+    file = database_file(dest)
+    if file is not None and not file.exists():
+        stage, temp, temp_location = stage_new_file(file, "merge", dest)
+        placed = False
+        try:
+            staged = open_database(temp_location, create=True)
+            try:
+                summaries = [merge_databases(staged, src, user=user, host=host, progress=progress, skip_bad=skip_bad)
+                             for src in sources]
+            finally:
+                staged.close()
+            _checkpoint(temp)
+            placed = _link_no_replace(temp, file)
+        except KeyboardInterrupt:
+            if placed:
+                raise KeyboardInterrupt(f"merged in full into the new {file}") from None
+            raise KeyboardInterrupt(f"nothing was merged; {file} was not created") from None
+        finally:
+            stage.remove()
+        if placed:
+            for summary in summaries:
+                report(summary)
+            return summaries
+        # another process created `file` meanwhile: merge into it instead
+    elif file is not None:
+        sweep_new_database(file)
+    target = open_database(dest, create=True)
+    summaries = []
+    current: SQLiteDatabase | None = None
+    before = 0
+    try:
+        for src in sources:
+            with target.engine.connect() as conn:
+                before = int(conn.execute(select(func.max(M.tuning_record.c.id))).scalar() or 0)
+            current = src
+            summary = merge_databases(target, src, user=user, host=host, progress=progress, skip_bad=skip_bad)
+            current = None
+            summaries.append(summary)
+            report(summary)
+    except KeyboardInterrupt:
+        kept = [f"merged in full: {', '.join(s.source for s in summaries)}"] if summaries else []
+        if current is not None:
+            with target.engine.connect() as conn:
+                gained = int(conn.execute(select(func.count()).select_from(M.tuning_record)
+                                          .where(M.tuning_record.c.id > before)).scalar() or 0)
+            kept.append(f"{where(current)} stopped part way: {where(target)} gained {gained} records meanwhile, in "
+                        f"the transactions it committed (merging {where(current)} again adds the rest)")
+        raise KeyboardInterrupt("; ".join(kept) or "nothing was merged") from None
+    finally:
+        target.close()
+    return summaries

@@ -16,6 +16,7 @@ from msdb.database import models as M
 
 if TYPE_CHECKING:
     from msdb.database.sqlite import SQLiteDatabase
+    from msdb.ir.function import IRModule
 
 __all__ = ["PULL_FRAGMENT", "WORKLOAD_FIELDS", "RECORD_FIELDS", "cursor_location", "find_pull_cursor",
            "new_pull_source", "move_pull_cursor", "staging_database", "stage_rows", "add_pulled_tasks"]
@@ -73,12 +74,15 @@ def staging_database() -> SQLiteDatabase:
 
 
 def stage_rows(local: SQLiteDatabase, staging: SQLiteDatabase, source_id: int, workloads: Mapping[int, Mapping[str, Any]],
-               targets: Mapping[int, str], records: Sequence[Mapping[str, Any]]) -> None:
-    """Replace what `staging` holds by one batch of hub rows: a copy of `local`'s pull source row,
-    the records' workloads (`WORKLOAD_FIELDS`, `created_at` a datetime) and target configs, and
-    the records (`RECORD_FIELDS`), each attributed to that source. The workloads' family keys
-    are computed from their IR (`msdb.database.rows.stored_family_columns`)."""
-    from msdb.database.rows import stored_family_columns
+               targets: Mapping[int, str], records: Sequence[Mapping[str, Any]],
+               mods: Mapping[int, IRModule | None] | None = None) -> None:
+    """Replace what `staging` holds by one batch of hub rows, admitted (`msdb.database.admission`):
+    a copy of `local`'s pull source row, the records' workloads (`WORKLOAD_FIELDS`, `created_at`
+    a datetime or None) and target configs, and the records (`RECORD_FIELDS`), each attributed
+    to that source. `mods`: each workload's admitted IR (None for an opaque one), from which its
+    FLOPs and family key are computed here, whatever the hub says (without `mods`, the family is
+    computed from each row's IR, `msdb.database.rows.stored_family_columns`)."""
+    from msdb.database.rows import family_columns, flops_or_none, now, stored_family_columns
     from msdb.database.sqlite import insert_record_rows
 
     s = M.source.c
@@ -90,11 +94,18 @@ def stage_rows(local: SQLiteDatabase, staging: SQLiteDatabase, source_id: int, w
         conn.execute(M.source.insert().values(id=1, **{f: getattr(pull_source, f) for f in _SOURCE_FIELDS}))
         for wid in sorted(workloads):
             row = workloads[wid]
-            # the family is computed here, from the IR, whatever the hub says: a hub of an older
-            # msdb has none, and the key must be this msdb's (msdb.database.rows)
-            family = stored_family_columns(row["ir_format"], row["ir_blob"], row["script"],
-                                           label=f"hub workload {wid}")
-            conn.execute(M.workload.insert().values(id=wid, **{f: row[f] for f in WORKLOAD_FIELDS}, **family))
+            # derived columns are computed here, from the IR, whatever the hub says: a hub of an
+            # older msdb has no family, and the key must be this msdb's (msdb.database.rows)
+            values = {f: row[f] for f in WORKLOAD_FIELDS}
+            if mods is None:
+                values.update(stored_family_columns(row["ir_format"], row["ir_blob"], row["script"],
+                                                    label=f"hub workload {wid}"))
+            else:
+                mod = mods.get(wid)
+                values.update(flops=None if mod is None else flops_or_none(mod), **family_columns(mod))
+            if values["created_at"] is None:
+                values["created_at"] = now()
+            conn.execute(M.workload.insert().values(id=wid, **values))
         for tid in sorted(targets):
             staging.target_row_id_for_config(conn, targets[tid])
         config_ids = {config: tid for tid, config in conn.execute(select(M.target.c.id, M.target.c.config)).all()}

@@ -101,6 +101,7 @@ from msdb.database.targets import MAX_TARGET_ID, TargetTable
 from msdb.records import Target, TuningRecord, Workload
 
 if TYPE_CHECKING:
+    from msdb.database.admission import StorageFields
     from msdb.ir.function import IRModule, PrimFunc
 
 __all__ = ["SQLDatabase", "SQLiteDatabase", "SOURCE_KINDS"]
@@ -707,6 +708,10 @@ class SQLiteDatabase(Database):
         workload_id = self._stored_workload_id(conn, workload)
         if workload_id is not None:
             return self._workload(conn, workload_id)
+        from msdb.database.admission import Admission
+
+        # the one rule of what enters a database: hashes are the IR's, never the caller's claim
+        Admission(self._where, refusal=" nothing was committed").workload(workload)
         row = workload_row(workload.mod, hashes=workload.hashes, name=workload.name, tvm_payload=workload.tvm_payload,
                            tvm_shash=workload.tvm_shash)
         workload_id = insert_row(conn, M.workload, row)
@@ -758,11 +763,13 @@ class SQLiteDatabase(Database):
         records = records if isinstance(records, list) else list(records)
         if not records:
             return 0
+        fields = self._admit(records)
         with self._write(cache_kib=_bulk_cache_kib(len(records))) as conn:
             if conn.dialect.name == "sqlite" and conn.dialect.paramstyle == "qmark":
-                _RECORD_INSERT(conn, self._record_params(conn, records, source_id, null=_SQLITE_NULL, bools=(0, 1)))
+                _RECORD_INSERT(conn, self._record_params(conn, records, fields, source_id, null=_SQLITE_NULL,
+                                                         bools=(0, 1)))
             else:
-                params = self._record_params(conn, records, source_id, null=None, bools=(False, True))
+                params = self._record_params(conn, records, fields, source_id, null=None, bools=(False, True))
                 width = len(_RECORD_COLUMNS)
                 rows = [tuple(params[i:i + width]) for i in range(0, len(params), width)]
                 if _copies(conn):
@@ -771,8 +778,21 @@ class SQLiteDatabase(Database):
                     bulk_insert(conn, M.tuning_record, _RECORD_COLUMNS, rows)
         return len(records)
 
-    def _record_params(self, conn: Connection, records: list[TuningRecord], source_id: int | None, *, null: Any,
-                       bools: tuple[Any, Any]) -> list[Any]:
+    def _admit(self, records: list[TuningRecord]) -> list[StorageFields]:
+        """The stored fields of each record, once the one rule of what enters a database has
+        admitted them all (`msdb.database.admission`: the checks `msdb import` makes of a log
+        line), before the write lock is taken; `AdmissionError` (nothing committed) for the
+        first it refuses."""
+        from msdb.database.admission import Admission
+
+        admission = Admission(self._where, refusal=" nothing was committed")  # raises: no skip_bad
+        many = len(records) > 1
+        fields = [admission.record(f"record {i} of {len(records)}" if many else "the record", record)
+                  for i, record in enumerate(records)]
+        return [admitted for admitted in fields if admitted is not None]
+
+    def _record_params(self, conn: Connection, records: list[TuningRecord], fields: list[StorageFields],
+                       source_id: int | None, *, null: Any, bools: tuple[Any, Any]) -> list[Any]:
         """The `tuning_record` values of `records`, flat, `_RECORD_COLUMNS` per record, with NULL
         spelled `null` and False/True as `bools` (see `_SQLiteBulkInsert`); new targets are
         inserted on the way.
@@ -780,8 +800,8 @@ class SQLiteDatabase(Database):
         This loop is most of a bulk commit's Python time. Records of a batch usually share
         their workload, target and arg-info objects, so each of those is resolved (row id
         looked up, arg infos serialized) once per object, keyed by `id()` (the objects live as
-        long as `records`); the rest comes from `TuningRecord.storage_fields`, which neither
-        parses nor re-serializes the trace."""
+        long as `records`); the rest is `fields`, each record's `TuningRecord.storage_fields`
+        as admission computed them (which neither parses nor re-serializes the trace)."""
         from msdb.schedule.tvm_json import dumps
 
         workload_ids: dict[int, int] = {}
@@ -790,7 +810,7 @@ class SQLiteDatabase(Database):
         source = null if source_id is None else source_id
         params: list[Any] = []
         extend = params.extend
-        for record in records:
+        for record, (trace, trace_hash, run_text, mean, valid) in zip(records, fields):
             workload = record.workload
             workload_id = workload_ids.get(id(workload))
             if workload_id is None:
@@ -806,7 +826,6 @@ class SQLiteDatabase(Database):
                 args_json = args_text.get(id(args_key))
                 if args_json is None:
                     args_json = args_text[id(args_key)] = dumps(record.args_info_json())
-            trace, trace_hash, run_text, mean, valid = record.storage_fields()
             extend((workload_id, target_id, source, trace, trace_hash, null if run_text is None else run_text,
                     null if mean is None else mean, bools[valid], args_json))
         return params

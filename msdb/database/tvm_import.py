@@ -40,7 +40,6 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 from sqlalchemy import select, update
 
 from msdb.database import models as M
-from msdb.database.errors import DatabaseOpenError
 from msdb.database.location import database_file, is_behind, open_database, refuse_in_memory
 from msdb.database.rows import (
     default_host, default_user, ensure_task, find_workload_id, insert_row, insert_source, keep_tvm_payload, opaque_shash,
@@ -382,20 +381,10 @@ def _import_into_new_file(location: str, file: Path, paths: Sequence[str | Path]
     """Import into a new database in a staging folder beside `file`, then link it to `file`
     (which fails if the name is taken: a link never replaces). None when another process
     created `file` meanwhile: nothing was placed, import into that file instead."""
-    from sqlalchemy.engine import make_url
+    from msdb.database.location import stage_new_file
 
-    from msdb.staging import StagingDir
-
-    if not file.parent.is_dir():
-        raise DatabaseOpenError(f"cannot create database {file}: folder {file.parent} does not exist")
+    stage, temp, temp_location = stage_new_file(file, "import", location)  # also sweeps a killed merge's, pull's
     try:
-        stage = StagingDir.create(file.parent, f".{file.name}.import-")
-    except OSError as exc:
-        raise DatabaseOpenError(f"cannot create database {file}: {exc.strerror or exc}") from None
-    try:
-        temp = stage.path / file.name
-        temp_location = str(temp) if "://" not in location else \
-            make_url(location).set(database=str(temp)).render_as_string(hide_password=False)
         db = open_database(temp_location, create=True)
         try:
             summary = _run_import(db, paths, plan, options)

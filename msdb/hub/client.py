@@ -5,14 +5,26 @@ Every failure a hub can cause (down, slow, an HTML page or JSON of the wrong sha
 datasette's JSON was expected, a served file that does not match its manifest) is one
 `HubError` naming the hub's URL and what to check. Rows come back as dicts; datasette's
 `{"$base64": true, "encoded": ...}` spelling of BLOBs is decoded to bytes.
+
+A hub is not trusted to end what it sends (docs/architecture.md, "Hub"): every request has a
+wall-clock deadline (`timeout_s`, for the whole request: connecting, the headers and the body;
+a hub trickling a byte a second is cut there, not only one that stops), a body is read in
+chunks up to `MAX_RESPONSE_BYTES` (a bigger `Content-Length` is refused before reading, an
+endless body is cut at the limit), and `all_rows` follows a table's pages only while its ids
+advance, up to `MAX_TABLE_ROWS` rows. So what a pull holds is bounded by one response, whatever
+the hub sends.
 """
 
 from __future__ import annotations
 
 import base64
 import datetime as _dt
+import functools
+import http.client
 import json
 import socket
+import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -22,8 +34,14 @@ from msdb.errors import MsdbError
 
 __all__ = ["HubError", "HubClient", "TIMEOUT_S", "normalize_url", "parse_time"]
 
-#: Seconds one HTTP request to a hub may take (connect and read).
+#: Seconds one HTTP request to a hub may take, all of it (connect, headers, body).
 TIMEOUT_S = 30.0
+#: The largest response body read from a hub, in bytes: a page of 1,000 records of big traces,
+#: or 200 workloads with their scripts, blobs and payloads, is a few tens of MB.
+MAX_RESPONSE_BYTES = 256 << 20
+#: The most rows `HubClient.all_rows` gathers from one table (its targets, tasks, models).
+MAX_TABLE_ROWS = 1_000_000
+_CHUNK_BYTES = 1 << 16
 #: Ask datasette not to count, facet or suggest facets: sync pages only need the rows.
 _LEAN = (("_nocount", "1"), ("_nofacet", "1"), ("_nosuggest", "1"))
 
@@ -58,39 +76,49 @@ def _decode(value: Any) -> Any:
 class HubClient:
     """A hub at `url` (`http://host:port/`): its database, tables and metadata as JSON."""
 
-    def __init__(self, url: str, *, timeout_s: float = TIMEOUT_S) -> None:
+    def __init__(self, url: str, *, timeout_s: float = TIMEOUT_S, max_bytes: int = MAX_RESPONSE_BYTES) -> None:
         self.url = normalize_url(url)
         self.timeout_s = timeout_s
+        self.max_bytes = max_bytes
         self._database: str | None = None
         #: The canned queries of `database` (read with it).
         self.queries: frozenset[str] = frozenset()
 
     # ---- raw requests ----
     def get_json(self, path: str, params: Iterable[tuple[str, str]] = ()) -> Any:
-        """GET `path` (relative to the base URL) with query `params`; the parsed JSON body."""
+        """GET `path` (relative to the base URL) with query `params`; the parsed JSON body. The
+        whole request ends within `timeout_s` and reads at most `max_bytes` of body (module
+        docstring), or raises `HubError`."""
         query = urllib.parse.urlencode(list(params))
         address = self.url + path.lstrip("/") + (f"?{query}" if query else "")
         request = urllib.request.Request(address, headers={"Accept": "application/json"})
+        slow = HubError(f"hub {self.url}: no answer within {self.timeout_s:g} s ({address}); the hub is down, "
+                        f"overloaded or too slow (--timeout sets the limit), try again later")
+        deadline = _Deadline(self.timeout_s)
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                body = response.read()
+            opener = urllib.request.build_opener(_DeadlineHTTPHandler(deadline), _DeadlineHTTPSHandler(deadline))
+            with opener.open(request, timeout=self.timeout_s) as response:
                 content_type = response.headers.get("Content-Type", "")
+                body = self._body(response, address, deadline)
         except urllib.error.HTTPError as exc:
             raise HubError(f"hub {self.url}: {address} answered HTTP {exc.code} {exc.reason}; check the URL and "
                            f"that it serves an msdb database") from None
         except (socket.timeout, TimeoutError):
-            raise HubError(f"hub {self.url}: no answer within {self.timeout_s:g} s ({address}); the hub is down "
-                           f"or overloaded, try again later") from None
+            raise slow from None
         except urllib.error.URLError as exc:
-            reason = exc.reason
-            if isinstance(reason, (socket.timeout, TimeoutError)):
-                raise HubError(f"hub {self.url}: no answer within {self.timeout_s:g} s ({address}); the hub is "
-                               f"down or overloaded, try again later") from None
-            raise HubError(f"hub {self.url} cannot be reached: {reason}; check the URL and that the hub is "
+            if deadline.expired or isinstance(exc.reason, (socket.timeout, TimeoutError)):
+                raise slow from None
+            raise HubError(f"hub {self.url} cannot be reached: {exc.reason}; check the URL and that the hub is "
                            f"running") from None
-        except (ConnectionError, OSError) as exc:
+        except (ConnectionError, OSError, http.client.HTTPException) as exc:
+            if deadline.expired:
+                raise slow from None
             raise HubError(f"hub {self.url} cannot be reached: {exc}; check the URL and that the hub is "
                            f"running") from None
+        finally:
+            deadline.cancel()
+        if deadline.expired:
+            raise slow
         if "json" not in content_type.lower():
             kind = content_type.split(";")[0] or "no content type"
             raise HubError(f"hub {self.url}: {address} answered {kind}, not JSON; is this the base URL of a "
@@ -99,6 +127,24 @@ class HubClient:
             return json.loads(body)
         except ValueError as exc:
             raise HubError(f"hub {self.url}: {address} answered malformed JSON ({exc})") from None
+
+    def _body(self, response: Any, address: str, deadline: _Deadline) -> bytes:
+        """The body of `response`, read in chunks until its end, `max_bytes` or the deadline."""
+        too_big = HubError(f"hub {self.url}: {address} answered more than {self.max_bytes:,} bytes; msdb reads at "
+                           f"most that much per request (is this an msdb hub?)")
+        length = response.headers.get("Content-Length")
+        if length is not None and length.strip().isdigit() and int(length) > self.max_bytes:
+            raise too_big
+        body = bytearray()
+        while True:
+            chunk = response.read1(_CHUNK_BYTES)
+            if not chunk:
+                return bytes(body)
+            body += chunk
+            if len(body) > self.max_bytes:
+                raise too_big
+            if deadline.expired:
+                raise TimeoutError
 
     def wrong(self, what: str) -> HubError:
         """The error for JSON of an unexpected shape."""
@@ -174,12 +220,114 @@ class HubClient:
         return rows, data.get("next")
 
     def all_rows(self, table: str, params: Iterable[tuple[str, str]] = ()) -> list[dict[str, Any]]:
-        """Every row of `table` matching `params`, following keyset pages by id."""
+        """Every row of `table` matching `params`, following keyset pages by id. A page whose ids
+        do not all come after the previous page's (a hub ignoring `id__gt`), or a table past
+        `MAX_TABLE_ROWS` rows, is a `HubError`: the pages must end."""
+        params = list(params)
         out: list[dict[str, Any]] = []
         after = 0
         while True:
             page, more = self.rows(table, [*params, ("id__gt", str(after)), ("_sort", "id"), ("_size", "max")])
+            self.check_ids(table, page, after)
             out.extend(page)
             if not page or more is None:
                 return out
+            if len(out) > MAX_TABLE_ROWS:
+                raise HubError(f"hub {self.url}: its {table} table goes on past {MAX_TABLE_ROWS:,} rows; msdb reads "
+                               f"at most that many (is this an msdb hub?)")
             after = int(page[-1]["id"])
+
+    def check_ids(self, table: str, rows: list[dict[str, Any]], after: int) -> None:
+        """Refuse a page of `table` read after id `after` whose ids are not integers increasing
+        from past `after`: a keyset cursor that does not advance would read forever."""
+        previous = after
+        for row in rows:
+            value = row.get("id")
+            if type(value) is not int:
+                raise self.wrong(f"its {table} rows lack an integer id")
+            if value <= previous:
+                raise HubError(f"hub {self.url}: its {table} page after id {after} holds id {value} after {previous}; "
+                               f"its pages do not advance (it ignores the cursor), so msdb stops here")
+            previous = value
+
+
+class _Deadline:
+    """The wall-clock end of one request: at `seconds` it shuts the request's socket down (a
+    socket timeout alone bounds each read, not a hub that sends a byte just before each one
+    would time out), and `expired` tells the reader why its socket ended."""
+
+    def __init__(self, seconds: float) -> None:
+        self.expired = False
+        self._sock: socket.socket | None = None
+        self._lock = threading.Lock()
+        self._end = time.monotonic() + seconds
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def watch(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._sock = sock
+            if self.expired:
+                _shutdown(sock)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            if self._sock is not None:
+                _shutdown(self._sock)
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+        if time.monotonic() >= self._end:
+            self.expired = True
+
+
+def _shutdown(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
+class _WatchedByDeadline:
+    """What both connection kinds add: their socket is handed to a `_Deadline` once connected."""
+
+    def __init__(self, host: str, *, deadline: _Deadline, **options: Any) -> None:
+        super().__init__(host, **options)  # type: ignore[call-arg]
+        self.deadline = deadline
+
+    def connect(self) -> None:
+        super().connect()  # type: ignore[misc]
+        self.deadline.watch(self.sock)  # type: ignore[attr-defined]
+
+
+class _DeadlineHTTPConnection(_WatchedByDeadline, http.client.HTTPConnection):
+    """An HTTP connection under a `_Deadline`."""
+
+
+class _DeadlineHTTPSConnection(_WatchedByDeadline, http.client.HTTPSConnection):
+    """The same for HTTPS."""
+
+
+class _DeadlineHTTPHandler(urllib.request.HTTPHandler):
+    """urllib's HTTP handler, making `_DeadlineHTTPConnection`s (proxies and redirects stay
+    urllib's)."""
+
+    def __init__(self, deadline: _Deadline) -> None:
+        super().__init__()
+        self.deadline = deadline
+
+    def http_open(self, req: urllib.request.Request) -> Any:
+        return self.do_open(functools.partial(_DeadlineHTTPConnection, deadline=self.deadline), req)
+
+
+class _DeadlineHTTPSHandler(urllib.request.HTTPSHandler):
+    """The same for HTTPS."""
+
+    def __init__(self, deadline: _Deadline) -> None:
+        super().__init__()
+        self.deadline = deadline
+
+    def https_open(self, req: urllib.request.Request) -> Any:
+        return self.do_open(functools.partial(_DeadlineHTTPSConnection, deadline=self.deadline), req)

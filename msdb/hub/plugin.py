@@ -35,8 +35,8 @@ if TYPE_CHECKING:
     from msdb.database.catalog import RelativeDetails, TuningCurve, WorkloadDetails
     from msdb.database.sqlite import SQLiteDatabase
 
-__all__ = ["render_cell", "register_routes", "trace_html", "script_html", "curve_svg", "workload_url",
-           "WORKLOAD_ROUTE"]
+__all__ = ["render_cell", "register_routes", "forbidden", "asgi_wrapper", "trace_html", "script_html", "curve_svg",
+           "workload_url", "WORKLOAD_ROUTE"]
 
 log = logging.getLogger(__name__)
 
@@ -235,52 +235,86 @@ def _steps(best_us: list[float | None]) -> list[tuple[int, float]]:
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 
 
+#: The chart's font size (px); its legend is set in monospace, whose characters are 0.6 em wide,
+#: so a legend line's width is known without a browser and long labels wrap inside the chart.
+FONT_PX = 12
+_MONO_CHAR_PX = 0.6 * FONT_PX
+#: A width that no character of the sans-serif tick labels exceeds (digits: 0.56 to 0.64 em).
+_SANS_CHAR_PX = 0.65 * FONT_PX
+#: Height of one legend line, and the gap between two entries (px).
+LEGEND_LINE_PX, LEGEND_GAP_PX = 16, 4
+#: Where the rotated y-axis title is centred, and the room it takes (px from the left edge).
+_Y_TITLE_X, _Y_TITLE_ROOM = 14, 24
+
+
+def _legend_lines(label: str, chars: int) -> list[str]:
+    """A legend label in lines of at most `chars` characters: broken at spaces, and a piece
+    longer than a line (a long import path) cut where the line ends, so none is clipped."""
+    import textwrap
+
+    return textwrap.wrap(label, max(chars, 8), break_on_hyphens=False) or [""]
+
+
 def curve_svg(curves: list[TuningCurve], *, width: int = 720, height: int = 320) -> str:
     """The tuning curves as an inline SVG line chart: best latency (us) against the source's
     trials, one line per source, with axes and a legend. Self-contained: no script, no fonts
-    or files from the network."""
-    left, right, top, bottom = 70, 20, 20, 40
-    legend_h = 18 * len(curves)
-    total_h = height + legend_h
+    or files from the network. Nothing is clipped or covered: the left margin grows with the
+    widest latency tick, clear of the y-axis title; legend labels (sources named by their import
+    paths) wrap onto as many lines as they need below the plot, each with its full text as a
+    tooltip."""
+    right, top, bottom = 20, 20, 40
     points = [(i, us) for c in curves for i, us in enumerate(c.best_us) if us is not None]
+    lo = min((us for _, us in points), default=0.0)
+    hi = max((us for _, us in points), default=0.0)
+    if hi - lo < 1e-9:
+        lo, hi = lo * 0.9, hi * 1.1 + 1e-9
+    ticks = [lo + (hi - lo) * k / 4 for k in range(5)]
+    widest = max(len(f"{us:,.1f}") for us in ticks)
+    left = max(70, int(_Y_TITLE_ROOM + 6 + widest * _SANS_CHAR_PX + 0.999))
+    legend_x = left + 26
+    chars = int((width - right - legend_x) / _MONO_CHAR_PX)
+    legends = [_legend_lines(c.label, chars) for c in curves]
+    legend_h = sum(LEGEND_LINE_PX * len(lines) + LEGEND_GAP_PX for lines in legends)
+    total_h = height + legend_h
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="msdb-curves" width="{width}" height="{total_h}" '
              f'viewBox="0 0 {width} {total_h}" role="img" aria-label="tuning curves" '
-             'style="font-family:sans-serif;font-size:12px;background:#fff">']
+             f'style="font-family:sans-serif;font-size:{FONT_PX}px;background:#fff">']
     plot_w, plot_h = width - left - right, height - top - bottom
     parts.append(f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#999"/>')
     if not points:
         parts.append(f'<text x="{left + 10}" y="{top + 20}">no valid measurement yet</text></svg>')
         return "".join(parts)
     max_x = max(1, max(len(c.best_us) for c in curves) - 1)
-    lo, hi = min(us for _, us in points), max(us for _, us in points)
-    if hi - lo < 1e-9:
-        lo, hi = lo * 0.9, hi * 1.1 + 1e-9
 
     def xy(i: int, us: float) -> tuple[float, float]:
         return left + plot_w * i / max_x, top + plot_h * (1 - (us - lo) / (hi - lo))
 
-    for k in range(5):  # y ticks
-        us = lo + (hi - lo) * k / 4
+    for us in ticks:  # y ticks
         _, y = xy(0, us)
         parts.append(f'<line x1="{left - 4}" x2="{left}" y1="{y:.1f}" y2="{y:.1f}" stroke="#999"/>'
-                     f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{us:,.1f}</text>')
+                     f'<text class="msdb-tick" x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{us:,.1f}</text>')
     for k in range(5):  # x ticks
         i = round(max_x * k / 4)
         x, _ = xy(i, lo)
         parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top + plot_h}" y2="{top + plot_h + 4}" stroke="#999"/>'
                      f'<text x="{x:.1f}" y="{top + plot_h + 16}" text-anchor="middle">{i + 1}</text>')
     parts.append(f'<text x="{left + plot_w / 2:.1f}" y="{height - 4}" text-anchor="middle">trials</text>'
-                 f'<text x="14" y="{top + plot_h / 2:.1f}" text-anchor="middle" '
-                 f'transform="rotate(-90 14 {top + plot_h / 2:.1f})">best latency (us)</text>')
-    for n, curve in enumerate(curves):
+                 f'<text class="msdb-axis-title" x="{_Y_TITLE_X}" y="{top + plot_h / 2:.1f}" text-anchor="middle" '
+                 f'transform="rotate(-90 {_Y_TITLE_X} {top + plot_h / 2:.1f})">best latency (us)</text>')
+    y = height
+    for n, (curve, lines) in enumerate(zip(curves, legends)):
         colour = COLOURS[n % len(COLOURS)]
         coords = " ".join("{:.1f},{:.1f}".format(*xy(i, us)) for i, us in _steps(curve.best_us))
         if coords:
             parts.append(f'<polyline class="msdb-curve" fill="none" stroke="{colour}" stroke-width="2" '
                          f'points="{coords}"/>')
-        y = height + 18 * n + 12
+        y += 12
+        spans = "".join(f'<tspan x="{legend_x}" dy="{0 if k == 0 else LEGEND_LINE_PX}">{escape(line)}</tspan>'
+                        for k, line in enumerate(lines))
         parts.append(f'<line x1="{left}" x2="{left + 20}" y1="{y - 4}" y2="{y - 4}" stroke="{colour}" stroke-width="2"/>'
-                     f'<text x="{left + 26}" y="{y}">{escape(curve.label)}</text>')
+                     f'<text class="msdb-legend" x="{legend_x}" y="{y}" style="font-family:monospace">'
+                     f'<title>{escape(curve.label)}</title>{spans}</text>')
+        y += LEGEND_LINE_PX * len(lines) - 12 + LEGEND_GAP_PX
     parts.append("</svg>")
     return "".join(parts)
 
@@ -335,7 +369,7 @@ async def workload_page(datasette: Any, request: Any) -> Any:
     """`/-/msdb/<database>/workload/<hash>` (see the module docstring)."""
     from datasette.utils.asgi import NotFound, Response
 
-    from msdb.database.catalog import AmbiguousHash, WorkloadNotFound, target_label
+    from msdb.database.catalog import AmbiguousHash, WorkloadNotFound, target_labels
     from msdb.errors import MsdbError
 
     name = request.url_vars["database"]
@@ -352,27 +386,41 @@ async def workload_page(datasette: Any, request: Any) -> Any:
         details, curves, relatives = await loop.run_in_executor(None, _workload_data, served.path,
                                                                 not served.is_mutable, text)
     except (WorkloadNotFound, AmbiguousHash) as exc:
-        return Response.html(f"<h1>Not found</h1><p>{escape(str(exc))}</p>", status=404)
+        return Response.html(f"<h1>Not found</h1><p>{escape(_unplaced(str(exc), served.path, name))}</p>",
+                             status=404)
     except MsdbError as exc:  # not an msdb database, or an older schema: say so, not a traceback
         log.warning("workload page of %s: %s", name, exc)
-        return Response.html(f"<h1>Cannot read this database</h1><p>{escape(str(exc))}</p>", status=500)
+        return Response.html(f"<h1>Cannot read this database</h1><p>{escape(_unplaced(str(exc), served.path, name))}"
+                             "</p>", status=500)
     row = await served.execute("SELECT id FROM workload WHERE shash = ?", [details.shash])
     workload_id = next(iter(row.rows))[0]
-    bests = [{"label": target_label(b.target), "latency": _latency_html(b.mean_run_secs, b.flops),
+    # targets that differ only in what a label hides (-mtriple) get labels that tell them apart
+    labels = target_labels([b.target for b in details.best])
+    bests = [{"label": label, "latency": _latency_html(b.mean_run_secs, b.flops),
               "record_id": b.record_id, "source": b.source,
               "code": trace_html(b.trace, max_lines=10**9) or Markup("<pre>{}</pre>").format(b.trace)}
-             for b in details.best]
+             for b, label in zip(details.best, labels)]
     relative_rows = [
         {"shash": rel.shash, "name": rel.name, "url": workload_url(datasette, name, rel.shash),
          "extents": _extents_text(rel.extents),
-         "bests": [{"label": target_label(b.target), "latency": _latency_html(b.mean_run_secs, b.flops),
-                    "record_id": b.record_id} for b in rel.best]}
+         "bests": [{"label": label, "latency": _latency_html(b.mean_run_secs, b.flops), "record_id": b.record_id}
+                   for b, label in zip(rel.best, target_labels([b.target for b in rel.best]))]}
         for rel in relatives]
     template = datasette.jinja_env.from_string(PAGE)
     context = {"database": name, "details": details, "workload_id": workload_id, "bests": bests,
                "relatives": relative_rows,
                "svg": Markup(curve_svg(curves)), "script": script_html(details.script, max_lines=None)}
     return Response.html(await datasette.render_template(template, context, request=request))
+
+
+def _unplaced(message: str, path: str, name: str) -> str:
+    """`message` with the served file's path (as msdb's errors name it) replaced by datasette's
+    name for it: a page says where things are on the hub, never on the server's disk."""
+    from pathlib import Path
+
+    for shown in sorted({path, str(Path(path).resolve()), quote(path)}, key=len, reverse=True):
+        message = message.replace(shown, name)
+    return message
 
 
 def _extents_text(extents: tuple[int, ...]) -> str:
@@ -382,7 +430,84 @@ def _extents_text(extents: tuple[int, ...]) -> str:
     return f"{shown}, ... ({left} more)" if left > 0 else shown
 
 
+# ---------------------------------------------------------------- published hubs
+
+#: Methods a published hub answers; anything else would be a write (`asgi_wrapper`).
+READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+DATABASES_ROUTE = r"^/-/databases(\.(?P<format>json))?$"
+
+
+def _published(datasette: Any) -> bool:
+    """Whether every database `datasette` serves is an immutable file (`msdb serve` of a publish
+    directory, or the `datasette serve -i` it stands for): nothing on it can be written."""
+    served = [db for name, db in datasette.databases.items() if name != "_internal"]
+    return bool(served) and all(not db.is_mutable and not db.is_memory for db in served)
+
+
+def _json_request(request: Any) -> bool:
+    return bool(request.path.endswith(".json") or request.args.get("_format") == "json")
+
+
+def _error_json(message: str, status: int, title: str, headers: dict[str, str] | None = None) -> Any:
+    """datasette's JSON error shape (`ok`, `error`, `status`, `title`)."""
+    from datasette.utils.asgi import Response
+
+    return Response.json({"ok": False, "error": message, "status": status, "title": title}, status=status,
+                         headers=headers)
+
+
+def databases_view(datasette: Any) -> Any:
+    """`/-/databases(.json)`, as datasette lists its databases, without the path of an immutable
+    file: where a published snapshot lies on the server is nobody's business (a live database's
+    path stays, for the team on its own machine)."""
+    from datasette.views.special import JsonDataView
+
+    def listed() -> list[dict[str, Any]]:
+        return [{key: value for key, value in {
+            "name": db.name, "route": db.route, "path": db.path, "size": db.size, "is_mutable": db.is_mutable,
+            "is_memory": db.is_memory, "hash": db.hash}.items() if key != "path" or db.is_mutable}
+            for name, db in datasette.databases.items() if name != "_internal"]
+
+    return JsonDataView.as_view(datasette, "databases.json", listed)
+
+
 @hookimpl
 def register_routes(datasette: Any) -> list[tuple[str, Any]]:
-    """Datasette's hook: the workload page."""
-    return [(WORKLOAD_ROUTE, workload_page)]
+    """Datasette's hook: the workload page, and `/-/databases(.json)` without snapshot paths
+    (plugin routes come before datasette's own)."""
+    return [(WORKLOAD_ROUTE, workload_page), (DATABASES_ROUTE, databases_view(datasette))]
+
+
+@hookimpl
+def forbidden(datasette: Any, request: Any, message: str) -> Any:
+    """A 403 asked for as JSON (`.json`, `?_format=json`) answered in JSON, as datasette answers
+    its other errors there: a client reading a published hub's API (`?sql=` is off there) gets
+    an error it can parse instead of an HTML page. Other requests get datasette's page."""
+    if not _json_request(request):
+        return None
+    why = ("arbitrary SQL is off on this hub; use the tables' JSON API and the canned queries"
+           if message == "execute-sql" else f"permission {message!r} is not granted")
+    return _error_json(f"Forbidden: {why}", 403, "Forbidden")
+
+
+@hookimpl
+def asgi_wrapper(datasette: Any) -> Any:
+    """On a published hub (`_published`) every request that would write (POST to a canned query
+    or a table, PUT, DELETE, ...) is answered 405 before datasette sees it: datasette 0.65 has
+    no write endpoint for an immutable file, but answers such requests with a 500 (docs/
+    architecture.md, "Hub")."""
+
+    def wrap(app: Any) -> Any:
+        async def read_only(scope: dict[str, Any], receive: Any, send: Any) -> None:
+            if scope.get("type") == "http" and scope.get("method", "GET") not in READ_METHODS \
+                    and _published(datasette):
+                response = _error_json(f"{scope.get('method')} is not allowed: this hub is a read-only snapshot; "
+                                       "it answers GET and HEAD", 405, "Method not allowed",
+                                       headers={"Allow": "GET, HEAD, OPTIONS"})
+                await response.asgi_send(send)
+                return
+            await app(scope, receive, send)
+
+        return read_only
+
+    return wrap

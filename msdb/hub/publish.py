@@ -11,9 +11,14 @@ OUTDIR receives:
 - `metadata.json`: datasette's metadata (`msdb.hub.metadata` when present), with the manifest
   under `msdb_manifest` so a puller can check the served file against it (`msdb.hub.pull`).
 
-It is written into a temporary folder beside OUTDIR and renamed into place: a failed or killed
-publish leaves OUTDIR as it was. An OUTDIR holding an earlier publish is replaced; any other
-non-empty OUTDIR is refused.
+It is written into a staging folder beside OUTDIR (`.OUTDIR.publish-*`, `msdb.staging`) and
+renamed into place: a failed or killed publish leaves OUTDIR as it was. An OUTDIR holding an
+earlier publish is replaced (moved aside to `.OUTDIR.old-*`, locked, while the new one takes its
+place); any other non-empty OUTDIR is refused. Every publish first removes the folders a killed
+publish left beside it, whichever OUTDIR that one wrote, and puts back an earlier publish that a
+killed one had moved aside. Ctrl-C stops the copy at once (SQLite's copy runs in a worker thread
+that the main thread interrupts) and removes the staging folder before `KeyboardInterrupt` goes
+on (docs/architecture.md, "Processes, temporary files and interrupts").
 """
 
 from __future__ import annotations
@@ -21,15 +26,21 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shlex
 import shutil
 import sqlite3
 import tempfile
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from msdb.database.errors import DatabaseError
+
+if TYPE_CHECKING:
+    from msdb.staging import StagingDir
 
 __all__ = ["PublishResult", "publish", "serve_command", "SNAPSHOT_NAME", "MANIFEST_NAME", "METADATA_NAME",
            "PRIVATE_SOURCE_COLUMNS", "file_sha256"]
@@ -40,6 +51,12 @@ METADATA_NAME = "metadata.json"
 #: `source` columns that say who, where and which files: left out of a snapshot by default.
 PRIVATE_SOURCE_COLUMNS = ("username", "host", "location")
 _COUNTED = ("workload", "tuning_record", "target", "source", "model", "task")
+#: How long the copy waits for a writer that holds DB locked (SQLite's busy timeout, counted here
+#: so that Ctrl-C ends the wait: SQLite's own busy handler cannot be interrupted).
+BUSY_TIMEOUT_S = 30.0
+#: The folders a publish leaves beside OUTDIR while it runs, for any OUTDIR: its staging folder and
+#: an earlier publish moved aside (`tempfile.mkdtemp`'s names: eight characters of [a-z0-9_]).
+_LEFTOVER = re.compile(r"\.(?P<out>.+)\.(?P<kind>publish|old)-[a-z0-9_]{8}")
 
 
 @dataclass
@@ -93,8 +110,8 @@ def publish(db: str | os.PathLike[str], outdir: str | os.PathLike[str], *, keep_
                             f"pass a new or empty folder")
     parent = out.absolute().parent
     parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.publish-", dir=parent))
-    os.chmod(staging, 0o755)  # mkdtemp makes it private; a publish directory is for serving
+    stage = _stage(parent, out.name)
+    staging = stage.path
     try:
         snapshot = staging / SNAPSHOT_NAME
         if server is not None:
@@ -102,7 +119,7 @@ def publish(db: str | os.PathLike[str], outdir: str | os.PathLike[str], *, keep_
         else:
             assert source is not None
             _snapshot(source, snapshot)
-        with sqlite3.connect(snapshot) as conn:
+        with sqlite3.connect(snapshot, check_same_thread=False) as conn:
             from sqlalchemy import create_engine
 
             engine = create_engine(f"sqlite:///{snapshot}")
@@ -120,7 +137,7 @@ def publish(db: str | os.PathLike[str], outdir: str | os.PathLike[str], *, keep_
             if not keep_provenance:
                 conn.execute(f"UPDATE source SET {', '.join(f'{c} = NULL' for c in PRIVATE_SOURCE_COLUMNS)}")
                 conn.commit()
-                conn.execute("VACUUM")
+                _interruptible(conn, "VACUUM")
             counts = {table: int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]) for table in _COUNTED}
             max_record_id = int(conn.execute("SELECT coalesce(max(id), 0) FROM tuning_record").fetchone()[0])
         conn.close()
@@ -135,8 +152,9 @@ def publish(db: str | os.PathLike[str], outdir: str | os.PathLike[str], *, keep_
         (staging / METADATA_NAME).write_text(json.dumps(metadata, indent=2, sort_keys=True) + "\n")
         _swap_into_place(staging, out)
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        stage.remove()
         raise
+    stage.release()
     return PublishResult(out, manifest)
 
 
@@ -172,11 +190,22 @@ def _snapshot_server(url: str, snapshot: Path) -> None:
 
 
 def _snapshot(source: Path, snapshot: Path) -> None:
-    """`VACUUM INTO` (one consistent read of `source`), then rollback-journal mode."""
+    """`VACUUM INTO` (one consistent read of `source`), then rollback-journal mode. A writer
+    holding `source` locked is waited for up to `BUSY_TIMEOUT_S`, in Python so that Ctrl-C ends
+    the wait."""
     uri = f"{source.absolute().as_uri()}?mode=ro"
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
     try:
-        with sqlite3.connect(uri, uri=True, timeout=30) as conn:
-            conn.execute("VACUUM INTO ?", (str(snapshot),))
+        with sqlite3.connect(uri, uri=True, timeout=0, check_same_thread=False) as conn:
+            while True:
+                try:
+                    _interruptible(conn, "VACUUM INTO ?", (str(snapshot),))
+                    break
+                except sqlite3.OperationalError as exc:
+                    if "locked" not in str(exc) or time.monotonic() > deadline:
+                        raise
+                snapshot.unlink(missing_ok=True)
+                time.sleep(0.05)  # another process writes to `source`: try again
         conn.close()
     except sqlite3.DatabaseError as exc:
         raise DatabaseError(f"cannot publish {source}: {exc}") from None
@@ -185,6 +214,59 @@ def _snapshot(source: Path, snapshot: Path) -> None:
         conn.execute("PRAGMA journal_mode=DELETE")
     finally:
         conn.close()
+
+
+def _interruptible(conn: sqlite3.Connection, sql: str, parameters: tuple[Any, ...] = ()) -> None:
+    """Run one long statement (a copy, a VACUUM) on `conn` in a worker thread while the main
+    thread waits: Ctrl-C reaches the waiting main thread at once (it would reach a thread inside
+    SQLite only when the statement ends), which interrupts the statement, waits for the worker
+    to stop, and raises. `conn` is made with `check_same_thread=False`."""
+    failure: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            conn.execute(sql, parameters)
+        except BaseException as exc:  # handed to the caller's thread
+            failure.append(exc)
+
+    worker = threading.Thread(target=work, name="msdb-publish-copy", daemon=True)
+    worker.start()
+    try:
+        worker.join()
+    except BaseException:
+        conn.interrupt()
+        worker.join()
+        raise
+    if failure:
+        raise failure[0]
+
+
+def _stage(parent: Path, name: str) -> StagingDir:
+    """A locked staging folder for OUTDIR `parent/name`, once the folders killed publishes left
+    in `parent` are gone (module docstring)."""
+    from msdb.staging import StagingDir, sweep
+
+    sweep(parent, (), match=lambda folder: _LEFTOVER.fullmatch(folder) is not None,
+          keep=lambda folder: _put_back(folder, parent))
+    stage = StagingDir.create(parent, f".{name}.publish-")
+    os.chmod(stage.path, 0o755)  # mkdtemp makes it private; a publish directory is for serving
+    return stage
+
+
+def _put_back(old: Path, parent: Path) -> bool:
+    """An earlier publish moved aside by a publish killed before the new one took its place:
+    renamed back to its OUTDIR when that is missing (True); otherwise a leftover (False)."""
+    found = _LEFTOVER.fullmatch(old.name)
+    if found is None or found["kind"] != "old":
+        return False
+    out = parent / found["out"]
+    if os.path.lexists(out):
+        return False
+    try:
+        os.rename(old, out)
+    except OSError:
+        return False
+    return True
 
 
 def _metadata(source: Path) -> dict[str, Any]:
@@ -211,17 +293,25 @@ def _metadata(source: Path) -> dict[str, Any]:
 
 
 def _swap_into_place(staging: Path, out: Path) -> None:
-    """Rename the finished `staging` folder to `out`; an earlier publish there is replaced."""
+    """Rename the finished `staging` folder to `out`; an earlier publish there is replaced. The
+    earlier one is locked before it is moved aside, so a concurrent publish's sweep leaves it
+    alone; a publish killed in between has it put back by the next one (`_put_back`)."""
+    from msdb.staging import lock_path, unlock
+
     if out.exists() and any(out.iterdir()):
-        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.absolute().parent))
-        os.rmdir(old)
-        os.rename(out, old)
+        old_lock = lock_path(out, wait=True)
         try:
-            os.rename(staging, out)
-        except BaseException:
-            os.rename(old, out)
-            raise
-        shutil.rmtree(old, ignore_errors=True)
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.absolute().parent))
+            os.rmdir(old)
+            os.rename(out, old)
+            try:
+                os.rename(staging, out)
+            except BaseException:
+                os.rename(old, out)
+                raise
+            shutil.rmtree(old, ignore_errors=True)
+        finally:
+            unlock(old_lock)
         return
     if out.exists():
         os.rmdir(out)

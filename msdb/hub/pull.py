@@ -20,6 +20,20 @@ deduplicated). One `DedupCache` serves every merge of a pull, so DB's existing k
 wrong shape, or serves a snapshot whose sha256 is not its manifest's, is a `HubError` naming the
 URL; the hub is checked before DB is opened, so such a pull creates and changes nothing.
 
+A hub is not trusted (docs/architecture.md, "Hub"): each request is bounded in time and size
+(`msdb.hub.client`), the record cursor must advance with every page (a hub that ignores
+`after=` is stopped with one line), and every workload and record passes the admission rule
+that every door into a database applies (`msdb.database.admission`: the workload's hashes
+recomputed from its IR, the record checked by TVM's record grammar) before its batch is
+staged. A bad one stops the pull with an `AdmissionError` naming the hub and the row (the
+batches before it stay committed, that batch writes nothing), or with `skip_bad` is left out
+and listed in the summary's `refused`.
+
+A new DB file is built in a staging folder beside it (`msdb.staging.stage_new_database`) and
+linked into place once the first batch is committed (or the pull ends), so a pull that fails
+or is killed before that leaves no file; the next pull, import or merge removes a killed one's
+folder. From then on the pull goes on in the placed file and stays resumable.
+
 Models and tasks: after the records, the hub's tasks of workloads DB now has are added with
 `msdb.database.pulled.add_pulled_tasks` (a task DB has keeps its weight, as in a merge). Every
 read and write of DB's tables is `msdb.database.pulled`'s; this module speaks HTTP.
@@ -28,10 +42,12 @@ read and write of DB's tables is `msdb.database.pulled`'s; this module speaks HT
 from __future__ import annotations
 
 import concurrent.futures
+import math
 import os
 import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from msdb.database.pulled import (RECORD_FIELDS, WORKLOAD_FIELDS, add_pulled_tasks, cursor_location, find_pull_cursor,
                                   move_pull_cursor, new_pull_source, stage_rows, staging_database)
@@ -39,8 +55,10 @@ from msdb.hub.client import HubClient, HubError, TIMEOUT_S, parse_time
 from msdb.interop.progress import ProgressFn
 
 if TYPE_CHECKING:
+    from msdb.database.admission import Admission, AdmittedWorkload
     from msdb.database.merge import DedupCache
     from msdb.database.sqlite import SQLiteDatabase
+    from msdb.ir.function import IRModule
 
 __all__ = ["PullSummary", "pull", "pull_into", "cursor_location", "PAGE_SIZE", "MERGE_RECORDS", "HubError"]
 
@@ -59,43 +77,104 @@ class PullSummary:
     records_read: int = 0
     records_new: int = 0
     records_duplicate: int = 0
+    #: records the admission rule left out (`skip_bad`), those of a refused workload included
+    records_refused: int = 0
     workloads_new: int = 0
     tasks_added: int = 0
     pages: int = 0
     after: int = 0
     seconds: float = 0.0
+    #: what was left out, one `record N: reason` line each (N: the hub's id)
+    refused: list[str] = field(default_factory=list)
 
     def line(self) -> str:
         rate = f", {self.records_read / self.seconds:.0f} records/s" if self.seconds > 0 and self.records_read else ""
+        refused = f", {self.records_refused} refused" if self.records_refused else ""
         return (f"{self.url}: {self.records_read} records read in {self.pages} pages: {self.records_new} new, "
-                f"{self.records_duplicate} duplicate; workloads: {self.workloads_new} new; up to hub record "
+                f"{self.records_duplicate} duplicate{refused}; workloads: {self.workloads_new} new; up to hub record "
                 f"{self.after}; {self.seconds:.2f} s{rate}")
 
 
 def pull(url: str, db: str | os.PathLike[str], *, timeout_s: float = TIMEOUT_S, user: str | None = None,
-         host: str | None = None, progress: ProgressFn | None = None) -> PullSummary:
-    """`msdb pull URL DB`: check the hub, then open (or create) DB and pull into it."""
-    from msdb.database.location import open_database
+         host: str | None = None, progress: ProgressFn | None = None, skip_bad: bool = False) -> PullSummary:
+    """`msdb pull URL DB`: check the hub, then open (or create, staged) DB and pull into it.
+    `timeout_s`: the most one request to the hub may take, all of it; `skip_bad`: leave out
+    (and list) what the admission rule refuses instead of stopping (module docstring)."""
+    from msdb.database.location import database_file, open_database
 
     client = HubClient(url, timeout_s=timeout_s)
     _ = client.database  # the hub is checked before DB is opened: a bad hub creates and changes nothing
     client.check_manifest()
+    file = database_file(os.fspath(db))
+    if file is not None and not file.exists():
+        return _pull_into_new_file(file, client, user=user, host=host, progress=progress, skip_bad=skip_bad)
+    if file is not None:
+        from msdb.staging import sweep_new_database
+
+        sweep_new_database(file)  # what a pull (import, merge) killed while creating it left
     local = open_database(db, create=True)
     try:
-        return pull_into(local, client, user=user, host=host, progress=progress)
+        return pull_into(local, client, user=user, host=host, progress=progress, skip_bad=skip_bad)
     finally:
         local.close()
 
 
+class _NewFile:
+    """A new DB file built in a staging folder until its first batch is committed, then linked
+    into place (module docstring)."""
+
+    def __init__(self, file: Path) -> None:
+        from msdb.database.location import open_database, stage_new_file
+
+        self.stage, self.temp, _ = stage_new_file(file, "pull")
+        self.file = file
+        try:
+            self.db: SQLiteDatabase = open_database(str(self.temp), create=True)
+        except BaseException:
+            self.stage.remove()
+            raise
+
+    def place(self, local: SQLiteDatabase) -> SQLiteDatabase:
+        """Close the staged database, link it into place, and open it there."""
+        from msdb.database.errors import DatabaseOpenError
+        from msdb.database.location import open_database
+        from msdb.database.tvm_import import _checkpoint, _link_no_replace
+
+        local.close()
+        _checkpoint(self.temp)
+        placed = _link_no_replace(self.temp, self.file)
+        self.stage.remove()
+        if not placed:
+            raise DatabaseOpenError(f"{self.file} was created by another process during the pull; nothing was "
+                                    f"written to it: pull again to pull into it")
+        self.db = open_database(str(self.file))
+        return self.db
+
+
+def _pull_into_new_file(file: Path, client: HubClient, **options: Any) -> PullSummary:
+    new = _NewFile(file)
+    try:
+        return pull_into(new.db, client, placed=new.place, **options)
+    finally:
+        new.db.close()
+        new.stage.remove()
+
+
 def pull_into(local: SQLiteDatabase, client: HubClient, *, user: str | None = None, host: str | None = None,
-              progress: ProgressFn | None = None) -> PullSummary:
-    """Pull from the hub of `client` into the open database `local` (module docstring)."""
+              progress: ProgressFn | None = None, skip_bad: bool = False,
+              placed: Callable[[SQLiteDatabase], SQLiteDatabase] | None = None) -> PullSummary:
+    """Pull from the hub of `client` into the open database `local` (module docstring).
+    `placed(local)`: called once the first batch is committed (or at the end), returns the
+    database to go on with (a new file, placed)."""
+    from msdb.database.admission import Admission
     from msdb.database.merge import DedupCache
 
     start = time.perf_counter()
     summary = PullSummary(client.url)
+    admission = Admission(f"hub {client.url}", skip_bad=skip_bad,
+                          refusal=" the pull stops before its batch (--skip-bad pulls the rest)")
     source_id, after = find_pull_cursor(local, client.url)
-    hub = _HubCache(client)
+    hub = _HubCache(client, admission, summary)
     cache = DedupCache()  # DB's dedup keys, read once for the whole pull
     first = _page(client, after)
     if not first and after > 0 and _hub_max_id(client) < after:
@@ -116,6 +195,8 @@ def pull_into(local: SQLiteDatabase, client: HubClient, *, user: str | None = No
                 source_id = _commit_batch(local, staging, hub, cache, batch, source_id, after, summary, user, host)
                 after = int(batch[-1]["id"])
                 batch = []
+                if placed is not None:
+                    local, placed = placed(local), None
                 if progress is not None:
                     progress("pulling", summary.records_read, total)
             if batch:
@@ -127,7 +208,10 @@ def pull_into(local: SQLiteDatabase, client: HubClient, *, user: str | None = No
     finally:
         if staging is not None:
             staging.close()
+    if placed is not None:
+        local = placed(local)
     summary.after = after
+    summary.refused = admission.refused
     summary.tasks_added = _pull_tasks(local, hub)
     summary.seconds = time.perf_counter() - start
     return summary
@@ -152,9 +236,11 @@ def _commit_batch(local: SQLiteDatabase, staging: SQLiteDatabase, hub: _HubCache
                   batch: list[dict[str, Any]], source_id: int | None, after: int, summary: PullSummary,
                   user: str | None, host: str | None) -> int:
     """Merge `batch` into `local`, then move the cursor past it; the pull source row's id."""
+    admitted = hub.admit(batch)  # before anything is written: a refused batch writes nothing
     if source_id is None:
         source_id = new_pull_source(local, hub.client.url, after, user=user, host=host)
-    _merge_page(local, staging, hub, batch, source_id, summary, cache)
+    if admitted:
+        _merge_page(local, staging, hub, admitted, source_id, summary, cache)
     move_pull_cursor(local, source_id, hub.client.url, int(batch[-1]["id"]))
     summary.records_read += len(batch)
     return source_id
@@ -172,8 +258,9 @@ def _page(client: HubClient, after: int) -> list[dict[str, Any]]:
         rows, _next = client.rows("tuning_record", [("id__gt", str(after)), ("_sort", "id"), ("_size", size)])
     for row in rows:
         missing = [name for name in RECORD_FIELDS if name not in row]
-        if missing or not isinstance(row["id"], int):
-            raise client.wrong(f"its tuning_record rows lack {', '.join(missing) or 'an integer id'}")
+        if missing:
+            raise client.wrong(f"its tuning_record rows lack {', '.join(missing)}")
+    client.check_ids("tuning_record", rows, after)  # the cursor advances, or the pull stops here
     return rows
 
 
@@ -183,12 +270,46 @@ def _hub_max_id(client: HubClient) -> int:
 
 
 class _HubCache:
-    """The hub's workload and target rows a pull needed, fetched once each."""
+    """The hub's workload and target rows a pull needed, fetched once each, and the admission
+    rule's verdict on each workload (`admitted`: its admitted form, or None when refused)."""
 
-    def __init__(self, client: HubClient) -> None:
+    def __init__(self, client: HubClient, admission: Admission, summary: PullSummary) -> None:
         self.client = client
+        self.admission = admission
+        self.summary = summary
         self.workloads: dict[int, dict[str, Any]] = {}
         self.targets: dict[int, str] = {}
+        self.admitted: dict[int, AdmittedWorkload | None] = {}
+
+    def admit(self, batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The records of `batch` the admission rule admits, with their workloads (module
+        docstring); the others raise `AdmissionError`, or with `skip_bad` are counted and listed."""
+        for row in batch:
+            if isinstance(row.get("target"), str) and type(row["target_id"]) is int:
+                self.targets[row["target_id"]] = row["target"]  # records_since names each record's target
+        ids = [row for row in batch if type(row["workload_id"]) is int and type(row["target_id"]) is int]
+        self.need_workloads({row["workload_id"] for row in ids})
+        self.need_targets({row["target_id"] for row in ids})
+        admission, good = self.admission, []
+        for row in batch:
+            what = f"record {row['id']}"
+            workload_id, target_id = row["workload_id"], row["target_id"]
+            if type(workload_id) is not int or type(target_id) is not int:
+                admission.refuse(what, f"its workload_id {workload_id!r} and target_id {target_id!r} are not ids")
+            else:
+                workload = self.admitted_workload(workload_id)
+                if workload is not None and admission.record_row(what, row, self.targets[target_id], workload):
+                    good.append(row)
+                    continue
+            self.summary.records_refused += 1
+        return good
+
+    def admitted_workload(self, workload_id: int) -> AdmittedWorkload | None:
+        if workload_id not in self.admitted:
+            row = self.workloads[workload_id]
+            self.admitted[workload_id] = self.admission.workload_row(
+                f"workload {workload_id} ({str(row.get('shash'))[:16]})", row)
+        return self.admitted[workload_id]
 
     def need_workloads(self, ids: set[int]) -> None:
         missing = sorted(ids - self.workloads.keys())
@@ -223,18 +344,26 @@ def _merge_page(local: SQLiteDatabase, staging: SQLiteDatabase, hub: _HubCache, 
 
     workload_ids = {int(row["workload_id"]) for row in page}
     target_ids = {int(row["target_id"]) for row in page}
-    for row in page:
-        if isinstance(row.get("target"), str):  # records_since names each record's target
-            hub.targets[int(row["target_id"])] = row["target"]
-    hub.need_workloads(workload_ids)
-    hub.need_targets(target_ids)
-    workloads = {wid: {**hub.workloads[wid], "created_at": parse_time(hub.workloads[wid]["created_at"])}
+    workloads = {wid: {**hub.workloads[wid], "created_at": _time_or_none(hub.workloads[wid]["created_at"])}
                  for wid in workload_ids}
-    stage_rows(local, staging, source_id, workloads, {tid: hub.targets[tid] for tid in target_ids}, page)
-    merged = merge_databases(local, staging, cache=cache)
+    mods: dict[int, IRModule | None] = {}
+    for wid in workload_ids:
+        admitted = hub.admitted[wid]
+        assert admitted is not None  # `page` holds admitted records only
+        mods[wid] = admitted.mod
+    stage_rows(local, staging, source_id, workloads, {tid: hub.targets[tid] for tid in target_ids}, page, mods)
+    merged = merge_databases(local, staging, cache=cache, admitted=True)
     summary.records_new += merged.records_new
     summary.records_duplicate += merged.records_duplicate
     summary.workloads_new += merged.workloads_new
+
+
+def _time_or_none(value: Any) -> Any:
+    """A hub's DateTime column as a datetime; None for one that does not parse (stored as now)."""
+    try:
+        return parse_time(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def _pull_tasks(local: SQLiteDatabase, hub: _HubCache) -> int:
@@ -243,9 +372,18 @@ def _pull_tasks(local: SQLiteDatabase, hub: _HubCache) -> int:
     tasks = client.all_rows("task")
     if not tasks:
         return 0
-    models = {int(row["id"]): str(row["name"]) for row in client.all_rows("model")}
-    hub_workloads: dict[int, dict[str, Any]] = dict(hub.workloads)
-    wanted = sorted({int(t["workload_id"]) for t in tasks} - hub_workloads.keys())
+    try:
+        models = {int(row["id"]): str(row["name"]) for row in client.all_rows("model")}
+        tasks = [{"model_id": int(t["model_id"]), "workload_id": int(t["workload_id"]), "name": str(t["name"]),
+                  "weight": float(t["weight"])} for t in tasks]
+    except (KeyError, TypeError, ValueError):
+        raise client.wrong("its task or model rows lack msdb's columns") from None
+    if any(not math.isfinite(t["weight"]) or t["weight"] < 0 for t in tasks):
+        raise client.wrong("its task weights are not finite non-negative numbers")
+    # a refused workload's tasks are not added: its hash is not believed
+    hub_workloads: dict[int, dict[str, Any]] = {wid: row for wid, row in hub.workloads.items()
+                                                if hub.admitted.get(wid, True) is not None}
+    wanted = sorted({t["workload_id"] for t in tasks} - hub.workloads.keys())
     for i in range(0, len(wanted), 200):
         chunk = wanted[i:i + 200]
         for row in client.all_rows("workload", [("id__in", ",".join(map(str, chunk))), ("_col", "shash"),

@@ -12,18 +12,38 @@ Calling convention (TVM's destination-passing style of `call_tir`): a call's Pri
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from msdb.errors import MsdbError
 from msdb.ir.expr import const_int
 from msdb.ir.function import PrimFunc
 
-__all__ = ["ModelError", "TensorInfo", "Call", "Model"]
+__all__ = ["ModelError", "TensorInfo", "Call", "Model", "MAX_TENSOR_ELEMENTS", "oversized"]
+
+
+#: The most elements one tensor of a model may have: 2^31 (8 GiB of float32, beyond any model msdb
+#: compiles or tunes on one machine). Frontends check every tensor's shape as they read it, before
+#: anything is allocated for it (an initializer's array, a weight, a buffer): a larger shape is a
+#: mistake or a forged file, and would otherwise end far from its cause, in NumPy's MemoryError or
+#: a task whose every measurement fails (docs/architecture.md, "Models").
+MAX_TENSOR_ELEMENTS = 2 ** 31
 
 
 class ModelError(MsdbError, ValueError):
     """A model that msdb cannot read or that is inconsistent; the message names the file, node and op."""
+
+
+def oversized(shape: Iterable[int]) -> str | None:
+    """Why a tensor of `shape` is refused (its shape and element count against
+    `MAX_TENSOR_ELEMENTS`), or None when it is within the bound."""
+    dims = [int(d) for d in shape]
+    count = math.prod(dims)  # a Python int: no overflow, whatever the file claims
+    if count <= MAX_TENSOR_ELEMENTS:
+        return None
+    return (f"shape {dims} has {count} elements, more than msdb's bound of 2^31 per tensor "
+            "(msdb.model.graph.MAX_TENSOR_ELEMENTS)")
 
 
 @dataclass(frozen=True)
@@ -77,11 +97,16 @@ class Model:
 
     def check(self) -> None:
         """Raise ModelError unless every call reads defined tensors, writes fresh ones, names a known
-        function whose buffers match the tensors' shapes and dtypes, and every output is produced."""
+        function whose buffers match the tensors' shapes and dtypes, every output is produced, and
+        no tensor exceeds `MAX_TENSOR_ELEMENTS`."""
         defined = {info.name for info in self.inputs} | set(self.params)
         for name in defined:
             if name not in self.values:
                 raise ModelError(f"{self.source or self.name}: tensor {name!r} has no shape")
+        for info in self.values.values():
+            problem = oversized(info.shape)
+            if problem is not None:  # frontends refuse it earlier; this covers models built in Python
+                raise ModelError(f"{self.source or self.name}: tensor {info.name!r}: {problem}")
         for call in self.calls:
             where = f"{self.source or self.name}: {call.node or call.function}"
             func = self.functions.get(call.function)

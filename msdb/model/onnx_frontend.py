@@ -30,7 +30,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from msdb.ir.te import NameSupply
-from msdb.model.graph import ModelError
+from msdb.model.graph import ModelError, oversized
 from msdb.model.ops import OpGraph, OpNode
 
 __all__ = ["from_onnx", "SUPPORTED_OPS", "MIN_OPSET", "MAX_OPSET"]
@@ -171,10 +171,12 @@ class _Importer:
         self.names.used.add(out)
         if any(d <= 0 for d in shape):
             raise self.fail(f"output {out!r} would have shape {list(shape)}; check the attributes")
+        self.check_size(shape, f"output {out!r}")
         self.shapes[out] = shape
         self.dtypes[out] = dtype
         outs = [out]
         for extra, extra_shape in extra_outputs:
+            self.check_size(extra_shape, f"output {extra!r}")
             self.names.used.add(extra)
             self.shapes[extra] = extra_shape
             self.dtypes[extra] = dtype
@@ -198,6 +200,7 @@ class _Importer:
         for t in graph.initializer:
             if not t.name.strip():
                 raise self.fail("an initializer has no name")
+            self.check_size(t.dims, f"initializer {t.name!r}")
             try:
                 array = onnx.numpy_helper.to_array(t)
             except Exception as err:  # noqa: BLE001 - onnx raises several kinds for bad data
@@ -240,7 +243,7 @@ class _Importer:
         dtype = self.np_dtype(ttype.elem_type, f"graph input {info.name!r}")
         fixed = self.input_shapes.get(info.name)
         if fixed is not None:
-            return tuple(int(d) for d in fixed), dtype
+            return self.check_size(fixed, f"graph input {info.name!r}"), dtype
         if not ttype.HasField("shape"):
             raise self.fail(f"graph input {info.name!r} has no shape; give it one in the model, or load it with "
                             f"msdb.model.load(path, input_shapes={{{info.name!r}: (...)}})")
@@ -253,7 +256,15 @@ class _Importer:
                 raise self.fail(f"graph input {info.name!r} dimension {axis} is dynamic ({what}); msdb needs static "
                                 f"shapes: make it a number in the model, or load it with "
                                 f"msdb.model.load(path, input_shapes={{{info.name!r}: (...)}})")
-        return tuple(dims), dtype
+        return self.check_size(dims, f"graph input {info.name!r}"), dtype
+
+    def check_size(self, shape: Any, what: str) -> tuple[int, ...]:
+        """`shape` as a tuple, once it is within `MAX_TENSOR_ELEMENTS` (checked before anything
+        is allocated for the tensor)."""
+        problem = oversized(shape)
+        if problem is not None:
+            raise self.fail(f"{what}: {problem}")
+        return tuple(int(d) for d in shape)
 
     def np_dtype(self, elem_type: int, what: str) -> str:
         try:
@@ -429,6 +440,7 @@ def _binary(self: _Importer, node: _Node) -> None:
     target = self.single_output()
     if a in self.constants and b in self.constants:
         x, y = self.constants[a], self.constants[b]
+        self.check_size(_broadcast(self, x.shape, y.shape), f"output {target!r}")
         out = np.asarray(fn(x, y))
         if x.dtype == y.dtype:
             out = out.astype(x.dtype)
@@ -667,6 +679,7 @@ def _constant(self: _Importer, node: _Node) -> None:
     """TVM `Constant._impl_v13`: only the `value` attribute (a tensor)."""
     if "value" not in node.attrs:
         raise self.fail(f"only the 'value' attribute is supported, got {sorted(node.attrs)}")
+    self.check_size(getattr(node.attrs["value"], "dims", ()), f"value of {self.single_output()!r}")
     self.add_constant(self.single_output(), np.asarray(self.onnx.numpy_helper.to_array(node.attrs["value"])))
 
 

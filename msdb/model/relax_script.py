@@ -36,7 +36,7 @@ from typing import Any, Mapping, NoReturn
 
 from msdb.errors import ScriptError
 from msdb.ir.function import PrimFunc
-from msdb.model.graph import Call, Model, ModelError, TensorInfo
+from msdb.model.graph import Call, Model, ModelError, TensorInfo, oversized
 
 __all__ = ["load_relax_script", "parse_relax_script", "is_relax_script"]
 
@@ -114,9 +114,28 @@ def _arrays(params: str | os.PathLike[str] | Mapping[str, Any] | None, source_na
         if not isinstance(loaded, np.lib.npyio.NpzFile):
             raise ValueError("it holds one array, not named arrays (np.savez writes a .npz)")
         with loaded as npz:
+            for key in npz.files:
+                problem = oversized(_npy_shape(npz.zip, key) if npz.zip is not None else ())
+                if problem is not None:  # checked on the header, before NumPy allocates the array
+                    raise ModelError(f"{where}: array {key!r} of the weights of {source_name}: {problem}")
             return {k: npz[k] for k in npz.files}, where
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
         raise ModelError(f"{where}: cannot read the weights of {source_name} (a .npz of arrays): {exc}") from None
+
+
+def _npy_shape(archive: zipfile.ZipFile, key: str) -> tuple[int, ...]:
+    """The shape in the header of array `key` of a .npz, read without reading the array (a
+    member that is not a .npy file has none: NumPy hands its bytes over as they are)."""
+    from numpy.lib import format as npy
+
+    if f"{key}.npy" not in archive.namelist():
+        return ()
+    with archive.open(f"{key}.npy") as handle:
+        version = npy.read_magic(handle)
+        # formats 2.0 and 3.0 share a header layout (3.0 allows UTF-8 field names)
+        read = npy.read_array_header_1_0 if version == (1, 0) else npy.read_array_header_2_0
+        shape, _fortran, _dtype = read(handle)
+    return tuple(int(d) for d in shape)
 
 
 @dataclass
@@ -273,6 +292,9 @@ class _RelaxReader:
         if shape_node is None:
             self.err(node, f"{what}: R.Tensor needs a static shape; msdb models have static shapes")
         shape = self._shape(shape_node, what)
+        problem = oversized(shape)
+        if problem is not None:
+            self.err(shape_node, f"{what}: {problem}")
         if dtype_node is None:
             self.err(node, f"{what}: R.Tensor needs a dtype, e.g. R.Tensor({list(shape)}, \"float32\")")
         return shape, self._dtype(dtype_node, what)

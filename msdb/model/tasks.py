@@ -138,6 +138,11 @@ def extract_tasks(model: Model, target: Target | str | None = None, *,
 def record_model_tasks(database: Database, model_name: str, tasks: Sequence[ExtractedTask]) -> list[int] | None:
     """Store `model_name` and its tasks (workload, name, weight) in the database's `model` and
     `task` tables in one transaction (`Database.commit_model_tasks`); returns the task row ids,
-    or None for a database without those tables (its workloads are committed all the same)."""
-    entries: list[tuple[str, Any, float]] = [(t.task_name, t.mod, float(t.weight)) for t in tasks]
+    or None for a database without those tables (its workloads are committed all the same). A
+    workload new to the database is named after its task (the model's function), so `msdb ls`
+    shows that name (issue 27)."""
+    from msdb.records.workload import Workload
+
+    entries: list[tuple[str, Any, float]] = [(t.task_name, Workload(t.mod, name=t.task_name), float(t.weight))
+                                             for t in tasks]
     return database.commit_model_tasks(model_name, entries)

@@ -5,7 +5,9 @@ Every layer that judges or stores a record takes these rules from here: `TuningR
 TVM line grammar that the importer and `JSONDatabase` share (`msdb.interop.tvm.grammar`), and
 `msdb verify`, which recomputes the stored columns.
 
-- A failed build or run is logged with the run time `FAILED_RUN_SECS` (1e10).
+- A failed build or run is logged with the run time `FAILED_RUN_SECS` (1e10). No measured time
+  is longer: what enters a database (`msdb.database.admission`) holds run times that are finite,
+  not negative and at most this mark.
 - A record is valid when some run time is below that mark (`ran`) and its trace has at least
   one instruction before `EnterPostproc` (`sketch_is_valid`); `null`, `[]` and `[1e10]` are
   invalid.

@@ -30,7 +30,8 @@ def test_tune_commits_prints_the_table_and_resumes(tmp_path: pathlib.Path, workl
             "--cost-model", "random", "--seed", 0, "--workers", 1)
     first = run("tune", *args)
     assert first.exit_code == 0, first.output
-    assert "Speed (GFLOPS)" in first.output and "Total trials: 4" in first.output
+    assert "This run (GFLOPS)" in first.output and "DB best (GFLOPS)" in first.output
+    assert "Total trials: 4" in first.output
     assert " small_gmm " in first.output
     second = run("tune", *args)
     assert second.exit_code == 0, second.output

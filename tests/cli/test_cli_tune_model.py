@@ -48,11 +48,13 @@ def test_tune_a_model_records_its_tasks_and_tunes_each(tmp_path: pathlib.Path, m
     conn = sqlite3.connect(db)
     tasks = conn.execute("SELECT m.name, t.name, t.weight, w.shash FROM task t JOIN model m ON m.id = t.model_id "
                          "JOIN workload w ON w.id = t.workload_id ORDER BY t.id").fetchall()
+    names = conn.execute("SELECT name FROM workload ORDER BY id").fetchall()
     counts = dict(conn.execute("SELECT w.shash, count(*) FROM tuning_record r JOIN workload w ON w.id = r.workload_id "
                                "GROUP BY w.shash").fetchall())
     sources = conn.execute("SELECT kind, location FROM source").fetchall()
     conn.close()
     assert tasks == [("mlp", name, 1.0, structural_hash(zoo.workload(name, 0))) for name in ("linear0", "relu0", "linear1")]
+    assert names == [("linear0",), ("relu0",), ("linear1",)]  # named after the model's functions (issue 27)
     # every task measured (relu0's space is small: candidates it already measured are not measured again)
     assert set(counts) == {t[3] for t in tasks} and sum(counts.values()) == 12
     assert sources == [("tune", "tune: model mlp")]

@@ -25,7 +25,7 @@ from .helpers import CPU, GPU, matmul, postproc_only_trace, split_trace
 
 COLUMNS = "workload_id, target_id, source_id, trace, trace_hash, run_secs, mean_run_secs, is_valid, args_info"
 RUN_SECS = (None, [], [2.5e-4], [1e10], [1e10, 3e-4], [1e-3, 2e-3, 4e-3], loads("[0.2]"),
-            [float("inf")], [7], [1.25e-5, 1e10])
+            [0.0], [7], [1.25e-5, 1e10])
 
 
 def _raw_rows(path: Path) -> list[tuple]:

@@ -115,13 +115,13 @@ def test_cli_prints_the_command_that_serves_it_read_only(team_db: Path, tmp_path
     assert lines[0] == f"published 384 records of 5 workloads to {out} (sha256 {sha})"
     assert lines[1] == "serve it with:"
     command = shlex.split(lines[2])
-    assert command[:3] == ["datasette", "serve", "-i"] and "default_allow_sql" in command
+    assert command == ["msdb", "serve", str(out)]  # the command the user guide recommends (issue 27)
     # run exactly that command (on a free port) and check it serves read-only
     port = free_port()
-    command[command.index("-p") + 1] = str(port)
     log = tmp_path / "serve.log"
     with open(log, "w") as err:
-        proc = subprocess.Popen([sys.executable, "-m", *command], stdout=subprocess.DEVNULL, stderr=err)
+        proc = subprocess.Popen([sys.executable, "-m", "msdb.cli.main", *command[1:], "--port", str(port)],
+                                stdout=subprocess.DEVNULL, stderr=err)
     try:
         base = f"http://127.0.0.1:{port}/"
         import time

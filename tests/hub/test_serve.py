@@ -5,6 +5,7 @@ the bundled team logs live and as a published snapshot. Every table page and can
 from __future__ import annotations
 
 import hashlib
+import re
 import sqlite3
 import subprocess
 import sys
@@ -195,6 +196,9 @@ def test_workload_page_and_canned_query_list_the_relatives_and_their_best_record
     db = msdb.SQLiteDatabase(path)
     small, mid, large = (db.commit_workload(matmul(n=n)) for n in (16, 32, 64))
     db.commit_tuning_records([record(mid, [2e-3]), record(mid, [1e-3], inner=2), record(mid, [4e-3], GPU)])
+    # two targets whose short labels are equal: the page tells them apart (issue 27)
+    for target in ("llvm -num-cores=1 -mtriple=x86_64-conda-linux-gnu", "llvm -num-cores=1"):
+        db.commit_tuning_record(record(small, [3e-3], msdb.Target(target)))
     db.close()
     reader = msdb.SQLiteDatabase(path, read_only=True)
     try:
@@ -208,6 +212,8 @@ def test_workload_page_and_canned_query_list_the_relatives_and_their_best_record
         cpu_only = rows(f"{base}/family/relatives.json", shash=small.shash, target_kind="llvm")
         own = httpx.get(f"{base}/-/msdb/family/workload/{mid.shash}", timeout=30).text
     assert "<h2>Relatives</h2>" in html
+    headings = re.findall(r'<h3 class="msdb-best">([^:<]*):', html)
+    assert sorted(headings) == ["llvm -num-cores=1", "llvm -num-cores=1 -mtriple=x86_64-conda-linux-gnu"], headings
     assert f'class="msdb-relative" href="/-/msdb/family/workload/{mid.shash}"' in html
     assert f'class="msdb-relative" href="/-/msdb/family/workload/{large.shash}"' in html
     assert "1,000.00 us" in html and "no valid record" in html  # mid's best on the CPU; large has none

@@ -324,6 +324,15 @@ def _time_in_worker(path: str, number: int, repeat: int, min_repeat_ms: float, s
     return time_cubin(path, number, repeat, min_repeat_ms, seed)
 
 
+def _device_in_worker() -> tuple[str | None, str | None]:
+    """(the GPU's name, None), or (None, why no GPU can be used): a value, not an exception, so
+    that the reason crosses the worker's pipe as one line rather than a traceback."""
+    try:
+        return _get_device().name, None
+    except CudaRuntimeError as err:
+        return None, str(err)
+
+
 class CudaRunner(WorkerRunner):
     """Measures CUDA artifacts one at a time (the `LocalRunner` interface)."""
 
@@ -336,6 +345,29 @@ class CudaRunner(WorkerRunner):
         self.seed = int(seed)
         self.isolated = isolated
         self._worker: Any = None
+
+    def check_device(self) -> str:
+        """The name of the GPU this runner measures on, or `CudaRuntimeError` saying why there is
+        none (no driver binding, no driver, no device): `msdb tune` asks before it stores
+        anything, rather than storing every candidate as a failed run (issue 27). Asked where
+        the candidates would run: in the worker process when isolated, so this process never
+        initializes CUDA."""
+        if self.isolated:
+            from msdb.tuner.measure.worker import Worker, WorkerError
+
+            if self._worker is None:
+                self._worker = Worker(name="cuda-runner")
+            try:
+                name, reason = self._worker.call("msdb.tuner.measure.cuda_runner:_device_in_worker", (),
+                                                 self.timeout_sec)
+            except WorkerError as err:
+                raise CudaRuntimeError(f"no usable GPU: the check failed ({str(err).strip().splitlines()[-1]})") \
+                    from None
+        else:
+            name, reason = _device_in_worker()
+        if name is None:
+            raise CudaRuntimeError(reason or "no usable GPU")
+        return name
 
     def run_one(self, item: RunnerInput) -> RunnerResult:
         if item.artifact_path is None:

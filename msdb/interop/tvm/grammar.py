@@ -40,7 +40,7 @@ from msdb.interop.tvm.trace_check import (
     unknown_kind, well_formed,
 )
 from msdb.interop.tvm.trace_fit import TraceRefs, WorkloadBlocks, misfit, trace_refs, workload_blocks
-from msdb.records.ranking import mean_run_secs, ran, run_secs_text, sketch_is_valid
+from msdb.records.ranking import FAILED_RUN_SECS, mean_run_secs, ran, run_secs_text, sketch_is_valid
 from msdb.records.record import trace_hasher, trace_json_hash
 
 if TYPE_CHECKING:
@@ -172,7 +172,8 @@ class LineParser:
     checked arg infos, sketches and line tails. `normalized` counts the record lines whose
     trace was rewritten to TVM 0.27's form.
 
-    Besides the grammar, a record line is bad when its run_secs hold a negative time, when its
+    Besides the grammar, a record line is bad when its run_secs hold a negative time or one
+    beyond TVM's failure mark (`msdb.records.ranking.FAILED_RUN_SECS`), when its
     trace holds an instruction kind TVM does not have (`unknown_kinds=True` accepts those), and
     when its trace cannot belong to the workload it points at (`msdb.interop.tvm.trace_fit`):
     none of them can come from a MetaSchedule run, and each would mislead every later query."""
@@ -310,6 +311,9 @@ class LineParser:
                     return f"run_secs {short_json(run_secs)} holds a value that is not a finite number"
                 if run_secs and min(run_secs) < 0:
                     return f"run_secs {short_json(run_secs)} holds a negative time"
+                if run_secs and max(run_secs) > FAILED_RUN_SECS:
+                    return (f"run_secs {short_json(run_secs)} holds a time beyond TVM's failure mark "
+                            f"{FAILED_RUN_SECS:g} s")
             valid = ran(run_secs) and sketch_is_valid(trace[0])
             if target_key not in self.targets:
                 problem = self.target_errors.get(target_key) or self._parse_target(target_key, target)
@@ -428,7 +432,7 @@ class LineParser:
         if not _compact(trace_text):
             return None
         if type(run_secs) is not list or not run_secs or not set(map(type, run_secs)) <= _FLOAT_INT \
-                or not _all_finite(run_secs) or min(run_secs) < 0:
+                or not _all_finite(run_secs) or min(run_secs) < 0 or max(run_secs) > FAILED_RUN_SECS:
             return None  # the general path reports it (or takes null and [])
         if refs is not None:
             workload = workloads[index]
