@@ -277,6 +277,7 @@ def _transferred(entry: FunctionReport, func: PrimFunc, workload: Workload, targ
     """Step 4: the nearest relative's re-fitted schedule of a missed function (or, with
     `trials`, the fastest measured candidate), noted in its report entry; None (and why, in
     `transfer_miss`) when no relative's record fits or the default schedule measured fastest."""
+    from msdb.tuner.compile.transfer import MARGIN as TRANSFER_MARGIN
     from msdb.tuner.compile.transfer import measure_transfer, transfer_info
 
     answer = transfer.answer(workload, target)
@@ -290,7 +291,8 @@ def _transferred(entry: FunctionReport, func: PrimFunc, workload: Workload, targ
         mod, info, measured = measure_transfer(entry.name, func, workload, target, answer, trials.count, builder,
                                                runner, trials.database, layers)
         if info is None:
-            entry.transfer_miss = f"the default schedule measured fastest ({measured})"
+            entry.transfer_miss = (f"the default schedule measured fastest, or no transferred candidate "
+                                   f"{TRANSFER_MARGIN:g}x faster ({measured})")
             return mod
         info.measured = measured
         entry.scheduled_by = "transferred"
