@@ -64,8 +64,8 @@ def _write_atomically(path: Path, text: str) -> None:
 @click.option("--transfer-trials", metavar="N", type=click.IntRange(min=0), default=0, show_default=True,
               help="With a transfer: measure up to N re-fitted candidates per function and the default schedule, "
                    "keep the fastest (the default unless a re-fitted one is 1.15x faster), and commit every "
-                   "measured one to the first --db (opened writable) under a 'transfer' source naming the record it came from, so the next compile hits exactly. "
-                   "Implies --transfer.")
+                   "measured one to the first --db (opened writable) under a 'transfer' source naming the record it "
+                   "came from, so the next compile hits exactly. Implies --transfer.")
 @click.option("--report", "report_path", metavar="FILE.json", type=click.Path(dir_okay=False),
               help="Also write the report as JSON: a list, one object per function.")
 def compile_command(model_path: str, dbs: tuple[str, ...], target: Target | None, fuse: str, run_model: bool,
