@@ -285,7 +285,7 @@ def draw_tuning_curves(curves: list[Any], title: str) -> Any:
     (issue 27)."""
     import matplotlib.pyplot as plt
 
-    labels = [_wrap(curve.label, LEGEND_WIDTH) for curve in curves]
+    labels = ["\n".join(curve.label_lines(LEGEND_WIDTH)) for curve in curves]
     lines = sum(label.count("\n") + 1 for label in labels)
     fig, ax = plt.subplots(figsize=(7, 4.5 + 0.22 * lines), layout="constrained")
     for curve, label in zip(curves, labels):
@@ -298,22 +298,6 @@ def draw_tuning_curves(curves: list[Any], title: str) -> Any:
     ax.grid(True, alpha=0.3)
     fig.legend(loc="outside lower center", fontsize="small", ncols=1, frameon=False)
     return fig
-
-
-def _wrap(text: str, width: int) -> str:
-    """`text` in lines of at most `width` characters, broken after spaces and slashes (a piece
-    longer than `width` is cut)."""
-    import re
-
-    lines = [""]
-    for piece in re.findall(r"[^ /]*[ /]?", text):
-        while len(piece) > width:
-            lines += [piece[:width], ""]
-            piece = piece[width:]
-        if len(lines[-1]) + len(piece) > width:
-            lines.append("")
-        lines[-1] += piece
-    return "\n".join(line.rstrip() for line in lines if line.strip())
 
 
 @click.command(name="plot")

@@ -433,6 +433,22 @@ class TuningCurve:
     best_us: list[float | None]
     last_id: int = 0
 
+    def label_lines(self, width: int) -> list[str]:
+        """`label` in lines of at most `width` characters for a legend (`msdb plot`, the hub's
+        chart): broken after spaces and slashes (a source is often an import path), a piece
+        longer than a line cut where the line ends, so a legend is never clipped."""
+        import re
+
+        lines = [""]
+        for piece in re.findall(r"[^ /]*[ /]?", self.label):
+            while len(piece) > width:
+                lines += [piece[:width], ""]
+                piece = piece[width:]
+            if len(lines[-1]) + len(piece) > width:
+                lines.append("")
+            lines[-1] += piece
+        return [line.rstrip() for line in lines if line.strip()] or [""]
+
 
 def tuning_curves(db: SQLiteDatabase, text: str, *, target: Target | str | dict[str, Any] | None = None,
                   since: list[TuningCurve] | None = None) -> tuple[str, list[TuningCurve]]:

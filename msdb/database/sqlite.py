@@ -746,6 +746,15 @@ class SQLiteDatabase(Database):
             self._targets.refresh(conn)
         return self._targets.targets[target_id]
 
+    def stored_target_id(self, conn: Connection, target: Target | None) -> int | None:
+        """The id of `target`'s row (exactly its config), None when the database has none."""
+        return self._targets.stored_id(conn, target)
+
+    def stored_workload_id(self, conn: Connection, workload: Workload) -> int | None:
+        """The row of a workload equal to `workload` under the view's module equality (a token
+        `commit_workload` returned knows its row), None when not stored."""
+        return self._stored_workload_id(conn, workload)
+
     def target_row_id(self, conn: Connection, target: Target | None) -> int:
         """The id of `target`'s row, inserted if new (inside a write transaction)."""
         return self._targets.row_id(conn, target, self._undo)

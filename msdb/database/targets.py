@@ -64,6 +64,14 @@ class TargetTable:
             return sorted(self.targets)
         return sorted(tid for tid, target in self.targets.items() if query.matches(target))
 
+    def stored_id(self, conn: Connection, target: Target | None) -> int | None:
+        """The id of `target`'s row (its exact config), None when no row has it: the cache,
+        then the rows other connections added since the last look."""
+        config = target.canonical_json() if target is not None else NULL_TARGET
+        if config not in self.ids:
+            self.refresh(conn)
+        return self.ids.get(config)
+
     def row_id(self, conn: Connection, target: Target | None, undo: list[Callable[[], None]]) -> int:
         """The id of `target`'s row, inserted if new, inside `conn`'s write transaction. `undo`
         gets what forgets the insert if that transaction rolls back."""

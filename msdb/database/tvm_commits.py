@@ -24,12 +24,10 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import bindparam, select
 
 from msdb.database import models as M
-from msdb.database.rows import find_workload_id
-from msdb.database.targets import NULL_TARGET
 
 if TYPE_CHECKING:
     from msdb.database.sqlite import SQLiteDatabase
-    from msdb.records import Target, TuningRecord, Workload
+    from msdb.records import TuningRecord
 
 __all__ = ["TVMCommits", "SOURCE_KIND"]
 
@@ -58,8 +56,6 @@ class TVMCommits:
         self.location = location
         #: the `source` row of this session's records; made with the first new record
         self.source_id: int | None = None
-        self._workload_ids: dict[int, tuple[Workload, int]] = {}  # id(token) -> (token, row id)
-        self._target_ids: dict[str, int] = {}  # canonical config -> row id
         #: records committed and records found already stored, in this session
         self.committed = 0
         self.duplicates = 0
@@ -79,8 +75,8 @@ class TVMCommits:
     def _is_stored(self, record: TuningRecord) -> bool:
         _text, trace_hash, run_text, mean, valid = record.storage_fields()
         with self.db.engine.connect() as conn:
-            workload_id = self._workload_id(conn, record.workload)
-            target_id = self._target_id(conn, record.target)
+            workload_id = self.db.stored_workload_id(conn, record.workload)
+            target_id = self.db.stored_target_id(conn, record.target)
             if workload_id is None or target_id is None:
                 return False
             statement = _duplicate_statement(mean is None, run_text is None)
@@ -90,26 +86,3 @@ class TVMCommits:
             if run_text is not None:
                 params["r"] = run_text
             return conn.execute(statement, params).first() is not None
-
-    def _workload_id(self, conn: Any, workload: Workload) -> int | None:
-        """The row of a stored workload token: the decoded (never opaque) row of its structural
-        hash; a token's hashes are its row's."""
-        known = self._workload_ids.get(id(workload))
-        if known is not None and known[0] is workload:
-            return known[1]
-        workload_id = find_workload_id(conn, workload.shash, lambda _row: True)
-        if workload_id is not None:
-            self._workload_ids[id(workload)] = (workload, workload_id)
-        return workload_id
-
-    def _target_id(self, conn: Any, target: Target | None) -> int | None:
-        """The row of exactly this target config; None when no record has it yet."""
-        config = target.canonical_json() if target is not None else NULL_TARGET
-        known = self._target_ids.get(config)
-        if known is not None:
-            return known
-        t = M.target.c
-        target_id = conn.execute(select(t.id).where(t.config == config)).scalar()
-        if target_id is not None:
-            self._target_ids[config] = int(target_id)
-        return None if target_id is None else int(target_id)

@@ -247,14 +247,6 @@ LEGEND_LINE_PX, LEGEND_GAP_PX = 16, 4
 _Y_TITLE_X, _Y_TITLE_ROOM = 14, 24
 
 
-def _legend_lines(label: str, chars: int) -> list[str]:
-    """A legend label in lines of at most `chars` characters: broken at spaces, and a piece
-    longer than a line (a long import path) cut where the line ends, so none is clipped."""
-    import textwrap
-
-    return textwrap.wrap(label, max(chars, 8), break_on_hyphens=False) or [""]
-
-
 def curve_svg(curves: list[TuningCurve], *, width: int = 720, height: int = 320) -> str:
     """The tuning curves as an inline SVG line chart: best latency (us) against the source's
     trials, one line per source, with axes and a legend. Self-contained: no script, no fonts
@@ -273,7 +265,7 @@ def curve_svg(curves: list[TuningCurve], *, width: int = 720, height: int = 320)
     left = max(70, int(_Y_TITLE_ROOM + 6 + widest * _SANS_CHAR_PX + 0.999))
     legend_x = left + 26
     chars = int((width - right - legend_x) / _MONO_CHAR_PX)
-    legends = [_legend_lines(c.label, chars) for c in curves]
+    legends = [c.label_lines(max(chars, 8)) for c in curves]
     legend_h = sum(LEGEND_LINE_PX * len(lines) + LEGEND_GAP_PX for lines in legends)
     total_h = height + legend_h
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="msdb-curves" width="{width}" height="{total_h}" '

@@ -104,6 +104,21 @@ def running(proc: subprocess.Popen[str], condition: Callable[[], T], what: str) 
     return wait_for(check, what)
 
 
+def ctrl_c(proc: subprocess.Popen[str], *waits: tuple[Callable[[], object], str]) -> tuple[int, str, str]:
+    """Ctrl-C, as a terminal sends it to its foreground group (`proc` started with
+    `new_session`), once each of `waits` (condition, what) held in turn; `ended(proc)`. A
+    command still running when the test fails is killed."""
+    try:
+        for condition, what in waits:
+            running(proc, condition, what)
+        os.killpg(proc.pid, signal.SIGINT)
+        return ended(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
 def ended(proc: subprocess.Popen[str], timeout: float = 60.0) -> tuple[int, str, str]:
     """The exit status, stdout and stderr of `proc`, which must end within `timeout` seconds."""
     try:
@@ -154,14 +169,7 @@ def test_ctrl_c_of_publish_removes_its_folder_at_once(team_db: pathlib.Path, tmp
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     with locked(team_db):  # held until the publish ends: it cannot finish its copy meanwhile
         proc = run_msdb("publish", team_db, out, new_session=True)
-        try:
-            running(proc, lambda: copying(tmp_path), "the publish to begin its copy")
-            os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C, as a terminal sends it
-            status, stdout, stderr = ended(proc)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
+        status, stdout, stderr = ctrl_c(proc, (lambda: copying(tmp_path), "the publish to begin its copy"))
     assert status == 130
     assert stderr == f"Interrupted: nothing was published; {out} is as it was.\n" and stdout == ""
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hub"]
@@ -203,15 +211,8 @@ def test_import_removes_a_killed_merges_folder(big_src: pathlib.Path, tmp_path: 
 def test_ctrl_c_of_merge_into_a_new_file_creates_nothing(big_src: pathlib.Path, tmp_path: pathlib.Path) -> None:
     dest = tmp_path / "team.sqlite"
     proc = run_msdb("merge", dest, big_src, new_session=True)
-    try:
-        running(proc, lambda: [p for p in hidden(tmp_path, ".merge-") if wal_size(p / dest.name)],
-                 "the merge to write its new file")
-        os.killpg(proc.pid, signal.SIGINT)
-        status, stdout, stderr = ended(proc)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+    status, stdout, stderr = ctrl_c(proc, (lambda: [p for p in hidden(tmp_path, ".merge-") if wal_size(p / dest.name)],
+                                           "the merge to write its new file"))
     assert status == 130 and stdout == ""
     assert stderr == f"Interrupted: nothing was merged; {dest} was not created.\n"
     assert list(tmp_path.iterdir()) == []
@@ -223,16 +224,16 @@ def test_ctrl_c_of_merge_says_what_was_committed(big_src: pathlib.Path, tmp_path
     make_team_db(first, ("team_c",))
     kept = records(dest)
     proc = run_msdb("merge", dest, first, big_src, new_session=True)
-    try:
-        running(proc, lambda: records(dest) > kept and wal_size(dest) > 0, "the merge of the first SRC")
-        grown = wal_size(dest)
-        running(proc, lambda: wal_size(dest) > grown, "the merge to write records of the second SRC")
-        os.killpg(proc.pid, signal.SIGINT)
-        status, stdout, stderr = ended(proc)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+    grown: list[int] = []  # the WAL's size once the first SRC is in
+
+    def first_merged() -> bool:
+        if records(dest) > kept and wal_size(dest) > 0:
+            grown.append(wal_size(dest))
+            return True
+        return False
+
+    status, stdout, stderr = ctrl_c(proc, (first_merged, "the merge of the first SRC"),
+                                    (lambda: wal_size(dest) > grown[0], "the merge to write records of the second SRC"))
     assert status == 130
     assert stdout.startswith(f"{first}: workloads:") and len(stdout.splitlines()) == 1
     after_first = kept + int(re.search(r"records: (\d+) new", stdout)[1])  # type: ignore[index]
