@@ -20,7 +20,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Literal
 
 __all__ = ["StagingDir", "sweep", "lock_path", "unlock", "NEW_DATABASE_KINDS", "sweep_new_database",
            "stage_new_database"]
@@ -29,8 +29,8 @@ logger = logging.getLogger(__name__)
 
 #: Without file locks, a staging folder untouched this long (seconds) is taken as abandoned.
 STALE_AFTER_S = 24 * 3600.0
-#: A folder this young and still empty may be one whose maker has not locked it yet.
-_FRESH_S = 60.0
+#: How often `StagingDir.create` makes a new folder when sweepers keep taking its fresh ones.
+_CREATE_TRIES = 100
 #: The commands that build a new database file in a staging folder beside it (`.DB.<kind>-*`)
 #: and link it into place once committed; each removes what killed ones of every kind left.
 NEW_DATABASE_KINDS = ("import", "merge", "pull")
@@ -76,8 +76,12 @@ class StagingDir:
     def create(cls, parent: Path, prefix: str, *, min_age_s: float = 0.0) -> StagingDir:
         """A new staging folder; `min_age_s` as for `sweep`."""
         sweep(parent, (prefix,), min_age_s=min_age_s)
-        path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
-        return cls(path, lock_path(path))
+        for _ in range(_CREATE_TRIES):
+            path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+            fd = _lock_fresh(path)
+            if fd is not False:
+                return cls(path, fd)
+        raise OSError(f"cannot make a staging folder {prefix}* in {parent}: other processes kept removing it")
 
     def release(self) -> None:
         """Drop the lock (the folder was renamed into place, or removed)."""
@@ -88,6 +92,30 @@ class StagingDir:
         """Remove the folder (if still there) and drop the lock."""
         shutil.rmtree(self.path, ignore_errors=True)
         self.release()
+
+
+def _lock_fresh(path: Path) -> int | None | Literal[False]:
+    """The lock on a folder this process just made, or False when a concurrent sweep took it
+    first (between `mkdtemp` and the lock the folder is unowned: a sweeper may lock and remove
+    it). Locked and still the folder at `path`, it is ours: no sweep will touch it again. So a
+    sweep needs no grace for young folders, and a folder a killed process left is removed by the
+    very next run, whatever moment the kill came."""
+    try:
+        fd = lock_path(path)
+    except (BlockingIOError, FileNotFoundError):
+        return False  # a sweeper holds it, or already removed it
+    if fd is None:
+        return None
+    try:
+        mine = os.fstat(fd)
+        there = os.stat(path)
+    except OSError:
+        unlock(fd)
+        return False
+    if (mine.st_dev, mine.st_ino) != (there.st_dev, there.st_ino):
+        unlock(fd)
+        return False  # removed by a sweeper after we opened it; the name is someone else's now
+    return fd
 
 
 def sweep(parent: Path, prefixes: tuple[str, ...], *, keep: Callable[[Path], bool] | None = None,
@@ -119,8 +147,6 @@ def sweep(parent: Path, prefixes: tuple[str, ...], *, keep: Callable[[Path], boo
             age = now - path.stat().st_mtime
             if age < (STALE_AFTER_S if fd is None else min_age_s):
                 continue
-            if age < _FRESH_S and not any(path.iterdir()):
-                continue  # made a moment ago; its maker may be about to lock it
             if keep is not None and keep(path):
                 continue
             shutil.rmtree(path, ignore_errors=True)
