@@ -22,13 +22,14 @@ What it reads and writes (docs/tvm-formats.md section 2 for TVM's side):
   itself is encoded by `msdb.interop.tvm.encode`). Conversions are cached per TVM module (keyed
   by TVM's structural hash, confirmed by TVM's structural equality), so a module TVM asks about
   many times is decoded once.
-- Records: TVM's `TuningRecord.as_json()` (`[trace, run_secs, target, args_info]`) is an msdb
-  record as is; the trace is stored in TVM's JSON spelling (`msdb.schedule.tvm_json`), so its
-  text is what TVM's writer writes. Back, `TuningRecord.from_json` on the stored workload.
+- Records: the line TVM's own `JSONDatabase` writes for a record (`msdb.tvm_lines`), read by
+  msdb's import grammar, so the stored trace text is what TVM's writer writes, byte for byte.
+  Back, `TuningRecord.from_json` on the stored workload.
 - Commits: into an SQL layer they land under one `source` row of kind `tvm` (user, host, TVM's
-  version), deduplicated as `msdb import` deduplicates (`msdb.database.tvm_commits`); into any
-  other view through its `commit_tuning_record`. Every commit is its own transaction, so
-  several TVM tuners may share one SQLite file or PostgreSQL database.
+  version), deduplicated as `msdb import` deduplicates, inside the commit's transaction
+  (`msdb.database.tvm_commits`); into any other view through its `commit_tuning_record`. Every
+  commit is its own transaction, so several TVM tuners may share one SQLite file or PostgreSQL
+  database.
 - Queries are target-aware: `query_tuning_record` (and TVM's `query_schedule` /
   `query_ir_module`, which TVM answers from it) asks msdb with TVM's target, so a record for
   another target is never handed to TVM (apache/tvm#15549). `get_top_k` and
@@ -59,9 +60,11 @@ from msdb.errors import MsdbError
 if TYPE_CHECKING:
     from msdb.database.base import Database
     from msdb.database.tvm_commits import TVMCommits
+    from msdb.interop.tvm.grammar import LineParser
     from msdb.records import Target, TuningRecord, Workload
+    from msdb.tvm_lines import TVMLineWriter
 
-__all__ = ["as_tvm_database", "TVMNotInstalled", "TVMWorkloadError", "TVM_VERSION"]
+__all__ = ["as_tvm_database", "TVMNotInstalled", "TVMWorkloadError", "TVMRecordError", "TVM_VERSION"]
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +83,10 @@ class TVMNotInstalled(MsdbError, ImportError):
 
 class TVMWorkloadError(MsdbError):
     """A TVM module msdb cannot store (a node type msdb's IR has no counterpart for)."""
+
+
+class TVMRecordError(MsdbError):
+    """A record TVM committed that msdb's import grammar refuses (the reason is named)."""
 
 
 def _import_tvm() -> Any:
@@ -197,50 +204,20 @@ def _open_location(location: str, mode: str, *, writable: bool, create: bool) ->
 # ---------------------------------------------------------------- conversions
 
 
-def _plain(value: Any, bools: type = bool) -> Any:
+def _plain(value: Any) -> Any:
     """TVM's containers and scalars (ffi arrays and maps, ffi strings, IntImm, FloatImm) as
-    plain Python, as TVM's own `_json_de_tvm` makes them, dispatched on exact types first (a
-    record's JSON has hundreds of items, and this walk is most of a commit's conversion).
-    `bools=int`: booleans as TVM's JSON writer writes them in a trace (`[1,0]` for a Split's
-    attrs), so that msdb stores the text TVM's `JSONDatabase` would."""
-    kind = type(value)
-    if kind is int or kind is float or value is None:
+    plain Python, as TVM's own `_json_de_tvm` makes them (a target's `export()`)."""
+    if value is None or isinstance(value, (bool, int, float)):
         return value
-    if kind is bool:
-        return bools(value)
     if isinstance(value, str):  # ffi's String is a str subclass: a plain one
         return str(value)
-    if isinstance(value, (int, float)):
-        return value
     if hasattr(value, "items"):
-        return {str(k): _plain(v, bools) for k, v in value.items()}
+        return {str(k): _plain(v) for k, v in value.items()}
     if hasattr(value, "value") and not hasattr(value, "__len__"):  # IntImm, FloatImm
-        return _plain(value.value, bools)
+        return _plain(value.value)
     if hasattr(value, "__len__") and hasattr(value, "__getitem__"):
-        return [_plain(v, bools) for v in value]
+        return [_plain(v) for v in value]
     return value
-
-
-def _trace_walker(array: type, mapping: type, int_imm: type, float_imm: type) -> Any:
-    """`_plain(value, int)` for a trace's JSON, specialized to TVM's classes: exact type checks
-    in the order a trace holds them (arrays, strings, ints), no attribute probing. A commit
-    walks hundreds of items; this is the larger part of its conversion."""
-
-    def walk(value: Any) -> Any:
-        kind = type(value)
-        if kind is array:
-            return [walk(v) for v in value]
-        if kind is int or kind is float or value is None:
-            return value
-        if kind is bool:
-            return int(value)
-        if kind is int_imm or kind is float_imm:
-            return walk(value.value)
-        if kind is mapping:
-            return {str(k): walk(v) for k, v in value.items()}
-        return _plain(value, int)
-
-    return walk
 
 
 def _msdb_target(target: Any) -> Target | None:
@@ -294,8 +271,6 @@ class _Adapter:
         self.ffi = tvm_ffi
         self.TVMWorkload = TVMWorkload
         self.TVMRecord = TVMRecord
-        self.record_json = tvm.get_global_func("s_tir.meta_schedule.TuningRecordAsJSON")
-        self.trace_json = _trace_walker(tvm_ffi.Array, tvm_ffi.Map, tvm.tirx.IntImm, tvm.tirx.FloatImm)
         self.view = view
         self.opened = opened
         self.target = target
@@ -306,6 +281,8 @@ class _Adapter:
         self._targets: dict[str, Target | None] = {}
         self._tvm_records: dict[tuple[str, str, str, str | None], Any] = {}  # record_key -> TVM's record
         self.commits: TVMCommits | None = _commits_for(view, self.tvm_version)
+        self._lines: TVMLineWriter | None = None
+        self._parser: LineParser | None = None
         # what the first query would import, imported while opening
         import msdb.interop.tvm.payload  # noqa: F401
         import msdb.schedule.tvm_json  # noqa: F401
@@ -319,6 +296,19 @@ class _Adapter:
         for db in self.opened:
             db.close()
         self.opened = []
+        if self._lines is not None:
+            self._lines.close()
+
+    def prepare_commits(self) -> tuple[TVMLineWriter, LineParser]:
+        """What commits need, made at the first one (a compile never commits): TVM's line
+        writer and the import grammar that reads its lines."""
+        with self._lock:
+            if self._lines is None or self._parser is None:
+                from msdb.interop.tvm.grammar import LineParser
+                from msdb.tvm_lines import TVMLineWriter
+
+                self._lines, self._parser = TVMLineWriter(self.tvm), LineParser()
+            return self._lines, self._parser
 
     # ---- TVM -> msdb ----
     def converted(self, mod: Any) -> _Converted:
@@ -390,12 +380,16 @@ class _Adapter:
         """msdb's record for a TVM `TuningRecord` (its workload committed as TVM's rule asks)."""
         from msdb.records import TuningRecord
 
-        trace, run_secs, target, args_info = self.record_json(record)
-        trace, run_secs, args_info = self.trace_json(trace), _plain(run_secs), self.trace_json(args_info)
-        target = _plain(target)
         workload = self.workload_of(record.workload, commit=True)
         assert workload is not None
-        return TuningRecord(trace, workload, run_secs, target, args_info)
+        lines, parser = self.prepare_commits()
+        line = lines.line(record)
+        with self._lock:
+            converted = parser.tuning_record(line, [workload], "TVM's workload")
+        if isinstance(converted, str):
+            raise TVMRecordError(f"msdb cannot store a record TVM committed for workload {workload.shash}: "
+                                 f"{converted}")
+        return converted
 
     # ---- msdb -> TVM ----
     def tvm_workload(self, workload: Workload) -> Any:

@@ -25,13 +25,14 @@ Column conventions:
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import getpass
 import logging
 import pickle
 import socket
 from typing import TYPE_CHECKING, Any, Callable
 
-from sqlalchemy import Table, insert, select, update
+from sqlalchemy import Table, bindparam, insert, select, update
 
 from msdb.database import models as M
 from msdb.database.errors import DatabaseError
@@ -41,12 +42,13 @@ from msdb.interop.tvm.payload import LEGACY_GRAPH, UNSUPPORTED_GRAPH
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
 
+    from msdb.database.admission import StorageFields
     from msdb.ir.function import IRModule
 
 __all__ = [
     "OPAQUE_PREFIX", "OPAQUE_LEGACY", "OPAQUE_UNSUPPORTED", "SOURCE_KINDS", "HASH_COLUMNS", "now", "insert_row", "is_opaque",
     "opaque_ir_format", "opaque_shash", "flops_or_none", "family_columns", "stored_family_columns", "workload_row", "opaque_workload_row", "load_workload_ir",
-    "stored_ir", "find_workload_id", "keep_tvm_payload", "record_keys_of", "default_user", "default_host", "insert_source",
+    "stored_ir", "find_workload_id", "keep_tvm_payload", "record_keys_of", "stored_record_id", "default_user", "default_host", "insert_source",
     "ensure_task",
 ]
 
@@ -228,6 +230,32 @@ def record_keys_of(conn: Connection, workload_id: int) -> set[tuple[int, int, st
     r = M.tuning_record.c
     rows = conn.execute(select(r.target_id, r.trace_hash, r.run_secs).where(r.workload_id == workload_id))
     return {(workload_id, row[0], row[1], row[2]) for row in rows}
+
+
+def stored_record_id(conn: Connection, workload_id: int, target_id: int, fields: StorageFields) -> int | None:
+    """The id of a stored record with the dedup key of a record of `workload_id` and
+    `target_id` whose `TuningRecord.storage_fields()` are `fields`, None when there is none.
+    One lookup on the top-k index (`ix_tuning_record_top_k`: workload, target, validity and
+    mean run time lead it), so the check reads none of the workload's other records."""
+    _text, trace_hash, run_text, mean, valid = fields
+    params: dict[str, Any] = {"w": workload_id, "t": target_id, "v": valid, "h": trace_hash}
+    if mean is not None:
+        params["m"] = mean
+    if run_text is not None:
+        params["r"] = run_text
+    return conn.execute(_stored_record_statement(mean is None, run_text is None), params).scalar()
+
+
+@functools.lru_cache(maxsize=4)
+def _stored_record_statement(no_mean: bool, no_run_secs: bool) -> Any:
+    """SELECT the id of the record with the dedup key `:w, :t, :v, :m, :h, :r`; its leading
+    conditions are the columns of the top-k index, in order."""
+    r = M.tuning_record.c
+    conditions = [r.workload_id == bindparam("w"), r.target_id == bindparam("t"), r.is_valid == bindparam("v"),
+                  r.mean_run_secs.is_(None) if no_mean else r.mean_run_secs == bindparam("m"),
+                  r.trace_hash == bindparam("h"),
+                  r.run_secs.is_(None) if no_run_secs else r.run_secs == bindparam("r")]
+    return select(r.id).where(*conditions).limit(1)
 
 
 # ---------------------------------------------------------------- provenance, models and tasks

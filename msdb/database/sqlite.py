@@ -101,7 +101,7 @@ from msdb.database.targets import MAX_TARGET_ID, TargetTable
 from msdb.records import Target, TuningRecord, Workload
 
 if TYPE_CHECKING:
-    from msdb.database.admission import StorageFields
+    from msdb.database.admission import Admission, StorageFields
     from msdb.ir.function import IRModule, PrimFunc
 
 __all__ = ["SQLDatabase", "SQLiteDatabase", "SOURCE_KINDS"]
@@ -767,13 +767,24 @@ class SQLiteDatabase(Database):
     def commit_tuning_record(self, record: TuningRecord, *, source_id: int | None = None) -> None:
         self.commit_tuning_records([record], source_id=source_id)
 
-    def commit_tuning_records(self, records: Iterable[TuningRecord], *, source_id: int | None = None) -> int:
-        """Commit many records in one transaction (all or none); returns how many."""
+    def commit_tuning_records(self, records: Iterable[TuningRecord], *, source_id: int | None = None,
+                              admission: Admission | None = None, skip_stored: bool = False) -> int:
+        """Commit many records in one transaction (all or none); returns how many. `admission`:
+        the door's own rule (`new_admission`), kept across calls by a session that commits one
+        record at a time so that what it learnt of earlier records (their sketches, targets)
+        is not learnt again; default a fresh one. `skip_stored`: leave out the records stored
+        already (the dedup key of `msdb import`, `rows.stored_record_id`), checked inside the
+        write transaction, so two writers committing one measurement store it once; the count
+        returned is then of the records stored."""
         records = records if isinstance(records, list) else list(records)
         if not records:
             return 0
-        fields = self._admit(records)
+        fields = self._admit(records, admission or self.new_admission())
         with self._write(cache_kib=_bulk_cache_kib(len(records))) as conn:
+            if skip_stored:
+                records, fields = self._new_records(conn, records, fields)
+                if not records:
+                    return 0
             if conn.dialect.name == "sqlite" and conn.dialect.paramstyle == "qmark":
                 _RECORD_INSERT(conn, self._record_params(conn, records, fields, source_id, null=_SQLITE_NULL,
                                                          bools=(0, 1)))
@@ -787,18 +798,43 @@ class SQLiteDatabase(Database):
                     bulk_insert(conn, M.tuning_record, _RECORD_COLUMNS, rows)
         return len(records)
 
-    def _admit(self, records: list[TuningRecord]) -> list[StorageFields]:
-        """The stored fields of each record, once the one rule of what enters a database has
-        admitted them all (`msdb.database.admission`: the checks `msdb import` makes of a log
-        line), before the write lock is taken; `AdmissionError` (nothing committed) for the
-        first it refuses."""
+    def new_admission(self) -> Admission:
+        """The one rule of what enters a database (`msdb.database.admission`: the checks `msdb
+        import` makes of a log line) as commits into this database apply it: it raises (no
+        skipping), and says that nothing was committed."""
         from msdb.database.admission import Admission
 
-        admission = Admission(self._where, refusal=" nothing was committed")  # raises: no skip_bad
+        return Admission(self._where, refusal=" nothing was committed")
+
+    def _admit(self, records: list[TuningRecord], admission: Admission) -> list[StorageFields]:
+        """The stored fields of each record, once `admission` has admitted them all, before
+        the write lock is taken; `AdmissionError` (nothing committed) for the first it
+        refuses."""
         many = len(records) > 1
         fields = [admission.record(f"record {i} of {len(records)}" if many else "the record", record)
                   for i, record in enumerate(records)]
         return [admitted for admitted in fields if admitted is not None]
+
+    def _new_records(self, conn: Connection, records: list[TuningRecord],
+                     fields: list[StorageFields]) -> tuple[list[TuningRecord], list[StorageFields]]:
+        """`records` (and their `fields`) less those stored already and the later copies of one
+        measurement."""
+        from msdb.database.rows import stored_record_id
+
+        kept: tuple[list[TuningRecord], list[StorageFields]] = ([], [])
+        seen: set[tuple[int, str | None, str, str | None]] = set()
+        for record, field in zip(records, fields):
+            workload_id = self._record_workload_id(conn, record.workload)
+            target_id = self._targets.stored_id(conn, record.target)
+            key = (workload_id, record.target.canonical_json() if record.target is not None else None, field[1],
+                   field[2])
+            if key in seen:
+                continue
+            seen.add(key)
+            if target_id is None or stored_record_id(conn, workload_id, target_id, field) is None:
+                kept[0].append(record)
+                kept[1].append(field)
+        return kept
 
     def _record_params(self, conn: Connection, records: list[TuningRecord], fields: list[StorageFields],
                        source_id: int | None, *, null: Any, bools: tuple[Any, Any]) -> list[Any]:

@@ -184,3 +184,26 @@ def test_an_older_database_loses_the_trace_hash_index_on_open(tmp_path):
         assert {ix["name"] for ix in inspect(conn).get_indexes("tuning_record")} == {"ix_tuning_record_top_k"}
     assert len(reopened) == 10
     reopened.close()
+
+
+def test_skip_stored_stores_each_measurement_once(tmp_path):
+    db = SQLiteDatabase(tmp_path / "t.db")
+    check_skip_stored(db)
+    db.close()
+
+
+def check_skip_stored(db) -> None:
+    """`skip_stored=True` (the door TVM's commits take): a record stored already, or a later
+    copy in the same batch, is left out; the count is of the records stored."""
+    workload = db.commit_workload(matmul())
+    records = _batch(workload, 60)
+    expected = len({(r.trace_text, r.run_secs, r.target) for r in records})
+    assert db.commit_tuning_records(records + records[:7], skip_stored=True) == expected
+    assert len(db) == expected
+    again = [TuningRecord(r.trace_text, workload, r.run_secs, r.target, r.args_info_json()) for r in records]
+    new = TuningRecord(records[2].trace_text, workload, [9e-4], CPU)
+    other_target = TuningRecord(records[2].trace_text, workload, records[2].run_secs, {"kind": "llvm", "mcpu": "znver3"})
+    assert db.commit_tuning_records(again + [new, other_target], skip_stored=True) == 2
+    assert len(db) == expected + 2
+    assert db.commit_tuning_records(again[:3]) == 3  # without it, every record is stored
+    assert len(db) == expected + 5

@@ -169,6 +169,12 @@ def test_a_failing_copy_leaves_nothing_and_the_database_usable(db):
     assert db.get_top_k(workload, 1, CPU)[0].mean_run_secs == 1e-3
 
 
+def test_skip_stored_stores_each_measurement_once(db):
+    from .test_bulk_commit import check_skip_stored
+
+    check_skip_stored(db)
+
+
 def test_import_ls_and_export_agree_with_sqlite(tmp_path, postgres_url):
     """The commands on a PostgreSQL URL print and write what they do on an SQLite file."""
     from pathlib import Path

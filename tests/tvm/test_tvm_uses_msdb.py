@@ -135,6 +135,37 @@ def test_tvm_records_round_trip_through_msdb_exactly(tvm: Any, tmp_path: Path) -
         db.close()
 
 
+
+def test_the_scratch_folder_of_tvms_writer_lives_as_long_as_the_session(tvm: Any, tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Commits read TVM's record lines back from a scratch JSONDatabase in the temporary
+    directory (msdb.tvm_lines): made at the first commit, removed at close; one a killed session
+    left is removed by the next session's first commit."""
+    import tempfile
+
+    from msdb.tvm import as_tvm_database
+    from msdb.tvm_lines import SCRATCH_PREFIX
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    left = scratch / f"{SCRATCH_PREFIX}killed1"  # what a killed session leaves: no process holds it
+    left.mkdir()
+    (left / "database_tuning_record.json").write_text("")
+    records = _json_db(_copy_team_a(tmp_path)).get_all_tuning_records()
+    db = as_tvm_database(tmp_path / "msdb.sqlite", create=True)
+    try:
+        assert sorted(p.name for p in scratch.iterdir()) == [left.name]  # a session that only reads makes none
+        _commit_all(db, records[:3])
+        made = sorted(scratch.iterdir())
+        assert len(made) == 1 and made[0].name.startswith(SCRATCH_PREFIX) and made[0] != left
+    finally:
+        db.close()
+    assert list(scratch.iterdir()) == []
+    stored = msdb.open_database(tmp_path / "msdb.sqlite", read_only=True)
+    assert len(stored) == 3
+    stored.close()
+
 def test_queries_are_target_aware_and_follow_the_module_equality(tvm: Any, tmp_path: Path) -> None:
     from tvm import te, tirx
     from tvm.s_tir import meta_schedule as ms
