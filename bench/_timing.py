@@ -40,7 +40,7 @@ def row(name: str, value: float, unit: str, budget: float | None = None, note: s
 
 
 def cpu_line(mcpu: str | None = None) -> str:
-    """Which CPU a figure came from (issue 31): LLVM's name for the host, its vector width, and
+    """Which CPU a figure came from: LLVM's name for the host, its vector width, and
     the `-mcpu` the kernels were built for when it is not the host's."""
     import llvmlite.binding as llvm
 

@@ -1,17 +1,15 @@
-"""Budgets of CPU code generation and measurement (issue "CPU code generation with llvmlite, and
-isolated measurement"; docs/benchmarks.md):
+"""Budgets of CPU code generation and measurement (docs/benchmarks.md, "CPU code generation" and
+"Right on every x86 CPU"):
 
 - a hand schedule of the 1024^3 fp32 matmul on one thread reaches >= 70% of numpy/OpenBLAS
-  (OPENBLAS_NUM_THREADS=1) GFLOPS, measured in the same run;
-- two threads give >= 1.6x one thread on that matmul;
-- build time per candidate (lowering + LLVM) median < 300 ms for GMM-sized kernels;
-- runner overhead per candidate beyond the timed work < 50 ms;
-- the best GMM trace of the team_a fixtures built by msdb vs its recorded run_secs (and vs
-  real TVM 0.27 building the same trace now, when TVM's Python is given with --tvm-python);
-- issue 31: the best TVM trace of each of the five fixture kernels (GMM, linear0, C2D, C1D,
-  DEP) built by msdb against TVM 0.27's own build of it, one thread each, alternating in the
-  same run (budget: geometric mean <= 1.1x; `--traces-only`, `--mcpu x86-64-v3` for the AVX2
-  path on any host).
+  (OPENBLAS_NUM_THREADS=1) GFLOPS in the same run; two threads give >= 1.6x one thread;
+- build time per candidate (lowering + LLVM) median < 300 ms for GMM-sized kernels; runner
+  overhead per candidate beyond the timed work < 50 ms;
+- the best GMM trace of the team_a fixtures built by msdb vs its recorded run_secs (and vs TVM
+  0.27 building it now, with --tvm-python);
+- TVM's best trace of each of the five fixture kernels (GMM, linear0, C2D, C1D, DEP) built by msdb
+  against TVM 0.27's own build, alternating in one run (geometric mean <= 1.1x; `--traces-only`,
+  `--mcpu x86-64-v3` for the AVX2 path on any host).
 
 Prints a markdown table. Run: python bench/bench_codegen.py [--quick] [--tvm-python PATH]
 """
@@ -224,7 +222,7 @@ def fixture_kernel(team: str, which: str) -> tuple[int, object, list[list]]:
 
 
 def bench_fixture_traces(tvm_python: str | None, repeat: int, rounds: int, mcpu: str | None) -> list[str]:
-    """Issue 31: TVM's best trace of each fixture kernel built by msdb and by TVM 0.27 itself,
+    """TVM's best trace of each fixture kernel built by msdb and by TVM 0.27 itself,
     one thread each, alternating rounds in the same run; rows and the geometric mean of
     msdb/TVM."""
     from msdb.tuner.codegen.jit import host_spec

@@ -1,19 +1,14 @@
-"""Model budgets (issue 12; docs/architecture.md, "Compile"): ResNet-18 end to end on one thread,
-msdb's compile against onnxruntime (one intra-op thread) in the same run.
+"""Model budgets (docs/benchmarks.md, "Models"; docs/architecture.md, "Compile"): ResNet-18 end to
+end on one thread, msdb's compile against onnxruntime (one intra-op thread) in the same run.
 
-- default schedules (an empty database, no tuning): latency and its ratio to onnxruntime
-  (budget <= 3x);
-- compile time with a warm database (every function hits), split by phase: load/lower (ONNX to
-  PrimFuncs), query (layered lookups), apply (replaying traces, default schedules), build
-  (llvmlite) (budget < 30 s);
-- with --tune N: the model's tasks tuned with N trials in all (gradient task scheduler, XGBoost
-  cost model), then latency and ratio again (budget <= 1.0x);
-- after the table, where each build's run time goes (`CompiledModel.profile`: the slowest
-  functions, timed in the model's order).
+- default schedules (an empty database): latency and its ratio to onnxruntime (budget <= 3x);
+- compile time with a warm database (every function hits), by phase: load/lower, query, apply,
+  build (budget < 30 s);
+- with --tune N: the model's tasks tuned with N trials in all, then latency and ratio again
+  (budget <= 1.0x); after the table, the slowest functions (`CompiledModel.profile`).
 
-The warm database is --db when given (e.g. one a --tune run left behind), else one made by
-tuning every task with --warm-trials trials each (replay-trace, random cost model: cheap, only
-so that every function has a record).
+The warm database is --db when given, else one made by tuning every task with --warm-trials
+trials each (replay-trace, random cost model: only so that every function has a record).
 Run: taskset -c 0 python bench/bench_compile.py [--depth 18] [--image 224] [--fuse fold|packed] [--tune 2000] [--db warm.sqlite]
 """
 
@@ -100,7 +95,7 @@ def print_profiles(top: int = 8) -> None:
 
 
 def warm_up_database(path: str, db_path: Path, trials_per_task: int, fuse: str) -> None:
-    from msdb.database.sqlite import SQLiteDatabase
+    from msdb.database.sql import SQLiteDatabase
     from msdb.model.loader import load
     from msdb.model.tasks import extract_tasks
     from msdb.tuner.model_tuning import tune_model
@@ -119,7 +114,7 @@ def warm_up_database(path: str, db_path: Path, trials_per_task: int, fuse: str) 
 
 
 def tune(path: str, db_path: Path, trials: int, fuse: str) -> None:
-    from msdb.database.sqlite import SQLiteDatabase
+    from msdb.database.sql import SQLiteDatabase
     from msdb.model.loader import load
     from msdb.tuner.model_tuning import tune_model
 
@@ -156,7 +151,7 @@ def main() -> None:
 
     import onnx
 
-    from msdb.database.sqlite import SQLiteDatabase
+    from msdb.database.sql import SQLiteDatabase
     from msdb.model.zoo import resnet
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -1,14 +1,10 @@
-"""GPU tuning figures (issue 15 budgets; docs/benchmarks.md, "CUDA"): msdb's own tuner, TVM's
-default CUDA design space, 64 trials, on a 4096^2 fp32 matmul and a ResNet-18 conv2d.
+"""GPU tuning figures (docs/benchmarks.md, "GPU tuning"): msdb's own tuner, TVM's default CUDA
+design space, 64 trials, on a 4096^2 fp32 matmul and a ResNet-18 conv2d.
 
-Runs only on a machine with an NVIDIA GPU (CUDA C through NVRTC/ptxas, cubins run with pycuda or
-NVIDIA's cuda-python bindings). For each workload it prints and writes to `--out`:
-- the best kernel's GFLOPS, against the GPU's fp32 peak (SMs x clock x 128 fp32 lanes x 2) and
-  against torch on the same shapes in the same run (TF32 off: an fp32 reference);
-- the wall time per trial (search, build, run and commit, all included);
-- whether the best kernel computes the workload's numbers (numpy on the same inputs);
-- the records stay in `--out/gpu.sqlite` with a `cuda` target, and `msdb export` of them is
-  written as a TVM work_dir (`--out/cuda_workdir.tar.gz`).
+Runs only on a machine with an NVIDIA GPU. Per workload it prints and writes to `--out` the best
+kernel's GFLOPS (against the GPU's fp32 peak and torch on the same shapes, TF32 off), the wall
+time per trial, whether the best kernel computes the workload's numbers (numpy), and keeps the
+records in `--out/gpu.sqlite` and their `msdb export` in `--out/cuda_workdir.tar.gz`.
 
     pip install --target /tmp/site '.[gpu]' && cd /tmp && PYTHONPATH=/tmp/site python3 REPO/bench/bench_cuda.py \
         --out /tmp/out [--trials 64] [--deadline-s 300]
@@ -136,7 +132,7 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
 
-    from msdb.database.sqlite import SQLiteDatabase
+    from msdb.database.sql import SQLiteDatabase
     from msdb.database.tvm_export import export_workdir
     from msdb.ir.flops import estimate_flops
     from msdb.records.target import Target

@@ -1,5 +1,5 @@
-"""Measurement on a Dask cluster (issue 14): what Dask costs per candidate, and what a second
-worker buys.
+"""Measurement on a Dask cluster (docs/benchmarks.md): what Dask costs per candidate, and what a
+second worker buys.
 
     python bench/bench_dask.py [--candidates 12] [--trials 16] [--min-repeat-ms 100] [--repeat 3]
 

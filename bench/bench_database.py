@@ -3,14 +3,10 @@
 in < 1 ms (median) and takes bulk commits at >= 20k records/s; and the same data in TVM's JSON
 layout (msdb's JSONDatabase) for comparison.
 
-Records are synthesized quickly: 1,000 distinct GMM (batch-1 matmul) workloads (real msdb IR, committed the
-normal way), real traces from the TVM 0.27 logs in tests/data/fixtures shared round-robin, 5%
-failed runs ([1e10]), run times from a seeded RNG. Traces are passed as the JSON text a TVM log
-line holds, as an importer would.
-
-Bulk commits go in batches of --batch records (50,000 by default, one transaction each, as an
-import does). Wall-clock rates on a shared machine depend on its load, so the CPU-time rate is
-printed too, and the note gives the load average before and after the commits.
+Records: 1,000 GMM workloads (real msdb IR), the real TVM 0.27 traces of tests/data/fixtures
+round-robin, 5% failed runs, seeded run times; committed in batches of --batch records (one
+transaction each, as an import). The CPU-time rate and the load average are printed beside the
+wall-clock rate, which depends on the machine's load.
 
 Prints a markdown table; copy it into docs/benchmarks.md.
 Run: python bench/bench_database.py [--records N] [--workloads W] [--batch B] [--dir DIR] [--no-json]
@@ -228,7 +224,7 @@ def main() -> None:
         relatives.append(time.perf_counter() - started)
         assert found, "every matmul shape is a relative of every other"
     rows.append(row("relatives median (SQLite)", median_ms(relatives), "ms", 5,
-                    f"issue 24: the {args.workloads:,} matmul shapes are one family, each with its best record "
+                    f"the {args.workloads:,} matmul shapes are one family, each with its best record "
                     "on the target; first 50"))
     db.close()
 

@@ -7,7 +7,7 @@ onnxruntime runs with one intra-op thread and msdb imports, legalizes and lowers
 `msdb compile` does (`msdb.model`, the TensorIR TVM's Relax legalization gives it), then
 schedules with `default_schedule` and builds with msdb's code generator. Times are the best of
 several batches in CPU time of the calling thread (both run there), which holds up on a busy
-machine. The issue's budget is ResNet-18 end to end with default schedules within 3x
+machine. The budget is ResNet-18 end to end with default schedules within 3x
 onnxruntime, so each operator should be within about 2-3x.
 `--naive` also times the unscheduled function (what TVM compiles for a function without a
 record). Outputs are checked against onnxruntime before timing.
@@ -157,7 +157,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from msdb.tuner import build
-    from msdb.tuner.compile.default_schedule import default_schedule
+    from msdb.tuner.space.default_schedule import default_schedule
     from msdb.tuner.compile.reference import onnxruntime_session
 
     print(f"| operator | GFLOP | onnxruntime ms | msdb default ms | GFLOPS | ratio to ort |{' naive ms |' if args.naive else ''}")

@@ -1,16 +1,11 @@
 """Per-store feature extraction (budget: a few ms per candidate, so that scoring ~2000 candidates
 per round of 64 measurements stays a small part of a trial).
 
-Candidates:
-- the bundled team logs' TVM 0.27 records replayed into post-processed schedules: GMM 128^3,
-  `zoo.workload("C2D")` (224x224x3 -> 64, 7x7, stride 2), conv1d, depthwise conv2d, the MLP
-  layer;
-- the ResNet-18 layer `zoo.build("C2D", 1, 56, 56, 64, 64, 3, 1, 1)` scheduled by hand over a
-  grid of tile sizes (tiled, vectorized, parallel, padding computed at the w tile, reduction
-  decomposed).
-
-Each module is extracted with the per-module cache off; the median and the maximum per
-candidate are printed.
+Candidates: the bundled team logs' TVM 0.27 records replayed into post-processed schedules (GMM
+128^3, `zoo.workload("C2D")`, conv1d, depthwise conv2d, the MLP layer), and the ResNet-18 layer
+`zoo.build("C2D", 1, 56, 56, 64, 64, 3, 1, 1)` scheduled by hand over a grid of tile sizes. Each
+module is extracted with the per-module cache off; the median and maximum per candidate are
+printed.
 
 Prints a markdown table; copy it into docs/benchmarks.md.
 Run: python bench/bench_features.py

@@ -1,4 +1,4 @@
-"""Budgets of the hub (issue 13, docs/architecture.md "Hub"), over loopback:
+"""Budgets of the hub (docs/benchmarks.md, "Hub"; docs/architecture.md, "Hub"), over loopback:
 - `msdb pull` of 100k records >= 10k records/s into an empty database; a no-op pull < 1 s;
 - with 1M records served, the workload page and the canned best-record query p95 < 100 ms (the
   page's first view, which computes the tuning curves of a large workload, is reported apart).

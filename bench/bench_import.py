@@ -1,20 +1,13 @@
 """Import speed from TVM logs (docs/benchmarks.md: >= 20,000 records/s, faster than real TVM's
 JSONDatabase loading the same files).
 
-Synthesizes one work_dir of N records (default 100,000) from the bundled team logs (six workload
-lines, the shared GMM twice; every record line repeated with perturbed run_secs, written in
-TVM's own spelling), then times in this run:
-
-- `msdb import` (the library call `import_tvm`, no --verify) into a fresh SQLite file;
-- the same import again (every record a duplicate: the re-import path);
-- real TVM 0.27 loading the same work_dir with `JSONDatabase(work_dir=...)` (it replays every
-  trace while loading), in a subprocess: `tvm` from this interpreter when importable, else
-  `--tvm-python` (default /work/tvm-venv/bin/python, then .tvm-venv/bin/python); the column is
-  skipped with a note when no TVM is found.
-
-Wall time depends on what else the machine runs; the CPU-second column (this process plus its
-parsing workers) does not. TVM's load of 100k records takes tens of minutes on a slow core:
-`--tvm-timeout` bounds it, and the ratio is then printed as a lower bound.
+On one work_dir of N records (default 100,000) synthesized from the bundled team logs, times in
+this run: `import_tvm` (the library call behind `msdb import`, no --verify) into a fresh SQLite
+file; the same import again (every record a duplicate); real TVM 0.27's `JSONDatabase(work_dir=...)`
+loading it in a subprocess (`tvm` from this interpreter, else `--tvm-python`, default
+/work/tvm-venv/bin/python then .tvm-venv/bin/python; skipped with a note when none is found,
+bounded by `--tvm-timeout`, the ratio then a lower bound). The CPU-second column (this process
+and its parsing workers) holds up on a busy machine. See docs/benchmarks.md, "Import from TVM logs".
 
 Prints a markdown table; copy it into docs/benchmarks.md.
 Run: python bench/bench_import.py [--records 100000] [--no-tvm] [--workers N]

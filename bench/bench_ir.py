@@ -1,4 +1,4 @@
-"""Budgets of the workload layer (docs/benchmarks.md, issue "Foundations"):
+"""Budgets of the workload layer (docs/benchmarks.md, "Workload layer"):
 `import msdb` < 300 ms, structural_hash(C2D) < 2 ms, parse + print of C2D < 5 ms.
 
 Prints a markdown table; copy it into docs/benchmarks.md.

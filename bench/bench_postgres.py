@@ -1,4 +1,4 @@
-"""Budgets of PostgreSQL as msdb's team server (issue 14; docs/benchmarks.md): bulk commits at
+"""Budgets of PostgreSQL as msdb's team server (docs/benchmarks.md, "PostgreSQL"): bulk commits at
 >= 20k records/s and a top-1 query (`get_top_k(workload, 1, target)`) in < 2 ms (median) at
 1M records, and EXPLAIN showing an index scan on `ix_tuning_record_top_k` for top-k.
 

@@ -1,4 +1,4 @@
-"""Trace replay (issue "Schedules and traces": replaying a real GMM trace < 20 ms median).
+"""Trace replay (docs/benchmarks.md, "Trace replay": replaying a real GMM trace < 20 ms median).
 
 Replays every record of the bundled team_a log on its decoded workload (what `--verify`, the
 tuner and TVM's own JSONDatabase load do per record) and prints the median per workload.

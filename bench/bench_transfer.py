@@ -1,17 +1,14 @@
-"""Budgets of records that travel (issue 24; docs/benchmarks.md, "Records that travel"): a
-database tuned on ResNet-18 at 224 only, and models nobody tuned compiled over it, one thread.
+"""Budgets of records that travel (docs/benchmarks.md, "Records that travel"): a database tuned on
+ResNet-18 at 224 only, and models nobody tuned compiled over it, one thread.
 
-For each target model (ResNet-18 at two other resolutions, ResNet-18 at batch 2, a ResNet-50, a
-MobileNet-like net) and each fuse mode (`--fuse`, default TVM's layout and the fastest one):
-- coverage: of the conv2d and dense (matmul) functions that exact and anchor-block lookup
-  miss, the share `--transfer` answers with a transferred record; every output checked against
-  onnxruntime;
-- never slower: with `--transfer-trials 8`, each function's time against its default schedule's
-  in the same run (`CompiledModel.profile`, the worst ratio printed);
-- gain, as Transfer-Tuning measures it: (T_default / T_transfer - 1) / (T_default / T_full - 1),
-  T_full the target model tuned itself with the source's budget (`--full`: which targets);
-- cost: what `--transfer` adds to the compile.
-Latencies are medians of whole-model runs, the builds of one target alternating.
+For each target model (ResNet-18 at other resolutions and at batch 2, a ResNet-50, a
+MobileNet-like net) and each `--fuse` mode: coverage (the share of the conv2d and dense functions
+that exact and anchor-block lookup miss which `--transfer` answers; outputs checked against
+onnxruntime), never slower (with `--transfer-trials 8`, each function against its default
+schedule, the worst ratio printed), gain as Transfer-Tuning measures it ((T_default / T_transfer -
+1) / (T_default / T_full - 1), T_full the target tuned itself with the source's budget, `--full`)
+and the compile cost of `--transfer`. Latencies are medians of whole-model runs, the builds of one
+target alternating.
 
 Run: taskset -c 0 python bench/bench_transfer.py [--trials 200] [--fuse tvm,winograd] [--full r18-160,r18-b2]
      [--source-db DIR] (a DIR from an earlier run keeps its tuned databases)
@@ -68,7 +65,7 @@ PER_ITER = 8
 def tuned_db(model: Path, db_path: Path, trials: int, fuse: str) -> Path:
     """`model` tuned with `trials` in all into `db_path` (kept when it exists: a rerun reuses it;
     written under another name and renamed, so a kept file is always a finished one)."""
-    from msdb.database.sqlite import SQLiteDatabase
+    from msdb.database.sql import SQLiteDatabase
     from msdb.model.loader import load
     from msdb.tuner.model_tuning import tune_model
 

@@ -1,18 +1,14 @@
-"""Tuning budgets (issue "The tuner"; docs/benchmarks.md, "Tuning"): msdb's tuner against real
-TVM 0.27 MetaSchedule on the same machine, one core each (taskset -c 0, one thread), with
-numpy/OpenBLAS (and an im2col GEMM for the conv) measured in the same run as the anchor.
+"""Tuning budgets (docs/benchmarks.md, "Tuning"): msdb's tuner against real TVM 0.27 MetaSchedule
+on the same machine, one core each (taskset -c 0, one thread), with numpy/OpenBLAS (and an im2col
+GEMM for the conv) measured in the same run as the anchor.
 
 - GMM 1x128x128x128 fp32, 64 trials: best GFLOPS (>= TVM's; aim >= 70% of OpenBLAS), wall time
   (<= TVM's), and the share of a trial spent outside build and run (< 20%);
-- conv2d NCHW 1x64x56x56, 64 filters 3x3, pad 1 (TVM's topi form with pad_temp), 64 and 200
-  trials: best GFLOPS >= TVM's at the same counts.
+- conv2d NCHW 1x64x56x56, 64 filters 3x3, pad 1, 64 and 200 trials: best GFLOPS >= TVM's.
 
-TVM runs in a subprocess with --tvm-python (default: .tvm-venv/bin/python when it imports tvm);
-its column is skipped with a note when no TVM is found. Prints a markdown table.
-With --pretrain, msdb also tunes into a database that already holds the three teams' TVM logs
-(examples/team_logs: GMM, linear, conv2d NHWC, conv1d, depthwise; other workloads than the
-conv2d NCHW tuned here), so its cost model learns before the first round (issue "The tuner":
-does a shared database make tuning faster?).
+TVM runs in a subprocess with --tvm-python (default .tvm-venv/bin/python; skipped with a note when
+no TVM is found). With --pretrain msdb also tunes into a database holding the three teams' TVM
+logs (examples/team_logs), to see whether a shared database makes tuning faster.
 Run: taskset -c 0 python bench/bench_tune.py [--workloads gmm,c2d] [--trials 64,200] [--no-tvm] [--pretrain]
 """
 

@@ -1,19 +1,13 @@
-"""Budgets of TVM using msdb as its database (docs/benchmarks.md, "TVM uses msdb"; issue 25),
-measured against TVM 0.27's own JSONDatabase in the same run:
+"""Budgets of TVM using msdb as its database, measured against TVM 0.27's own JSONDatabase over
+the same records in the same run (docs/benchmarks.md, "TVM uses msdb"):
 
-1. compile: TVM's `compile_relax` of ResNet-18 (the ONNX model of tests/compile, 64x64 images)
-   over a 1M-record msdb database: under 1 s of database time in all, against TVM's
-   JSONDatabase over the same records (its load, which replays every trace, and its queries);
-2. tuning: TVM's `tune_tir` with msdb as its database: at most 5 ms of database time per trial,
-   against JSONDatabase.
+1. compile: TVM's `compile_relax` of ResNet-18 (64x64 images) over a 1M-record msdb database:
+   under 1 s of database time in all;
+2. tuning: TVM's `tune_tir` with msdb as its database: at most 5 ms of database time per trial.
 
-Database time is what TVM spends inside the database: each database is wrapped in a TVM
-`PyDatabase` that forwards every call (the queries MetaScheduleApplyDatabase makes, the commits
-and top-k queries of the tuner) and times it, so both databases are measured the same way;
-JSONDatabase's load is timed on its own. The 1M records are bench/bench_database.py's (1,000
-GMM workloads, 3 targets, real traces), plus the TVM-tuned ResNet-18 conv2d record of
-tests/data/tvm_resnet_conv_workdir; the JSONDatabase gets the same records through msdb's
-JSONDatabase writer (the TVM 0.27 layout).
+Database time is what TVM spends inside the database: each database is wrapped in a timing TVM
+`PyDatabase`, JSONDatabase's load timed on its own. The records are bench/bench_database.py's plus
+the TVM-tuned ResNet-18 conv2d record of tests/data/tvm_resnet_conv_workdir.
 
 Run with TVM's venv, pinned: taskset -c 1 .tvm-venv/bin/python bench/bench_tvm_database.py
 [--records N] [--dir DIR] [--trials T] [--json-records N] [--skip-compile] [--skip-tune]
@@ -39,6 +33,10 @@ from _timing import cpu_line, row  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 LLVM = {"kind": "llvm", "num-cores": 1}
+#: The work_dir of TVM's tuned ResNet-18 conv2d record (tests/tuner/compile/make_tvm_conv_record.py made it).
+SHIPPED = ROOT / "tests" / "data" / "tvm_resnet_conv_workdir"
+#: The ResNet-18 of that record: 64x64 images, width 64, 10 classes, seed 0 (msdb.model.zoo).
+RESNET = {"image": 64, "width": 64, "num_classes": 10, "seed": 0}
 
 
 def timed_database(inner: Any) -> Any:
@@ -102,7 +100,6 @@ def build_database(path: Path, records: int, json_dir: Path | None, json_records
 
     import msdb
     from msdb.database import JSONDatabase, SQLiteDatabase
-    from tests.compile.make_tvm_conv_record import SHIPPED
 
     B.SHAPES.extend(B.shapes(1000))
     traces = B.real_traces()
@@ -127,11 +124,11 @@ def bench_compile(path: Path, json_dir: Path | None, rows: list[str], notes: lis
     from tvm.relax.frontend.onnx import from_onnx
     from tvm.s_tir import meta_schedule as ms
 
+    from msdb.model.zoo import resnet
     from msdb.tvm import as_tvm_database
-    from tests.compile.make_tvm_conv_record import resnet18
 
     target = tvm.target.Target(LLVM)
-    proto = resnet18()
+    proto = resnet(18, **RESNET)
     started = time.perf_counter()
     opened = as_tvm_database(path, read_only=True)
     open_s = time.perf_counter() - started
@@ -160,13 +157,23 @@ def bench_compile(path: Path, json_dir: Path | None, rows: list[str], notes: lis
                     f"compile wall {wall:.1f} s"))
 
 
+def gmm_module() -> Any:
+    """The module tuned: a batch-1 32x32x32 matmul (msdb's zoo GMM), as TVM reads it from
+    msdb's encoding of it (a TVM `IRModule`)."""
+    from tvm.s_tir.meta_schedule.database import Workload as TVMWorkload
+
+    from msdb.interop.tvm.encode import encode_workload
+    from msdb.ir import zoo
+
+    return TVMWorkload.from_json(["0", encode_workload(zoo.build("GMM", 1, 32, 32, 32))]).mod
+
+
 def bench_tune(work: Path, trials: int, rows: list[str]) -> None:
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
     import msdb
     from msdb.tvm import as_tvm_database
-    from tests.tvm.tune_into_msdb import workload
 
     target = tvm.target.Target(LLVM)
     per_iter = min(trials, 16)
@@ -181,7 +188,7 @@ def bench_tune(work: Path, trials: int, rows: list[str]) -> None:
         database = timed_database(inner)
         started = time.perf_counter()
         ms.tir_integration.tune_tir(
-            workload("gmm"), target, str(scratch / "work"), trials, num_trials_per_iter=per_iter,
+            gmm_module(), target, str(scratch / "work"), trials, num_trials_per_iter=per_iter,
             database=database, cost_model="random", num_tuning_cores=1, seed=1,
             builder=ms.builder.LocalBuilder(max_workers=1, timeout_sec=300),
             runner=ms.runner.LocalRunner(timeout_sec=120),

@@ -1,9 +1,9 @@
-"""One GPU check of msdb's CUDA backend (issue 15; docs/architecture.md, "CUDA"), for a machine
+"""One GPU check of msdb's CUDA backend (docs/architecture.md, "CUDA"), for a machine
 with a GPU where msdb need not be installed:
 
     PYTHONPATH=. python3 bench/gpu_check.py --out "$OUT"
 
-Builds the hand schedules of tests/cuda/schedules.py (1024^2 and 4096^2 fp32 matmul, a
+Builds the hand schedules of msdb.tuner.codegen.cuda.examples (1024^2 and 4096^2 fp32 matmul, a
 256x1024 softmax, the ResNet 56x56x64 3x3 conv2d, a 256^3 int8 dense with __dp4a) and TVM 0.27's
 own post-processed candidates of tests/data/cuda_candidates (matmul, conv2d, softmax) with NVRTC
 and ptxas for the GPU's arch, runs each on seeded random inputs and checks the outputs against
@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parent.parent
+#: TVM 0.27's post-processed CUDA candidates, one JSON file per workload (its README says how made).
+CANDIDATES = ROOT / "tests" / "data" / "cuda_candidates"
 
 
 def _import_msdb_tuner() -> None:
@@ -193,33 +195,33 @@ def main() -> int:
     from msdb.tuner.measure.builder import build_cuda_artifact
     from msdb.tuner.measure.cuda_runner import CudaDevice, CudaRunner, CudaRuntimeError, check_against_numpy
     from msdb.tuner.measure.runner import RunnerInput
-    from tests.cuda import schedules
+    from msdb.tuner.codegen.cuda import examples
 
     arch = _arch()
     report["arch"] = arch
     target = {"kind": "cuda", "arch": arch}
     refs = _references()
     cases: list[tuple[str, Callable[[], Any], str, float]] = [
-        ("matmul_1024", lambda: schedules.matmul(1024), "matmul", 2.0 * 1024 ** 3),
-        ("matmul_4096", lambda: schedules.matmul(4096), "matmul", 2.0 * 4096 ** 3),
-        ("softmax_256x1024", lambda: schedules.softmax(256, 1024), "softmax", 5.0 * 256 * 1024),
-        ("conv2d_resnet_56x56x64_3x3", schedules.conv2d, "conv2d", 2.0 * 56 * 56 * 64 * 64 * 9),
-        ("dense_int8_256", schedules.dense_int8, "dense_int8", 2.0 * 256 ** 3),
+        ("matmul_1024", lambda: examples.matmul(1024), "matmul", 2.0 * 1024 ** 3),
+        ("matmul_4096", lambda: examples.matmul(4096), "matmul", 2.0 * 4096 ** 3),
+        ("softmax_256x1024", lambda: examples.softmax(256, 1024), "softmax", 5.0 * 256 * 1024),
+        ("conv2d_resnet_56x56x64_3x3", examples.conv2d, "conv2d", 2.0 * 56 * 56 * 64 * 64 * 9),
+        ("dense_int8_256", examples.dense_int8, "dense_int8", 2.0 * 256 ** 3),
     ]
-    # TVM 0.27's own post-processed candidates (tests/data/cuda_candidates, as TVM printed them)
+    # TVM 0.27's own post-processed candidates, as TVM printed them (read from the JSON files; the
+    # test suite's helpers are not bench's to import)
     from msdb.ir.script import from_script
-    from tests.cuda import _candidates
 
     tvm_ref = {"matmul": ("matmul", 2.0 * 1024 ** 3), "conv2d": ("conv2d_nchw", 2.0 * 56 * 56 * 64 * 64 * 9),
                "softmax": ("softmax", 5.0 * 256 * 1024)}
-    for shipped in _candidates.shipped():
-        if shipped.role != "candidate" or shipped.workload not in tvm_ref:
-            continue
-        if shipped.id == "matmul-candidate3":  # 128 vthreads over a 4096-float register tile: minutes to build
-            report["kernels"]["tvm_" + shipped.id] = {"not_built": "its build takes minutes (128 vthreads)"}
-            continue
-        ref_name, flops = tvm_ref[shipped.workload]
-        cases.append(("tvm_" + shipped.id, (lambda text=shipped.tvm_script: from_script(text)), ref_name, flops))
+    for workload, (ref_name, flops) in tvm_ref.items():
+        shipped = json.loads((CANDIDATES / f"{workload}.json").read_text())
+        for index, candidate in enumerate(shipped["candidates"]):
+            name = f"tvm_{workload}-candidate{index}"
+            if name == "tvm_matmul-candidate3":  # 128 vthreads over a 4096-float register tile: minutes to build
+                report["kernels"][name] = {"not_built": "its build takes minutes (128 vthreads)"}
+                continue
+            cases.append((name, (lambda text=candidate["tvm_script"]: from_script(text)), ref_name, flops))
     # build first: NVRTC and ptxas need no GPU
     paths: dict[str, str] = {}
     all_ok = True

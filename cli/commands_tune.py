@@ -222,7 +222,7 @@ def _cuda_runner(target: Target) -> Any:
     """A `CudaRunner` that has found its GPU, for a cuda --target measured on this machine; else
     one `Error:` line saying why nothing could be measured (no driver binding, no driver, no
     device) or built (no NVRTC or ptxas), before DB is opened: a run that can only store
-    failed records stores nothing (issue 27)."""
+    failed records stores nothing."""
     from msdb.tuner.codegen.cuda.nvrtc import CudaToolError, find_nvrtc, find_ptxas
     from msdb.tuner.measure.cuda_runner import CudaRunner, CudaRuntimeError
 
@@ -281,8 +281,7 @@ def draw_tuning_curves(curves: list[Any], title: str) -> Any:
 
     The legend goes below the axes, outside them, in a figure grown to hold it, each label
     wrapped at `LEGEND_WIDTH` characters (a path is broken at its slashes): inside the axes, a
-    legend of long import paths was clipped at the figure's edge and covered the axis label
-    (issue 27)."""
+    legend of long import paths was clipped at the figure's edge and covered the axis label."""
     import matplotlib.pyplot as plt
 
     labels = ["\n".join(curve.label_lines(LEGEND_WIDTH)) for curve in curves]

@@ -14,7 +14,7 @@ import click
 from msdb.errors import MsdbError
 
 if TYPE_CHECKING:
-    from msdb.database.sqlite import SQLiteDatabase
+    from msdb.database.sql import SQLiteDatabase
     from msdb.records import Target
 
 __all__ = ["PROGRESS_THRESHOLD", "OptionError", "open_db", "parse_target", "target_option", "err", "ProgressBars",

@@ -6,7 +6,7 @@ library exceptions into `click.ClickException`s; `msdb --debug ...` shows the tr
 Usage errors too (a bad option value such as `--trials 0`, a missing argument, a file where a
 folder is expected, an unknown command): click would print a usage block and exit 2; msdb prints
 click's message, which names the option, and where the command's help is, on one line, with
-exit status 1 like every other error (issue 27; the README promises one line and status 1).
+exit status 1 like every other error (the README promises one line and status 1).
 Commands live in `commands_*.py` and import the library only when they run.
 """
 

@@ -15,7 +15,7 @@ from msdb.lazy import lazy_getattr
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from msdb.version import __version__
 
 #: Public name -> the module that defines it, imported on first use.
 _LAZY: dict[str, str] = {
@@ -23,8 +23,8 @@ _LAZY: dict[str, str] = {
     "Database": "msdb.database.base",
     "MemoryDatabase": "msdb.database.memory",
     "JSONDatabase": "msdb.database.json_database",
-    "SQLiteDatabase": "msdb.database.sqlite",
-    "SQLDatabase": "msdb.database.sqlite",
+    "SQLiteDatabase": "msdb.database.sql",
+    "SQLDatabase": "msdb.database.sql",
     "UnionDatabase": "msdb.database.union",
     "OrderedUnionDatabase": "msdb.database.union",
     "ScheduleFnDatabase": "msdb.database.schedule_fn",
@@ -32,6 +32,7 @@ _LAZY: dict[str, str] = {
     "import_logs": "msdb.database.tvm_import",
     "export_workdir": "msdb.database.tvm_export",
     "merge_databases": "msdb.database.merge",
+    "RemoteDatabase": "msdb.hub.remote",  # a hub as a read-only view (docs/architecture.md, "Hub")
     # records (msdb.records)
     "TuningRecord": "msdb.records.record",
     "ArgInfo": "msdb.records.record",
@@ -57,12 +58,13 @@ if TYPE_CHECKING:
     from msdb.database.memory import MemoryDatabase
     from msdb.database.merge import merge_databases
     from msdb.database.schedule_fn import ScheduleFnDatabase
-    from msdb.database.sqlite import SQLDatabase, SQLiteDatabase
+    from msdb.database.sql import SQLDatabase, SQLiteDatabase
     from msdb.database.tvm_export import export_workdir
     from msdb.database.tvm_import import import_logs
     from msdb.database.union import OrderedUnionDatabase, UnionDatabase
     from msdb.errors import MsdbError
     from msdb.hashing.api import structural_equal, structural_hash
+    from msdb.hub.remote import RemoteDatabase
     from msdb.ir.function import IRModule, PrimFunc
     from msdb.records.record import ArgInfo, TuningRecord
     from msdb.records.target import Target

@@ -1,26 +1,10 @@
-"""Child processes that end with the process that started them, however it ends.
-
-A worker that outlives its parent holds memory, the database and its -wal/-shm open for nothing
-(docs/architecture.md, "Processes, temporary files and interrupts"): a signal handler in the
-parent cannot help against SIGKILL, so each child watches its parent itself, two ways:
-
-- on Linux, `prctl(PR_SET_PDEATHSIG, SIGKILL)`: the kernel kills the child when the *thread*
-  that started it ends. So children are started from the main thread or through
-  `start_process`, whose thread lives as long as the process: a child started from a
-  short-lived pool thread would otherwise die with that thread;
-- everywhere, a daemon thread blocked reading the lifeline: a pipe whose write end only the
-  parent holds (`lifeline_fds`); its end of file means the parent is gone, however it died.
-  A child given no pipe polls `os.getppid()` instead.
-
-Ctrl-C reaches a terminal's whole foreground process group, workers included; only the parent
-knows what it means (what was committed), so a worker must print nothing. Children are started
-with SIGINT blocked (`sigint_blocked`: the mask is inherited through fork and exec, so no
-SIGINT can reach a child before it is ready for it), and the child then ignores it
-(`ignore_sigint`).
+"""Child processes that end with the process that started them, however it ends (SIGKILL
+included), and that leave Ctrl-C to their parent.
 
 Parent side: `lifeline_fds()`, `start_process()`, `sigint_blocked()` around a fork. Child side:
 `watch_parent()` and `ignore_sigint()` first thing (a forked child also closes its copy of the
-write end: `close_write_end`).
+write end: `close_write_end`). How (the death signal and the lifeline pipe) and why: see
+docs/architecture.md, "Processes, temporary files and interrupts".
 """
 
 from __future__ import annotations

@@ -16,19 +16,22 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import secrets
 import shutil
 import tempfile
 import time
 from pathlib import Path
 from typing import Callable, Literal
 
-__all__ = ["StagingDir", "sweep", "lock_path", "unlock", "NEW_DATABASE_KINDS", "sweep_new_database",
+__all__ = ["StagingDir", "sweep", "lock_path", "unlock", "aside_name", "NEW_DATABASE_KINDS", "sweep_new_database",
            "stage_new_database"]
 
 logger = logging.getLogger(__name__)
 
 #: Without file locks, a staging folder untouched this long (seconds) is taken as abandoned.
 STALE_AFTER_S = 24 * 3600.0
+#: The characters of `mkdtemp`'s names, which `aside_name` uses too.
+_NAME_CHARACTERS = "abcdefghijklmnopqrstuvwxyz0123456789_"
 #: How often `StagingDir.create` makes a new folder when sweepers keep taking its fresh ones.
 _CREATE_TRIES = 100
 #: The commands that build a new database file in a staging folder beside it (`.DB.<kind>-*`)
@@ -106,16 +109,31 @@ def _lock_fresh(path: Path) -> int | None | Literal[False]:
         return False  # a sweeper holds it, or already removed it
     if fd is None:
         return None
-    try:
-        mine = os.fstat(fd)
-        there = os.stat(path)
-    except OSError:
-        unlock(fd)
-        return False
-    if (mine.st_dev, mine.st_ino) != (there.st_dev, there.st_ino):
+    if not _same_file(fd, path):
         unlock(fd)
         return False  # removed by a sweeper after we opened it; the name is someone else's now
     return fd
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether the open `fd` is still the file at `path` (not removed or renamed meanwhile)."""
+    try:
+        mine, there = os.fstat(fd), os.stat(path)
+    except OSError:
+        return False
+    return (mine.st_dev, mine.st_ino) == (there.st_dev, there.st_ino)
+
+
+def aside_name(parent: Path, prefix: str) -> Path:
+    """A free name `<parent>/<prefix>XXXXXXXX` (eight characters of [a-z0-9_], as `mkdtemp`'s)
+    to rename a locked folder to (an earlier output moved aside). Nothing is made: a folder
+    made to reserve the name would sit there empty and unlocked until the rename, and a
+    concurrent sweep could take it."""
+    for _ in range(_CREATE_TRIES):
+        path = parent / f"{prefix}{''.join(secrets.choice(_NAME_CHARACTERS) for _ in range(8))}"
+        if not os.path.lexists(path):
+            return path
+    raise OSError(f"no free name {prefix}* in {parent}")
 
 
 def sweep(parent: Path, prefixes: tuple[str, ...], *, keep: Callable[[Path], bool] | None = None,
@@ -144,6 +162,8 @@ def sweep(parent: Path, prefixes: tuple[str, ...], *, keep: Callable[[Path], boo
         except OSError:
             continue  # gone meanwhile, or unreadable: not ours to judge
         try:
+            if fd is not None and not _same_file(fd, path):
+                continue  # renamed or replaced since it was listed: judge it at the next sweep
             age = now - path.stat().st_mtime
             if age < (STALE_AFTER_S if fd is None else min_age_s):
                 continue

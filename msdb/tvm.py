@@ -1,47 +1,12 @@
-"""msdb as TVM's database: `as_tvm_database(db)` (docs/architecture.md, "TVM uses msdb"; issue 25).
+"""msdb as TVM's database: `as_tvm_database(db)` turns any msdb view, location (file, SQLAlchemy
+URL, hub URL) or list of layers into TVM 0.27's `Database`, for `tune_tir`, `tune_relax`,
+`compile_relax` and the rest. See docs/architecture.md, "TVM uses msdb".
 
     from msdb.tvm import as_tvm_database
 
     database = as_tvm_database("tuning.sqlite", create=True)
     ms.tir_integration.tune_tir(mod, target, work_dir, 64, database=database)
     ms.relax_integration.compile_relax(as_tvm_database(["local.sqlite", "https://hub/..."]), ...)
-
-The result is a TVM 0.27 `Database` (a `PyDatabase` made concrete with `derived_object`), so it
-goes wherever TVM takes one: `tune_tir`, `tune_tasks`, `tune_relax(database=...)`,
-`compile_tir`, `compile_relax`, and `MetaScheduleApplyDatabase` under `with target, db:`.
-
-What it reads and writes (docs/tvm-formats.md section 2 for TVM's side):
-- `db` is any msdb `Database` view (SQL, union, ordered union, transfer, hub, ...), a location
-  (a file path, an SQLAlchemy URL such as PostgreSQL's, a hub's `http(s)://` URL) or a list of
-  them: layers, read first to last, the first with a record wins (`OrderedUnionDatabase`); the
-  first layer is opened for writing and takes what TVM commits, the others read-only.
-- Workloads: TVM's module becomes msdb IR through TVM's own workload line (`Workload.as_json`:
-  TVM's structural hash and payload, the line TVM's `JSONDatabase` writes), decoded by
-  `msdb.interop.tvm.payload`; the stored workload keeps TVM's hash and payload byte for byte
-  (`tvm_shash`, `tvm_payload`), and TVM gets back exactly that payload (a workload msdb made
-  itself is encoded by `msdb.interop.tvm.encode`). Conversions are cached per TVM module (keyed
-  by TVM's structural hash, confirmed by TVM's structural equality), so a module TVM asks about
-  many times is decoded once.
-- Records: the line TVM's own `JSONDatabase` writes for a record (`msdb.tvm_lines`), read by
-  msdb's import grammar, so the stored trace text is what TVM's writer writes, byte for byte.
-  Back, `TuningRecord.from_json` on the stored workload.
-- Commits: into an SQL layer they land under one `source` row of kind `tvm` (user, host, TVM's
-  version), deduplicated as `msdb import` deduplicates, inside the commit's transaction
-  (`msdb.database.tvm_commits`); into any other view through its `commit_tuning_record`. Every
-  commit is its own transaction, so several TVM tuners may share one SQLite file or PostgreSQL
-  database.
-- Queries are target-aware: `query_tuning_record` (and TVM's `query_schedule` /
-  `query_ir_module`, which TVM answers from it) asks msdb with TVM's target, so a record for
-  another target is never handed to TVM (apache/tvm#15549). `get_top_k` and
-  `get_all_tuning_records`, which TVM calls without a target, answer for `target=` when given,
-  else for TVM's current target (`with target:`), else, as TVM, for any target.
-- `module_equality` is TVM's parameter ("structural", "ignore-tensor"/"ignore-ndarray",
-  "anchor-block"): the msdb view answers under it, and TVM's side of the database (which
-  replays traces) is made with it. Default: the view's own.
-- Nothing is loaded in full: each TVM call is one indexed msdb query (`get_all_tuning_records`
-  excepted, which is "all" by definition). A trace that TVM cannot replay on its workload is
-  skipped with a warning instead of failing the call (TVM's own `JSONDatabase` aborts its whole
-  load, apache/tvm#16288).
 
 TVM is imported on the first call, never at `import msdb`; without it the call raises
 `TVMNotInstalled` naming the extra to install.
@@ -512,7 +477,7 @@ class _Adapter:
 def _commits_for(view: Database, tvm_version: str | None) -> TVMCommits | None:
     """The SQL door for TVM's records when commits land in an SQL database: the view itself, or
     the first layer of a union (where a union commits)."""
-    from msdb.database.sqlite import SQLiteDatabase
+    from msdb.database.sql import SQLiteDatabase
     from msdb.database.tvm_commits import TVMCommits
     from msdb.database.union import OrderedUnionDatabase, UnionDatabase
 

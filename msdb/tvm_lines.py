@@ -8,6 +8,8 @@ a scratch `JSONDatabase` in a staging folder of the temporary directory (`msdb.s
 on close, and by the next session when a killed one left it): a commit goes through it, its one
 new line is read back (the file is emptied now and then), and msdb's import grammar (`LineParser`) reads the
 line as it reads a log's, so the stored trace is the text TVM's writer wrote, byte for byte.
+The scratch database keeps the session's records in memory, as TVM's own `JSONDatabase` does
+when it is the tuning database (a few kilobytes a trial).
 """
 
 from __future__ import annotations

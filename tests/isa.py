@@ -2,7 +2,7 @@
 
 Records travel between machines and CI runs on whichever CPU its submitter has (Zen 3 with
 AVX2 only, Zen 4 with AVX-512), so a kernel test must not assume the host's vector width: each
-one builds for an explicit `-mcpu` per level (issue 31). The AVX2 level (`x86-64-v3`: AVX2, FMA)
+one builds for an explicit `-mcpu` per level. The AVX2 level (`x86-64-v3`: AVX2, FMA)
 runs on every host this project supports; the AVX-512 level (`x86-64-v4`: AVX-512 F, BW, CD,
 DQ, VL) only where the host can execute it. Tests that check vector widths or instructions take
 them from the level's target (`vector_lanes`), never from a constant."""

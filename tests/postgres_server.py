@@ -1,4 +1,4 @@
-"""A throwaway PostgreSQL server for the tests (issue 14): Debian's `postgresql` package, a fresh
+"""A throwaway PostgreSQL server for the tests: Debian's `postgresql` package, a fresh
 cluster in a temporary folder, run by an unprivileged user (PostgreSQL refuses root) on a
 loopback port and a private socket folder; stopped and removed at the end. No mocks.
 

@@ -1,6 +1,6 @@
 """The layering of docs/architecture.md ("Which way imports point"), checked on the source:
-no two folders of msdb import each other (directly or through a third), and only msdb.database
-touches the table models.
+no two folders of msdb import each other (directly or through a third), only msdb.database
+touches the table models, and the tuner's search does not import its compile.
 
 Every import counts, the ones inside functions too: a lazy import is still a dependency."""
 
@@ -106,7 +106,45 @@ def test_only_the_database_package_imports_the_table_models() -> None:
     assert offenders == []
 
 
+def test_the_search_does_not_import_compile() -> None:
+    """Inside the tuner, compile uses the search's results and not the other way: what both need
+    (the default schedule, the anchor trace) lives in the design space, `msdb.tuner.space`."""
+    offenders = [f"{path.relative_to(ROOT)} imports {imported}"
+                 for name, path in _modules().items() if name.startswith("msdb.tuner.search")
+                 for imported in _imports(name, path)
+                 if imported == "msdb.tuner.compile" or imported.startswith("msdb.tuner.compile.")]
+    assert offenders == []
+
+
 def test_tests_see_every_folder() -> None:
     folders = set(folder_graph())
     assert {"msdb.database", "msdb.interop", "msdb.records", "msdb.schedule", "msdb.ir", "msdb.tuner",
             "msdb.cli"} <= folders
+
+
+def test_the_database_layer_imports_nothing_from_the_msdb_package_itself() -> None:
+    """msdb/__init__ sits above every folder (it re-exports them): msdb.database reaches
+    `__version__` downward, through msdb.version, never through `import msdb`."""
+    offenders = [f"{path.relative_to(ROOT)} imports msdb/__init__"
+                 for name, path in _modules().items() if _folder(name) == "msdb.database"
+                 if "msdb" in _imports(name, path)]
+    assert offenders == []
+
+
+def test_the_import_finder_sees_an_import_of_the_package_itself(tmp_path: pathlib.Path) -> None:
+    for number, source in enumerate(("import msdb\n", "def f():\n    from msdb import __version__\n")):
+        path = tmp_path / f"probe{number}.py"
+        path.write_text(source)
+        assert "msdb" in _imports("msdb.database.probe", path)
+    assert "msdb" not in _imports("msdb.database.location", ROOT / "msdb" / "database" / "location.py")
+
+
+def test_opening_a_database_and_the_database_class_do_not_import_each_other() -> None:
+    """msdb.database.location opens the SQL database class's module; that module (and any other
+    location imports) must not import location back, not even inside a function (what
+    both need, `redact`, lives below them in msdb.database.urls)."""
+    modules = _modules()
+    location = "msdb.database.location"
+    imported = {name for name in _imports(location, modules[location]) if name in modules and name != location}
+    assert imported  # the finder sees what location imports
+    assert [name for name in sorted(imported) if location in _imports(name, modules[name])] == []

@@ -73,9 +73,10 @@ def test_console_script_version_and_help() -> None:
 
 def test_public_api_names_resolve_to_their_defining_modules() -> None:
     from msdb import JSONDatabase, Schedule, SQLiteDatabase, Target, Trace, TuningRecord, Workload
-    from msdb.database.sqlite import SQLiteDatabase as defined
+    from msdb.database.sql import SQLDatabase as defined
+    from msdb.database.sqlite import SQLiteDatabase as kept  # the class's first module, which users import
 
-    assert SQLiteDatabase is defined
+    assert SQLiteDatabase is defined and msdb.SQLDatabase is defined and kept is defined
     for value in (JSONDatabase, Schedule, Target, Trace, TuningRecord, Workload):
         assert value.__module__.startswith("msdb.")
     assert set(msdb.__all__) <= set(dir(msdb))
@@ -91,6 +92,14 @@ def test_public_api_unknown_name_is_an_attribute_error() -> None:
 
 
 def test_public_api_loads_lazily() -> None:
-    code = ("import sys, msdb; assert 'msdb.database.sqlite' not in sys.modules; "
-            "from msdb import SQLiteDatabase; assert 'msdb.database.sqlite' in sys.modules")
+    code = ("import sys, msdb; assert 'msdb.database.sql' not in sys.modules; "
+            "from msdb import SQLiteDatabase; assert 'msdb.database.sql' in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_remote_database_is_a_public_view_loaded_lazily() -> None:
+    code = ("import sys, msdb; assert 'msdb.hub.remote' not in sys.modules; "
+            "from msdb import RemoteDatabase; assert 'msdb.hub.remote' in sys.modules; "
+            "from msdb.hub.remote import RemoteDatabase as defined; assert RemoteDatabase is defined; "
+            "assert 'datasette' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,4 +1,4 @@
-"""`msdb.tvm` without TVM (issue 25): msdb never imports TVM when it is imported, and
+"""`msdb.tvm` without TVM: msdb never imports TVM when it is imported, and
 `as_tvm_database` says in one line what to install, before it opens or creates anything.
 Runs in msdb's own environment, which has no TVM; TVM is hidden where it is installed."""
 

@@ -1,4 +1,4 @@
-"""docs/user-guide.md stays true: its code blocks run in order, in a scratch folder (issue 16).
+"""docs/user-guide.md stays true: its code blocks run in order, in a scratch folder.
 
 The rules of the guide's blocks (its introduction tells readers the same):
 - a ```python block runs as a script in a new interpreter (this one), in a scratch folder that
@@ -182,7 +182,9 @@ def test_block_rules() -> None:
 def test_documents_name_only_files_that_exist() -> None:
     """README.md and docs/ point only at files the repository has (the README once named a
     DESIGN.md that was never committed), and the README points at the guide."""
-    for doc in (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))):
+    docs = sorted((ROOT / "docs").glob("*.md"))
+    assert docs, "no documents in docs/"
+    for doc in (ROOT / "README.md", *docs):
         text = doc.read_text()
         where = doc.relative_to(ROOT)
         for target in re.findall(r"\]\(([^)#\s]+)[^)]*\)", text):  # [text](target)

@@ -1,21 +1,9 @@
-"""`tune_model`: tune every task of a model, TVM's `tune_relax` for msdb's models
-(docs/architecture.md, "Tuner" and "Models").
+"""`tune_model`: tune every task of a model, TVM's `tune_relax` for msdb's models.
 
-The steps are TVM's: extract the tasks (unique by hash under `module_equality`, weighted by call
-count, `msdb.model.extract_tasks`), skip functions already scheduled (`tirx.is_scheduled`),
-keep those whose name contains one of `op_names`, then hand them to `tune_tasks` with the task
-weights, so the gradient scheduler spends the trial budget where the model spends its time.
-What msdb adds: the model and its tasks are recorded in the database first (`model` and `task`
-tables, one transaction), so the database knows which models use which workloads even before a
-record exists; a workload new to the database is named after its task.
-
-And on CPU targets a model's candidates are timed with cold caches (`MODEL_TIMING`: the caches
-flushed before each of ten single calls, as TVM's own model-tuning scripts configure their
-runner), not with the warm repeats of a single workload. In a model each kernel finds its
-weights out of cache, evicted by the layers before it, and a schedule tuned on warm caches can
-lose there: on ResNet-18's 512-channel 7x7 conv, the best of 4,000 warm-measured trials took
-2.26 ms alone and 5.18 ms cold, slower than the next seven records (2.9-3.1 ms cold), and
-5.95 ms per call in the model (docs/benchmarks.md, "Models").
+TVM's steps (extract the weighted tasks, skip scheduled functions, filter by `op_names`, hand them
+to `tune_tasks`), plus the model and its tasks recorded in the database first, and on CPU
+targets candidates timed with cold caches (`MODEL_TIMING`). Why cold, with the measurement that
+showed it: see docs/architecture.md, "What msdb adds to TVM's tuning loop".
 """
 
 from __future__ import annotations

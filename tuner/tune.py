@@ -1,27 +1,9 @@
-"""Tuning entry points (docs/architecture.md, "Tuner"): `tune_tir` for one workload and
-`tune_tasks` for a model's tasks, TVM's functions of the same names with msdb's database as the
-place every measurement lands.
+"""Tuning entry points: `tune_tir` for one workload and `tune_tasks` for a model's tasks, TVM's
+functions of the same names with msdb's database as the place every measurement lands.
 
-What msdb adds to TVM's loop:
-- every measured candidate is committed to the database as soon as it is measured (a failed
-  build or run as `[1e10]`), under one `source` row of kind `tune` per run (host, user, msdb
-  version, time), so a killed process loses only the round in flight;
-- the search skips modules the database already measured for the workload and target, and the
-  evolutionary search starts from the database's best, so re-running continues a run; it claims
-  each candidate in the database before measuring it, so several tuners on one database (a team
-  server) never measure a candidate twice (`msdb.database.claims`, `TaskResult.claimed_elsewhere`);
-- Ctrl-C (KeyboardInterrupt) settles the claims of the round in flight before it propagates: the
-  candidates already committed keep theirs, the others are given back at once rather than held
-  for the claim's lease (an hour), so a re-run or another tuner measures them; it propagates as
-  `TuneInterrupted`, which says what this run committed (docs/architecture.md, "Processes,
-  temporary files and interrupts");
-- a workload a run commits first is named after its task (the zoo name, the script's file name,
-  the model's function), so `msdb ls` shows that name;
-- the best kernel of each task is built again and checked against msdb's reference interpreter
-  before it is reported as best (a mis-computing kernel is reported and passed over);
-- the cost model first learns from what the database already measured on the same kind of
-  target, other workloads and other runs included (`pretrain`), so a shared database makes the
-  model useful from the first round instead of after a hundred measurements.
+What msdb adds to TVM's loop (commits as it measures, skips and claims what the database knows,
+settles claims on Ctrl-C, checks the best kernel, pretrains the cost model): see
+docs/architecture.md, "What msdb adds to TVM's tuning loop".
 """
 
 from __future__ import annotations
@@ -97,8 +79,8 @@ class TuneResult:
         return tuning_statistics(self.tasks)
 
 
-#: The statistics table's last line: which columns are whose (issue 27: the database's best, a
-#: teammate's record from another machine, read as this run's result).
+#: The statistics table's last line: which columns are whose (without it, the database's best, a
+#: teammate's record from another machine, was read as this run's result).
 STATISTICS_NOTE = ("This run: its own best measurement. DB best: the best record in the database for the target "
                    "(any run or import; what msdb compile uses), checked against the reference interpreter.")
 
@@ -351,7 +333,7 @@ class _RecordSink:
         self.in_flight = []
 
     def commit(self, task: TuneContext, candidate: MeasureCandidate, result: RunnerResult) -> None:
-        from msdb.records.ranking import FAILED_RUN_SECS
+        from msdb.records.ranking import FAILED_RUN_SECS, ran
         from msdb.records.record import TuningRecord
 
         run_secs = list(result.run_secs) if result.error_msg is None and result.run_secs else [FAILED_RUN_SECS]
@@ -365,7 +347,7 @@ class _RecordSink:
             self.database.commit_tuning_record(record, source_id=self.source_id)  # type: ignore[call-arg]
         name = task.task_name or "main"
         self.per_task[name] = self.per_task.get(name, 0) + 1
-        self.failed += run_secs == [FAILED_RUN_SECS]
+        self.failed += not ran(run_secs)
         self.in_flight.append((task, candidate, result))
 
     def committed_so_far(self) -> CommittedSoFar:

@@ -42,8 +42,8 @@ from msdb.database.union import OrderedUnionDatabase, UnionDatabase
 
 #: Names loaded on first use (they import SQLAlchemy): name -> module.
 _LAZY = {
-    "SQLiteDatabase": "msdb.database.sqlite",
-    "SQLDatabase": "msdb.database.sqlite",
+    "SQLiteDatabase": "msdb.database.sql",
+    "SQLDatabase": "msdb.database.sql",
     "open_database": "msdb.database.location",
     "import_tvm": "msdb.database.tvm_import",
     "import_logs": "msdb.database.tvm_import",

@@ -76,11 +76,22 @@ class Database(abc.ABC):
     def commit_tuning_record(self, record: TuningRecord) -> None:
         """Append a record; its workload must have been committed to this database."""
 
-    @abc.abstractmethod
     def get_top_k(self, workload: IRModule | PrimFunc | Workload, top_k: int,
                   target: Target | str | dict[str, Any] | None = None) -> list[TuningRecord]:
         """At most `top_k` valid records of an equal workload whose target matches `target` (any
-        when None), by ascending mean run time, ties in commit order. `top_k < 0` is an error."""
+        when None), by ascending mean run time, ties in commit order. `top_k < 0` is an error.
+
+        The arguments are checked and coerced here, once for every view; each view answers in
+        `_top_k`."""
+        check_k(top_k)
+        if top_k == 0:
+            return []
+        return self._top_k(Workload.coerce(workload), top_k, Target.coerce(target))
+
+    @abc.abstractmethod
+    def _top_k(self, workload: Workload, top_k: int, target: Target | None) -> list[TuningRecord]:
+        """`get_top_k` after its checks: `top_k >= 1`, the workload and target coerced. Each view
+        implements it."""
 
     def get_measured(self, workload: IRModule | PrimFunc | Workload,
                      target: Target | str | dict[str, Any] | None = None) -> list[TuningRecord]:
@@ -267,7 +278,7 @@ class Database(abc.ABC):
 
             return OrderedUnionDatabase(*args, **kwargs)
         if kind == "sqlite":
-            from msdb.database.sqlite import SQLiteDatabase
+            from msdb.database.sql import SQLiteDatabase
 
             return SQLiteDatabase(*args, **kwargs)
         kinds = ", ".join(repr(k) for k in DATABASE_KINDS)

@@ -32,7 +32,7 @@ from msdb.database.rows import is_opaque
 from msdb.records import Target
 
 if TYPE_CHECKING:
-    from msdb.database.sqlite import SQLiteDatabase
+    from msdb.database.sql import SQLiteDatabase
 
 __all__ = ["CatalogRow", "WorkloadNotFound", "AmbiguousHash", "NoRecordMatched", "WorkloadDetails", "BestRecord",
            "WorkloadListing", "list_workloads", "workload_listing", "no_match_message", "dangling_note",

@@ -86,7 +86,7 @@ def claim_rows(conn: Connection, workload_id: int, target_id: int, keys: Sequenc
     On SQLite (3.35 or newer, for RETURNING) and PostgreSQL the primary key decides: `INSERT ...
     ON CONFLICT DO NOTHING RETURNING`, then one `UPDATE ... RETURNING` for open claims that may
     change hands. Another dialect reads the chunk's claims and writes what it won, relying on the
-    write transaction being the only writer (`msdb.database.sqlite`, "PostgreSQL")."""
+    write transaction being the only writer (docs/architecture.md, "Databases")."""
     now = database_time(conn)
     expires = now + lease_s
     won: set[str] = set()

@@ -21,24 +21,15 @@ from sqlalchemy.engine import make_url
 
 from msdb.database.errors import DatabaseOpenError
 from msdb.database.migrate import SchemaState, schema_state
-from msdb.database.sqlite import SQLiteDatabase, writable
+from msdb.database.sql import SQLiteDatabase
+from msdb.database.urls import redact, writable
 from msdb.errors import MsdbError
 
 if TYPE_CHECKING:
     from msdb.staging import StagingDir
 
-__all__ = ["open_database", "database_file", "redact", "is_behind", "remove_database_file", "where", "is_in_memory",
+__all__ = ["open_database", "database_file", "is_behind", "remove_database_file", "where", "is_in_memory",
            "refuse_in_memory"]
-
-
-def redact(location: str) -> str:
-    """A URL with its password hidden (error messages end up in logs and bug reports)."""
-    if "://" not in location:
-        return location
-    try:
-        return make_url(location).render_as_string(hide_password=True)
-    except Exception:  # noqa: BLE001 - an unparsable URL is shown as given
-        return location
 
 
 def where(db: SQLiteDatabase) -> str:

@@ -26,7 +26,7 @@ from msdb.database.location import database_file, open_database, where
 from msdb.database.migrate import current_revision, schema_state
 
 if TYPE_CHECKING:
-    from msdb.database.sqlite import SQLiteDatabase
+    from msdb.database.sql import SQLiteDatabase
 
 __all__ = ["PruneSummary", "MigrateResult", "prune", "migrate"]
 

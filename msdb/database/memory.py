@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterable
 
-from msdb.database.base import RELATIVES_LIMIT, Database, Relative, check_k, check_limit, family_or_none, rank
+from msdb.database.base import RELATIVES_LIMIT, Database, Relative, check_limit, family_or_none, rank
 from msdb.database.errors import WorkloadNotCommitted
 from msdb.records import Target, TuningRecord, Workload
 
@@ -86,15 +86,11 @@ class MemoryDatabase(Database):
             self._append_record(index, record)
         return len(resolved)
 
-    def get_top_k(self, workload: IRModule | PrimFunc | Workload, top_k: int,
-                  target: Target | str | dict[str, Any] | None = None) -> list[TuningRecord]:
-        check_k(top_k)
-        if top_k == 0:
-            return []
-        index = self._find(Workload.coerce(workload))
+    def _top_k(self, workload: Workload, top_k: int, target: Target | None) -> list[TuningRecord]:
+        index = self._find(workload)
         if index is None:
             return []
-        return rank(((i, self._records[i]) for i in self._records_of[index]), top_k, Target.coerce(target))
+        return rank(((i, self._records[i]) for i in self._records_of[index]), top_k, target)
 
     def get_measured(self, workload: IRModule | PrimFunc | Workload,
                      target: Target | str | dict[str, Any] | None = None) -> list[TuningRecord]:

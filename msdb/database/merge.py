@@ -48,14 +48,14 @@ from msdb.database.rows import (
     default_host, default_user, ensure_task, family_columns, find_workload_id, flops_or_none, insert_row, insert_source,
     is_opaque, record_keys_of,
 )
-from msdb.database.sqlite import insert_record_rows
+from msdb.database.bulk import insert_record_rows
 from msdb.interop.progress import ProgressFn
 from msdb.interop.tvm.import_data import failed_runs
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
 
-    from msdb.database.sqlite import SQLiteDatabase
+    from msdb.database.sql import SQLiteDatabase
     from msdb.ir.function import IRModule
 
 __all__ = ["MergeSummary", "DedupCache", "merge_databases"]

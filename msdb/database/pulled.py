@@ -15,7 +15,7 @@ from sqlalchemy import delete, select, update
 from msdb.database import models as M
 
 if TYPE_CHECKING:
-    from msdb.database.sqlite import SQLiteDatabase
+    from msdb.database.sql import SQLiteDatabase
     from msdb.ir.function import IRModule
 
 __all__ = ["PULL_FRAGMENT", "WORKLOAD_FIELDS", "RECORD_FIELDS", "cursor_location", "find_pull_cursor",
@@ -68,7 +68,7 @@ def move_pull_cursor(local: SQLiteDatabase, source_id: int, url: str, after: int
 
 def staging_database() -> SQLiteDatabase:
     """An in-memory msdb database to stage a batch in."""
-    from msdb.database.sqlite import SQLiteDatabase
+    from msdb.database.sql import SQLiteDatabase
 
     return SQLiteDatabase("sqlite://")
 
@@ -83,7 +83,7 @@ def stage_rows(local: SQLiteDatabase, staging: SQLiteDatabase, source_id: int, w
     FLOPs and family key are computed here, whatever the hub says (without `mods`, the family is
     computed from each row's IR, `msdb.database.rows.stored_family_columns`)."""
     from msdb.database.rows import family_columns, flops_or_none, now, stored_family_columns
-    from msdb.database.sqlite import insert_record_rows
+    from msdb.database.bulk import insert_record_rows
 
     s = M.source.c
     with local.engine.connect() as conn:

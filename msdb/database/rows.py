@@ -281,14 +281,14 @@ def insert_source(conn: Connection, *, kind: str, location: str | None = None, s
     the records came from (an import's record file); `workload_sha256`: of an import's
     workload file; `msdb_version` and `created_at` default to this msdb and now (a merge
     copies them from the source database)."""
-    import msdb
+    from msdb.version import __version__
 
     if kind not in SOURCE_KINDS:
         raise DatabaseError(f"unknown source kind {kind!r}; expected one of {', '.join(SOURCE_KINDS)}")
     return insert_row(conn, M.source, {
         "kind": kind, "location": location, "sha256": sha256, "workload_sha256": workload_sha256, "username": username,
         "host": host, "tvm_version": tvm_version,
-        "msdb_version": msdb_version if msdb_version is not None else msdb.__version__,
+        "msdb_version": msdb_version if msdb_version is not None else __version__,
         "created_at": created_at if created_at is not None else now()})
 
 

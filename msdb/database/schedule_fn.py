@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
-from msdb.database.base import Database, check_k
+from msdb.database.base import Database
 from msdb.database.errors import UnsupportedOperation
 from msdb.records import Target, TuningRecord, Workload
 
@@ -60,9 +60,7 @@ class ScheduleFnDatabase(Database):
     def commit_tuning_record(self, record: TuningRecord) -> None:
         raise UnsupportedOperation("a ScheduleFnDatabase stores nothing; commit to a MemoryDatabase, JSONDatabase or SQLiteDatabase")
 
-    def get_top_k(self, workload: IRModule | PrimFunc | Workload, top_k: int,
-                  target: Target | str | dict[str, Any] | None = None) -> list[TuningRecord]:
-        check_k(top_k)
+    def _top_k(self, workload: Workload, top_k: int, target: Target | None) -> list[TuningRecord]:
         return []
 
     def get_all_tuning_records(self) -> list[TuningRecord]:

@@ -38,7 +38,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
-from msdb.database.base import RELATIVES_LIMIT, Database, Relative, check_k, family_or_none
+from msdb.database.base import RELATIVES_LIMIT, Database, Relative, family_or_none
 from msdb.database.errors import InvalidQuery, UnsupportedOperation
 from msdb.errors import MsdbError
 from msdb.records import ArgInfo, Target, TuningRecord, Workload
@@ -270,13 +270,9 @@ class TransferDatabase(Database):
         return TransferSkip(relative.workload, record, distance, reason)
 
     # ---- TVM's interface ----
-    def get_top_k(self, workload: IRModule | PrimFunc | Workload, top_k: int,
-                  target: Target | str | dict[str, Any] | None = None) -> list[TuningRecord]:
+    def _top_k(self, workload: Workload, top_k: int, target: Target | None) -> list[TuningRecord]:
         """At most `top_k` transferred records, nearest relative first. They have no run times
         (module docstring): unlike the other views' answers they are not valid by TVM's rule."""
-        check_k(top_k)
-        if top_k == 0:
-            return []
         return list(self.answer(workload, target).records[:top_k])
 
     def query_schedule(self, mod: IRModule | PrimFunc | Workload, target: Target | str | dict[str, Any] | None,

@@ -35,7 +35,7 @@ from msdb.interop.tvm.workdir import ExportError, check_output_dir, write_workdi
 from msdb.records import Target
 
 if TYPE_CHECKING:
-    from msdb.database.sqlite import SQLiteDatabase
+    from msdb.database.sql import SQLiteDatabase
 
 __all__ = ["ExportError", "ExportSummary", "export_workdir"]
 

@@ -55,7 +55,7 @@ from msdb.interop.tvm.workdir import resolve_import_paths
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
 
-    from msdb.database.sqlite import SQLiteDatabase
+    from msdb.database.sql import SQLiteDatabase
     from msdb.interop.tvm.grammar import ParsedWorkload
     from msdb.records import Target
 
@@ -160,7 +160,7 @@ class ImportWriter:
 
     def records(self, wd: ParsedWorkDir, rows: Sequence[RecordRow]) -> None:
         """Insert the rows that are neither in the database nor earlier in this import."""
-        from msdb.database.sqlite import insert_record_rows
+        from msdb.database.bulk import insert_record_rows
 
         row_ids = self.row_ids[id(wd)]
         keys, summary = self.keys, self.summary

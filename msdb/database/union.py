@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from msdb.database.base import RELATIVES_LIMIT, Database, Relative, check_k, check_limit
+from msdb.database.base import RELATIVES_LIMIT, Database, Relative, check_limit
 from msdb.database.errors import DatabaseError
 from msdb.records import Target, TuningRecord, Workload
 
@@ -110,13 +110,7 @@ class _Union(Database):
 class UnionDatabase(_Union):
     """Asks every child; the best mean run time wins, the earlier child on a tie."""
 
-    def get_top_k(self, workload: IRModule | PrimFunc | Workload, top_k: int,
-                  target: Target | str | dict[str, Any] | None = None) -> list[TuningRecord]:
-        check_k(top_k)
-        if top_k == 0:
-            return []
-        workload = Workload.coerce(workload)
-        target = Target.coerce(target)
+    def _top_k(self, workload: Workload, top_k: int, target: Target | None) -> list[TuningRecord]:
         merged: list[tuple[float, int, int, TuningRecord]] = []
         for child, db in enumerate(self.databases):
             for position, record in enumerate(db.get_top_k(workload, top_k, target)):
@@ -140,13 +134,7 @@ class UnionDatabase(_Union):
 class OrderedUnionDatabase(_Union):
     """Children in order; the first that has records for the workload and target answers."""
 
-    def get_top_k(self, workload: IRModule | PrimFunc | Workload, top_k: int,
-                  target: Target | str | dict[str, Any] | None = None) -> list[TuningRecord]:
-        check_k(top_k)
-        if top_k == 0:
-            return []
-        workload = Workload.coerce(workload)
-        target = Target.coerce(target)
+    def _top_k(self, workload: Workload, top_k: int, target: Target | None) -> list[TuningRecord]:
         for db in self.databases:
             top = db.get_top_k(workload, top_k, target)
             if top:

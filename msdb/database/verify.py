@@ -32,7 +32,7 @@ from msdb.records.ranking import is_valid, mean_run_secs
 from msdb.records.record import trace_json_hash
 
 if TYPE_CHECKING:
-    from msdb.database.sqlite import SQLiteDatabase
+    from msdb.database.sql import SQLiteDatabase
     from msdb.ir.function import IRModule
 
 __all__ = ["VerifyReport", "verify_database"]

@@ -1,35 +1,11 @@
 """A workload's family: a shape-free key, so that "the records of this workload's relatives" is one
-indexed query (docs/architecture.md, "Hashing", "Families"; issue 24).
+indexed query.
 
-Two workloads are relatives when they compute the same thing at other sizes: a conv2d at 56x56
-and at 28x28, batch 1 and batch 8, tuned as a standalone te workload with int32 indices or
-extracted from a Relax model with int64 indices. A schedule of one is a good start for the
-other once its tile sizes are re-fitted; the structural and anchor-block hashes cannot find it,
-since every size is part of them.
-
-The key is the anchor block's stream (`msdb.hashing.anchor`: the loops around the anchor, its
-bindings, iter vars, init, body and the declarations of the buffers it touches) written in the
-walk's family mode (`msdb.hashing.walk`, module docstring): every integer constant of an index
-dtype in an index position (loop extents, iter var domains, buffer shapes, strides and offsets,
-the constants of bindings, indices and padding guards) becomes a placeholder, and the index dtype
-(int32 / int64) one token. What stays: the data dtypes (of buffers, casts, float and data
-constants), the operators and their order, the number, kinds and annotations of the loops, iter
-var types, buffer ranks and scopes, and the shape of the index expressions. So the family differs
-across operators, layouts (NCHW vs NHWC vs packed: the indices read other axes) and data dtypes
-(float32 vs float16 vs int8).
-
-Fallback: a workload without an anchor block (no reduction: elementwise, padding, layout
-transforms) is keyed by its whole module walked in family mode (tensor bytes ignored), as the
-anchor-block hash falls back to the whole module. Its relatives are then the same function at
-other sizes.
-
-The abstracted values (`FamilyKey.extents`) come in walk order, so two relatives have vectors
-of the same length whose positions correspond (the i-th value of each is the same loop extent or
-shape dimension): a distance between relatives is a comparison of two vectors.
-
-Which anchor a module has can depend on its sizes when several reduction blocks compete (the
-one with the most FLOPs wins), so a workload with two reductions of swapped weight at another
-size may land in another family; such workloads are rare and only lose relatives.
+Relatives compute the same thing at other sizes (a conv2d at 56x56 and 28x28, batch 1 and 8,
+int32 or int64 indices). The key is the anchor block's stream (`msdb.hashing.anchor`) written in
+the walk's family mode, or the whole module's when there is no anchor; `FamilyKey.extents` are the
+abstracted values in walk order, aligned between relatives. What is abstracted and what is kept:
+see docs/architecture.md, "Families".
 """
 
 from __future__ import annotations

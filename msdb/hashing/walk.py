@@ -1,57 +1,11 @@
 """The canonical token stream of an IR tree: the one definition of what "structurally equal" means.
 
-Both `structural_hash` (blake2b over the stream) and `structural_equal` (stream comparison) read
-this walk, so the two can never disagree: equal streams give equal hashes, and because the
-stream is a prefix-free encoding of the tree (every node writes a fixed code, every sequence its
-length, every user string its length), equal streams mean equal trees up to renaming.
-
-What the stream leaves out, and why:
-
-- Names of variables, buffers, loops, blocks and (in a single-function module) the function:
-  variables and buffers are numbered in the order the walk defines them (parameters, then their
-  buffers in parameter order, loop vars at their `For`, block iter vars at their block, let vars
-  at their `LetStmt`, allocated and matched buffers at their block). A variable or buffer used
-  outside any definition (a free one) is numbered at its first use, so two trees match when a
-  consistent renaming maps one onto the other. A variable definition is scoped (its number is
-  dropped when its loop, block or let ends) and always takes a fresh number, so one `Var`
-  object reused by two sibling loops hashes like two variables, as alpha-equivalence wants.
-- Block `reads`/`writes` regions. This is a deliberate difference from TVM: the regions are
-  derived from the block body (`msdb.ir.regions.infer_access_regions`), and different producers
-  (TVM's printer, the TVMScript parser, the TE builder, schedule primitives) write them with
-  different but equivalent bounds. Hashing them would split one workload into several.
-- Function attributes that carry no meaning for the computation: `global_symbol` (the function's
-  name again), `tir.noalias`/`tirx.noalias` (treated as always set, which every TVM flow does)
-  and `s_tir` (TVM 0.27 marks every function with it).
-- Dictionary order of annotations and attributes (TVM's maps are unordered): keys are sorted.
-
-Stability: tokens are plain strings built from type codes, decimal integers, the exact IEEE-754
-bits of floats and length-prefixed strings, so the stream (and the blake2b digest of it) is the
-same in every process, on every machine and under every PYTHONHASHSEED. Changing anything here
-changes stored hashes: that is a schema migration that rehashes stored workloads.
-
-Constant tensors (numpy arrays inside annotations or attributes) are written with their bytes,
-or with only their dtype and shape in ignore-tensor mode.
-
-Family mode (`TokenWriter(family=True)`, used by `msdb.hashing.family`): the same walk with the
-workload's sizes taken out, so every resolution, batch size and index dtype of one operator
-writes one stream. In an *index position* an `IntImm` of an index dtype (int32, int64) is written
-as a placeholder, its value appended to `TokenWriter.extents` (in walk order), and every index
-dtype (of the constant, of the arithmetic around it, of a load in an index) is written as one
-token. Index positions are: loop min and extent; block iter var domains; block bindings and the
-realize predicate; buffer shape, strides and elem_offset; the indices of loads and stores;
-match-buffer regions; and, in a value position, index arithmetic computed into the data path
-(`_index_arithmetic`: a comparison of load-free index-dtype operands, such as a padding guard
-`1 <= v_h`, or a load-free index-dtype expression with a variable, such as a cast loop index).
-The dtype of every variable of an index dtype is abstracted too (variables are loop, iter and
-let vars). What stays: buffer dtypes and scopes and ranks, float constants, integer constants of
-the data path (a quantization zero point), every operator, cast, call and their order, the
-number, kinds and annotations of loops, iter var types, and the structure of the index
-expressions (a stride of 2 keeps its `*`, a stride of 1 folded away by the builder has none).
-
-Size: the stream is that of the tree, so a node object reached twice (IR is a DAG where a graph
-or a blob shares nodes) is written twice; the nodes with several children stop the walk with
-`TreeTooLarge` once the stream passes `MAX_TOKENS`, far beyond any real workload, instead of
-walking a tree of 2^300 nodes (`msdb.ir.tree_size`; decoders refuse such IR before it gets here).
+`structural_hash` (blake2b over the stream) and `structural_equal` (stream comparison) both read
+this walk, so the two cannot disagree. `TokenWriter(family=True)` is the same walk with the
+workload's sizes taken out, for `msdb.hashing.family`. What the stream leaves out and why, its
+stability and its size bound (`TreeTooLarge`): see docs/architecture.md, "Hashing" and "Families".
+Changing anything here changes stored hashes: that is a schema migration that rehashes stored
+workloads.
 """
 
 from __future__ import annotations

@@ -1,21 +1,10 @@
-"""The hub's canned queries (docs/architecture.md, "Hub"): named, parameterized SQL that datasette
-serves at `/<db>/<name>` (HTML) and `/<db>/<name>.json?param=...&_shape=array` (JSON).
+"""The hub's canned queries: named, parameterized SQL that datasette serves at `/<db>/<name>` and
+`/<db>/<name>.json?param=...&_shape=array`, how a hub answers with arbitrary SQL switched off.
 
-They are how a hub answers with arbitrary SQL switched off (`default_allow_sql off` governs
-`?sql=`, not canned queries), so every question a teammate or `msdb pull` asks a published hub is
-one of these. Datasette passes every parameter as a string: the SQL casts. The SQL is SQLite's
-and reads msdb's tables by name; it is checked against the schema by tests/hub/test_serve.py.
-
-- `best_record(shash, target_kind)`: the best valid record of a workload per target;
-- `leaderboard`: workloads by weighted latency (best latency times the weight of the tasks that
-  use the workload), the slowest first: where more tuning pays most;
-- `shared_workloads`: workloads that several models use (records tuned for one model serve
-  another: cross-model reuse);
-- `records_since(after, limit)`: keyset pages of records for sync (`RECORDS_SINCE_COLUMNS`);
-- `model_hits(model, target_kind)`: per task of a model, its best record on the target kind,
-  or a miss;
-- `relatives(shash, target_kind)`: the workloads of the same family as `shash` (the same
-  operator at other sizes, `msdb.hashing.family`) with their best record per target.
+`best_record`, `leaderboard`, `shared_workloads`, `records_since`, `model_hits` and `relatives`.
+Datasette passes every parameter as a string: the SQL casts. The SQL reads msdb's tables by name
+and is checked against the library's answers by tests/hub/test_serve.py. See
+docs/architecture.md, "Hub".
 """
 
 from __future__ import annotations

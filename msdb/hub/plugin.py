@@ -1,21 +1,10 @@
-"""msdb's datasette plugin (docs/architecture.md, "Hub"): how msdb's tables look in datasette.
+"""msdb's datasette plugin: how msdb's tables look in datasette.
 
 Registered as an ordinary datasette plugin (entry point `datasette`, name `msdb`), so a plain
-`datasette team.sqlite` renders msdb's tables the same way `msdb serve` does:
-
-- `render_cell`: a trace (column `trace`, wherever it appears: table pages, row pages, canned
-  queries) as the schedule code TVM prints (`def apply_trace(sch): ...`); a workload's `script`
-  as TVMScript highlighted with Pygments; latencies (seconds columns) in microseconds, with
-  GFLOPS when the workload's FLOPs are known; a workload hash as a link to its workload page;
-  the IR blob and TVM payload clipped (they are for machines, and would fill the page).
-- `register_routes`: the workload page `/-/msdb/<database>/workload/<hash>`: TVMScript, the best
-  record per target as schedule code, the tuning curves (best latency against trials, one
-  line per source) as inline SVG (the page loads nothing from the network), and the workload's
-  relatives (its family, `msdb.hashing.family`: the same operator at other sizes) with their
-  sizes and best record per target, each linked to its own page.
-
-Only HTML changes: the JSON API (what `msdb pull` reads) returns the stored values untouched.
-Every renderer returns None for a value it cannot read, so datasette shows it raw.
+`datasette team.sqlite` renders msdb's tables as `msdb serve` does: `render_cell` (traces as
+schedule code, TVMScript, run times, workload links) and `register_routes` (the workload page).
+Only HTML changes: the JSON API returns stored values untouched, and a value a renderer cannot
+read is shown raw. See docs/architecture.md, "Hub".
 """
 
 from __future__ import annotations
@@ -31,9 +20,11 @@ from urllib.parse import quote
 from datasette import hookimpl
 from markupsafe import Markup, escape
 
+from msdb.records.ranking import is_failure
+
 if TYPE_CHECKING:
     from msdb.database.catalog import RelativeDetails, TuningCurve, WorkloadDetails
-    from msdb.database.sqlite import SQLiteDatabase
+    from msdb.database.sql import SQLiteDatabase
 
 __all__ = ["render_cell", "register_routes", "forbidden", "asgi_wrapper", "trace_html", "script_html", "curve_svg",
            "workload_url", "WORKLOAD_ROUTE"]
@@ -144,7 +135,7 @@ async def _render(row: Any, value: Any, column: str, table: str | None, database
     if column == "run_secs" and isinstance(value, str):
         try:
             runs = json.loads(value)
-            return ", ".join("failed" if float(r) >= 1e9 else _us(float(r)) for r in runs)
+            return ", ".join("failed" if is_failure(float(r)) else _us(float(r)) for r in runs)
         except (ValueError, TypeError):
             return None
     if column == "shash" and isinstance(value, str) and table in ("workload", None):
@@ -171,7 +162,7 @@ _OPEN_LOCK = threading.Lock()
 def _database_for(path: str, immutable: bool) -> SQLiteDatabase:
     """msdb's read-only view of a served file, opened once per file: the same way datasette
     reads it (`immutable=1` for a snapshot served `-i`, so no lock or `-wal` file is touched)."""
-    from msdb.database.sqlite import SQLiteDatabase
+    from msdb.database.sql import SQLiteDatabase
 
     key = f"{path}|{immutable}"
     with _OPEN_LOCK:

@@ -1,24 +1,9 @@
-"""`msdb publish DB OUTDIR`: a read-only snapshot of a database for a hub (docs/architecture.md, "Hub").
+"""`msdb publish DB OUTDIR`: a read-only snapshot of a database for a hub.
 
-OUTDIR receives:
-- `snapshot.sqlite`: a consistent copy (`VACUUM INTO`, one read transaction of DB, so tuners may
-  write to DB meanwhile; from a server database such as PostgreSQL, a merge into a new SQLite
-  file reading one REPEATABLE READ snapshot, issue 14), in rollback-journal mode (served immutable, it is never written), with
-  private provenance blanked: `source.username`, `source.host` and `source.location` (file paths,
-  URLs) become NULL unless `keep_provenance`; the copy is vacuumed again afterwards so the
-  blanked values are not left in free pages;
-- `manifest.json`: msdb version, schema revision, row counts, the snapshot's sha256;
-- `metadata.json`: datasette's metadata (`msdb.hub.metadata` when present), with the manifest
-  under `msdb_manifest` so a puller can check the served file against it (`msdb.hub.pull`).
-
-It is written into a staging folder beside OUTDIR (`.OUTDIR.publish-*`, `msdb.staging`) and
-renamed into place: a failed or killed publish leaves OUTDIR as it was. An OUTDIR holding an
-earlier publish is replaced (moved aside to `.OUTDIR.old-*`, locked, while the new one takes its
-place); any other non-empty OUTDIR is refused. Every publish first removes the folders a killed
-publish left beside it, whichever OUTDIR that one wrote, and puts back an earlier publish that a
-killed one had moved aside. Ctrl-C stops the copy at once (SQLite's copy runs in a worker thread
-that the main thread interrupts) and removes the staging folder before `KeyboardInterrupt` goes
-on (docs/architecture.md, "Processes, temporary files and interrupts").
+OUTDIR receives `snapshot.sqlite` (a consistent copy, private provenance blanked unless
+`keep_provenance`), `manifest.json` and `metadata.json`, written into a staging folder and renamed
+into place, so a failed or killed publish leaves OUTDIR as it was. See docs/architecture.md,
+"Hub" and "Processes, temporary files and interrupts".
 """
 
 from __future__ import annotations
@@ -30,7 +15,6 @@ import re
 import shlex
 import shutil
 import sqlite3
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -55,7 +39,7 @@ _COUNTED = ("workload", "tuning_record", "target", "source", "model", "task")
 #: so that Ctrl-C ends the wait: SQLite's own busy handler cannot be interrupted).
 BUSY_TIMEOUT_S = 30.0
 #: The folders a publish leaves beside OUTDIR while it runs, for any OUTDIR: its staging folder and
-#: an earlier publish moved aside (`tempfile.mkdtemp`'s names: eight characters of [a-z0-9_]).
+#: an earlier publish moved aside (`msdb.staging` names: eight characters of [a-z0-9_]).
 _LEFTOVER = re.compile(r"\.(?P<out>.+)\.(?P<kind>publish|old)-[a-z0-9_]{8}")
 
 
@@ -167,11 +151,11 @@ def _server_name(url: str) -> str:
 
 def _snapshot_server(url: str, snapshot: Path) -> None:
     """A server database (PostgreSQL) copied into the new SQLite file `snapshot` by a merge,
-    which reads the server in one snapshot (`msdb.database.sqlite`, "PostgreSQL"); then
+    which reads the server in one snapshot (docs/architecture.md, "Databases"); then
     rollback-journal mode, as `_snapshot` leaves its copy."""
     from msdb.database.location import open_database
     from msdb.database.merge import merge_databases
-    from msdb.database.sqlite import SQLDatabase
+    from msdb.database.sql import SQLDatabase
 
     server = open_database(url, read_only=True)
     try:
@@ -296,13 +280,12 @@ def _swap_into_place(staging: Path, out: Path) -> None:
     """Rename the finished `staging` folder to `out`; an earlier publish there is replaced. The
     earlier one is locked before it is moved aside, so a concurrent publish's sweep leaves it
     alone; a publish killed in between has it put back by the next one (`_put_back`)."""
-    from msdb.staging import lock_path, unlock
+    from msdb.staging import aside_name, lock_path, unlock
 
     if out.exists() and any(out.iterdir()):
         old_lock = lock_path(out, wait=True)
         try:
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.absolute().parent))
-            os.rmdir(old)
+            old = aside_name(out.absolute().parent, f".{out.name}.old-")
             os.rename(out, old)
             try:
                 os.rename(staging, out)

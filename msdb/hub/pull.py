@@ -1,42 +1,10 @@
-"""`msdb pull URL DB`: copy what a hub has and DB lacks, incrementally (docs/architecture.md, "Hub").
+"""`msdb pull URL DB`: copy what a hub has and DB lacks, incrementally and resumably.
 
-The hub's records are read in keyset pages over datasette's JSON API
-(`tuning_record.json?id__gt=N&_sort=id`; a hub's record ids are its commit order and are never
-reused), with the workloads and targets they point at. Each page is
-staged in an in-memory msdb database and merged into DB by `msdb.database.merge.merge_databases`,
-so a pull deduplicates exactly as `msdb merge` does (workloads by structural hash, records by
-(workload, target, trace, run_secs)): there is one implementation of dedup.
-
-Provenance: the records a pull adds point at one `source` row of kind `pull` per hub, whose
-`location` is the hub's URL with the last hub record id read as its fragment
-(`http://hub:8001/#after=1234`). That fragment is the pull's cursor: the next pull of that URL
-starts after it, so a pull of an unchanged hub makes one small request and writes nothing.
-
-Resumable: pages are merged in batches of about `MERGE_RECORDS` records, and each batch is
-committed (its records, then the cursor, each transaction whole). A pull killed or failing part
-way leaves DB consistent, with the batches it committed; the next pull goes on from the cursor
-(a batch whose records were committed but not its cursor is read again and adds nothing, being
-deduplicated). One `DedupCache` serves every merge of a pull, so DB's existing keys are read once. A hub that is down, slow, answers HTML or JSON of the
-wrong shape, or serves a snapshot whose sha256 is not its manifest's, is a `HubError` naming the
-URL; the hub is checked before DB is opened, so such a pull creates and changes nothing.
-
-A hub is not trusted (docs/architecture.md, "Hub"): each request is bounded in time and size
-(`msdb.hub.client`), the record cursor must advance with every page (a hub that ignores
-`after=` is stopped with one line), and every workload and record passes the admission rule
-that every door into a database applies (`msdb.database.admission`: the workload's hashes
-recomputed from its IR, the record checked by TVM's record grammar) before its batch is
-staged. A bad one stops the pull with an `AdmissionError` naming the hub and the row (the
-batches before it stay committed, that batch writes nothing), or with `skip_bad` is left out
-and listed in the summary's `refused`.
-
-A new DB file is built in a staging folder beside it (`msdb.staging.stage_new_database`) and
-linked into place once the first batch is committed (or the pull ends), so a pull that fails
-or is killed before that leaves no file; the next pull, import or merge removes a killed one's
-folder. From then on the pull goes on in the placed file and stays resumable.
-
-Models and tasks: after the records, the hub's tasks of workloads DB now has are added with
-`msdb.database.pulled.add_pulled_tasks` (a task DB has keeps its weight, as in a merge). Every
-read and write of DB's tables is `msdb.database.pulled`'s; this module speaks HTTP.
+Keyset pages of the hub's records are staged in memory and merged into DB by
+`msdb.database.merge.merge_databases` (one implementation of dedup), in committed batches with a
+cursor in the `source` row of kind `pull`; every row passes the admission rule, and every read
+and write of DB's tables is `msdb.database.pulled`'s: this module speaks HTTP. See
+docs/architecture.md, "Hub".
 """
 
 from __future__ import annotations
@@ -57,7 +25,7 @@ from msdb.interop.progress import ProgressFn
 if TYPE_CHECKING:
     from msdb.database.admission import Admission, AdmittedWorkload
     from msdb.database.merge import DedupCache
-    from msdb.database.sqlite import SQLiteDatabase
+    from msdb.database.sql import SQLiteDatabase
     from msdb.ir.function import IRModule
 
 __all__ = ["PullSummary", "pull", "pull_into", "cursor_location", "PAGE_SIZE", "MERGE_RECORDS", "HubError"]

@@ -1,20 +1,9 @@
-"""`RemoteDatabase(url)`: a hub as a read-only `Database` (docs/architecture.md, "Hub").
+"""`RemoteDatabase(url)`: a hub as a read-only `Database`, over datasette's JSON API.
 
-Queries go over datasette's JSON API (`msdb.hub.client`): a workload is found by the hash
-column of the view's module equality (`workload.json?shash__exact=...`), top-k is the hub's
-sorted, filtered table page (`tuning_record.json?workload_id__in=...&target_id__in=...&is_valid=1
-&_sort=mean_run_secs`, ties in id order, as `SQLiteDatabase.get_top_k`), and targets are matched
-here with `Target.matches` against the hub's target rows (so, as every view, it never answers a
-query with a record of another kind or arch). A workload's IR is fetched only when read.
-Relatives (issue 24) are the workloads whose `family_hash` is the asked workload's family key,
-computed here from its IR (the asked workload is usually not on the hub: nobody tuned it), each
-with its best valid record on the target (one sorted, filtered page of one row), so a
-`TransferDatabase` over a hub transfers its records as over a local file.
-
-Answers are cached for the life of the object (a session): a hub serving a snapshot does not
-change under it; make a new `RemoteDatabase` to see a republished one. It writes nothing:
-commits raise `ReadOnlyDatabase`; as the shared layer of `OrderedUnionDatabase(local, remote)`
-commits go to `local` and queries fall through to the hub when `local` has no answer.
+Queries (workloads by the view's hash column, top-k, relatives) go through `msdb.hub.client`;
+targets are matched here, so it never answers with another target's record. Answers are cached
+for the life of the object; commits raise `ReadOnlyDatabase`. See docs/architecture.md, "Hub" and
+"Families".
 """
 
 from __future__ import annotations
@@ -22,7 +11,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any, Iterable
 
-from msdb.database.base import RELATIVES_LIMIT, Database, Relative, check_k, check_limit, family_or_none
+from msdb.database.base import RELATIVES_LIMIT, Database, Relative, check_limit, family_or_none
 from msdb.database.errors import ReadOnlyDatabase
 from msdb.database.rows import HASH_COLUMNS, load_workload_ir
 from msdb.database.targets import target_of_config
@@ -161,7 +150,7 @@ class RemoteDatabase(Database):
                 break
         return out if limit is None else out[:limit]
 
-    # ---- relatives (issue 24; docs/architecture.md, "Families") ----
+    # ---- relatives (docs/architecture.md, "Families") ----
     lists_relatives = True
 
     def relatives(self, workload: IRModule | PrimFunc | Workload, target: Target | str | dict[str, Any] | None = None,
@@ -208,20 +197,14 @@ class RemoteDatabase(Database):
     def has_workload(self, mod: IRModule | PrimFunc | Workload) -> bool:
         return bool(self._workload_ids(Workload.coerce(mod)))
 
-    def get_top_k(self, workload: IRModule | PrimFunc | Workload, top_k: int,
-                  target: Target | str | dict[str, Any] | None = None) -> list[TuningRecord]:
-        check_k(top_k)
-        if top_k == 0:
-            return []
-        workload = Workload.coerce(workload)
-        query = Target.coerce(target)
+    def _top_k(self, workload: Workload, top_k: int, target: Target | None) -> list[TuningRecord]:
         workload_ids = self._workload_ids(workload)
         if not workload_ids:
             return []
-        target_ids = self._target_ids(query)
+        target_ids = self._target_ids(target)
         if not target_ids:
             return []
-        key = (tuple(workload_ids), query.canonical_json() if query is not None else None, top_k)
+        key = (tuple(workload_ids), target.canonical_json() if target is not None else None, top_k)
         with self._lock:
             cached = self._top.get(key)
         if cached is not None:

@@ -1,23 +1,6 @@
 """Floating-point (and integer) operation count of a tensor program, the way TVM's
-`estimate_tir_flops` counts it.
-
-Why TVM's rules and not a "true" count: the count turns measured seconds into the GFLOPS shown
-next to TVM's own numbers, and MetaSchedule uses it to weigh tasks; matching TVM keeps both
-comparable. The rules (TVM 0.27, `s_tir/analysis/estimate_flops.cc`), which this module follows
-exactly:
-
-- `+ - * / % // floormod min max` count 1 each per execution, whatever their dtype (index
-  arithmetic in a value, e.g. inside `T.Cast`, counts too);
-- comparisons count 0 and their operands are not looked at; `and`/`or`/`not` count their
-  operands only;
-- buffer loads count 0 and their indices are not looked at; a store counts its value only;
-- calls (`exp`, `if_then_else`, ...) count 0 themselves and the sum of their arguments;
-  `Select` and `if` statements count the condition plus the larger branch, per dtype;
-- `Evaluate` counts 0; a `LetStmt` counts its value and body;
-- a loop multiplies its body by the largest value its extent can take (outer loops bound their
-  variables), 2**31 - 1 for an unknown int32 extent and 1 for an unbounded int64 one;
-- a block counts its body only: reduction inits and block predicates are not counted;
-- a function with an integer attr "estimated_flops" counts that number instead.
+`estimate_tir_flops` counts it, so GFLOPS and task weights compare with TVM's. The counting rules:
+see docs/architecture.md, "FLOPs".
 """
 
 from __future__ import annotations

@@ -1,25 +1,7 @@
 """A TE-style builder: describe tensors with `placeholder`/`compute`, lower them with
-`create_prim_func` into the same blocks TVM's `te.create_prim_func` produces.
-
-Why it exists: the standard benchmark workloads (`msdb.ir.zoo`, docs/architecture.md "Workload IR") are defined
-in TVM with TE, and a workload must be *structurally identical* to TVM's for records to be
-shared by structural hash. So the lowering follows TVM's rules:
-
-- one block per compute op, in post-DFS order from the arguments (inputs of an op in the order
-  its body first reads them);
-- each block sits in a perfect loop nest over its spatial axes then its reduce axes; loop vars
-  are named after the axes and block iter vars `v_<axis>`, bound one to one ("S"/"R");
-- a reduction stores `combiner(out[idx], source)` and has an init storing the reducer's
-  identity (0 for sum, the dtype's lowest value for max, its highest for min);
-- the stored value (the reduction source, or the whole data-parallel body), loop bounds and
-  shapes are simplified the way TVM's `arith.Analyzer.Simplify` does (`simplify`, which is
-  `msdb.ir.arith.simplify`: the one canonical simplifier);
-- intermediates go to the root block's `alloc_buffers`; parameters are the given tensors in
-  order; buffers are named after the tensors, duplicates renamed `name_1`, `name_2`, ... the
-  way TVM's printer shows them; block names are made unique the same way.
-
-Function attrs are msdb's canonical `{"global_symbol": "main", "tir.noalias": True}` (TVM 0.27
-writes `tirx.noalias` and `s_tir` too; the hashing layer ignores all of these).
+`create_prim_func` into the same blocks TVM's `te.create_prim_func` produces, so a workload built
+here is structurally TVM's and shares its records. The lowering rules: see docs/architecture.md,
+"TE builder and zoo".
 """
 
 from __future__ import annotations

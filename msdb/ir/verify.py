@@ -1,45 +1,11 @@
 """Well-formedness of TensorIR-like functions: the rules every module msdb stores, parses or
-produces by scheduling must satisfy.
+produces by scheduling must satisfy (TVM's, stated once), so a slip fails where it is made.
 
-Why it exists: schedule primitives rebuild trees by hand, and a slip (a loop var left inside a
-block body, an index list one short, a buffer used outside the block that allocates it) does
-not fail where it is made; it surfaces later as a wrong number in the interpreter, a hash that
-differs from TVM's, or not at all. `verify` states TVM's rules once (those of
-`verify_well_formed` and of the constructors and the schedule state it validates) so tests can
-check every module they produce, and so a bad import fails with a message naming the function,
-the block and the rule instead of deep inside another component.
-
-The checks run in one walk over the tree, with the scopes (variables, buffers, enclosing
-blocks) kept as the walk enters and leaves nodes. Rules, each named in the messages:
-
-- ``undefined-var``: every Var used is defined: a function parameter or a variable of a
-  parameter buffer's shape/strides/offset, an enclosing loop var, an enclosing block's iter var,
-  an enclosing LetStmt var, or a variable a match_buffer declares.
-- ``loop-var-in-block``: inside a block with iter vars (its reads/writes, match_buffers, init
-  and body) no loop var defined outside that block is used: the block sees the loops only
-  through its iter_values (TVM's rule; blocks without iter vars, "opaque" blocks, are exempt,
-  as in TVM, and outer blocks' iter vars stay visible).
-- ``var-redefined``: no Var is defined twice in one function (TVM's SSA rule, nested or not).
-- ``undefined-buffer``: every buffer accessed (load, store, read/write region, match source) is
-  a parameter buffer, allocated by an enclosing block or declared by its match_buffers.
-- ``index-count``: indices (and region ranges) per access equal the buffer's ndim.
-- ``iter-value-count``: a BlockRealize binds exactly one value per iter var.
-- ``iter-var-domain``: a block iter var has a domain whose constant extent is positive.
-- ``duplicate-block-name``: block names are unique within a function (stricter than TVM's
-  verifier, which leaves it to `get_block`; msdb's schedule identifies blocks by name).
-- ``root-block``: the body is a BlockRealize of a block named "root" with no iter vars, and no
-  other block is named "root".
-- ``block-realize``: every other block appears as the block of a BlockRealize.
-- ``loop-extent``: a loop's extent, when constant, is positive.
-- ``loop-kind``: a loop has a thread binding iff it is of kind THREAD_BINDING, with a tag.
-- ``dtype``: a store's value has the buffer's dtype; both operands of a binary node share a
-  dtype (arithmetic keeps it, comparisons give bool, and/or/not take bools); conditions
-  (if, predicate, Select, if_then_else) are bool; indices and loop bounds are integers; a loop
-  var has its bounds' dtype; an iter value has its iter var's dtype; a let value its var's.
-- ``init-without-reduction``: only a block with a reduction iter var has an init (also
-  stricter than TVM's verifier: without one, the init would run before every update).
-- ``seq-stmt``: a SeqStmt holds at least two statements and none is itself a SeqStmt (the
-  shape `stmt.seq` builds, which structural hashing relies on).
+`verify(func_or_mod)` checks them in one walk and names the function, the block and the rule:
+`undefined-var`, `loop-var-in-block`, `var-redefined`, `undefined-buffer`, `index-count`,
+`iter-value-count`, `iter-var-domain`, `duplicate-block-name`, `root-block`, `block-realize`,
+`loop-extent`, `loop-kind`, `dtype`, `init-without-reduction`, `seq-stmt`. What each means and
+where msdb is stricter than TVM: see docs/architecture.md, "Well-formedness".
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
 """The standard benchmark workloads, built with `msdb.ir.te` so that each is structurally
-identical to what TVM 0.27 builds for the same name and shape.
+identical to what TVM 0.27 builds for the same name and shape (see docs/architecture.md, "TE
+builder and zoo").
 
-Why: tuning records are shared by the structural hash of the workload. A team that tunes TVM's
-`te_workload` "C2D" and a team that asks msdb for `zoo.workload("C2D")` must land on the same
-workload row, so the definitions below follow TVM's (names, shapes, loop order, index
-arithmetic, padding stages) exactly. They are written from the mathematical definitions, not
-copied.
-
-Names:
-- TVM's `te_workload.CONFIGS`: C1D C2D C3D CAP DEP DIL GMM GRP T2D CBR TBG NRM SFM, with TVM's
-  four shapes each (index 0 first).
-- `dense` (Y = X W^T), `linear` (dense plus a bias: Y = X W^T, Z = Y + B), `matmul`
-  (C = A @ B, TVM's `te_workload.matmul`), `matmul_relu`, `matmul_bias`, `matmul_bias_relu`.
-- The layers of the two example MLPs (784-128-10 and 784-256-10): `linear0`, `relu0`,
-  `linear1`; index 0 is the 784-128-10 layer, index 1 the 784-256-10 one. `models()` lists
-  both networks as (task name, workload, weight).
+Names: TVM's `te_workload.CONFIGS` (C1D C2D C3D CAP DEP DIL GMM GRP T2D CBR TBG NRM SFM, TVM's
+four shapes each, index 0 first); `dense`, `linear`, `matmul`, `matmul_relu`, `matmul_bias`,
+`matmul_bias_relu`; the layers of the two example MLPs, `linear0`, `relu0`, `linear1` (index 0 the
+784-128-10 network, index 1 the 784-256-10 one; `models()` lists both).
 """
 
 from __future__ import annotations

@@ -1,30 +1,9 @@
-"""Which operators become one PrimFunc: TVM 0.27's FoldConstant + FuseOps, and msdb's `fold` mode
-(docs/architecture.md, "Models").
+"""Which operators become one PrimFunc: TVM 0.27's FoldConstant + FuseOps (`fold_constants`,
+`partition`), and msdb's `fold` and `packed` modes (`pack_convs`).
 
-Why TVM's algorithm to the letter (`src/relax/transform/fuse_ops.cc` and
-`src/relax/analysis/graph_partitioner.cc` in TVM's source): a record tuned by TVM applies to
-msdb's compile of a model only when the functions are the same, so the groups must be. The partitioner works on the dataflow graph of the operators that
-survive constant folding:
-- every op has TVM's pattern for its legalized function (`msdb.model.legalize.op_pattern`); an
-  op with several outputs (batch-norm) is followed by one TupleGetItem node per used output,
-  pattern INJECTIVE, as in Relax;
-- the post-dominator tree is built over the outputs (a graph output is an external reference:
-  no parent);
-- three phases visit the nodes in binding order. Phase 0 fuses an OUT_EWISE_FUSABLE node
-  (conv2d, matmul, pooling, mean, softmax) into its post-dominator when the path to it is
-  elementwise and every node on it is at most broadcast; ELEMWISE/BROADCAST nodes fuse into an
-  injective or reduction post-dominator (or one already fused to an anchor) in every phase
-  0 and 1; INJECTIVE nodes fuse in phase 1 along injective paths; phase 2 only handles tuples
-  (none here);
-- a group with more than one node becomes a `fused_...` function; groups are called in TVM's
-  order (a topological order of the groups that follows the bindings).
-
-So in the "zero" pipeline a conv2d stays alone (batch-norm is INJECTIVE, and a conv only takes
-an elementwise epilogue), and batch-norm(+add)+relu fuse. `fold` mode first folds each
-batch-norm into the preceding conv's weights and a bias (NumPy on the constants), giving the
-graph TVM imports from a batch-norm-folded export (conv + reshape(bias) + add), on which the
-same partitioner fuses conv + bias + residual add + relu (or the clip) with the conv as anchor,
-as onnxruntime fuses them.
+The partitioner is TVM's to the letter (post-dominator tree, three phases, TVM's patterns), so a
+record tuned by TVM applies to msdb's compile of the same model. See docs/architecture.md,
+"Models".
 """
 
 from __future__ import annotations

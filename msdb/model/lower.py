@@ -1,25 +1,8 @@
 """An operator graph to a `Model`: legalize every op, fuse the groups into PrimFuncs, name them as
-TVM 0.27 does (docs/architecture.md, "Models").
+TVM 0.27 does.
 
-Why each step copies a TVM pass (docs/architecture.md, "Legalization" and "Models"):
-- **Names** come from LegalizeOps, which runs before FoldConstant: every op, including the ones
-  folded later (a conv bias reshape, a Gemm weight transpose), gets a PrimFunc named by its
-  TOPI name hint (`conv2d`, `add`, `transpose`, ...); structurally equal functions are one
-  function, and a new function of a taken name gets the next number (`conv2d`, `conv2d1`, ...;
-  TVM's BlockBuilder name supply). A fused group is `fused_` + its functions' names joined by
-  `_` (FuseOps), deduplicated and numbered the same way.
-- **Fused functions** are built as FuseTIR builds them (`msdb.ir.te.create_fused_prim_func`):
-  the ops' blocks in binding order, each op's unused outputs kept, FuseTIR's block names
-  (`T_add1`, `compute1`); parameters are the group's external inputs in order of first use,
-  then its outputs (graph outputs, then tensors other groups read, in reading order).
-- **Patterns** are TVM's AnnotateTIROpPattern of each op's legalized PrimFunc
-  (`msdb.model.legalize.tir_op_pattern`), and a function FuseOps leaves alone keeps the
-  `op_pattern` attribute, which the structural hash sees.
-- Inputs that are initializers are passed to the legalizer as constants (a 0-d one becomes an
-  immediate, TVM's `_binary`); outputs of folded ops are not, since TVM legalizes before it folds.
-
-Weights (the graph's constants that calls read) become `Model.params`, graph inputs
-`Model.inputs`, and the model is checked (`Model.check`).
+Names, fused functions and patterns copy TVM's LegalizeOps, FuseOps and FuseTIR, so the functions
+(and their hashes) are TVM's. See docs/architecture.md, "Legalization" and "Models".
 """
 
 from __future__ import annotations

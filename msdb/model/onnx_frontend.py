@@ -1,23 +1,10 @@
 """ONNX models into msdb's operator graph, op for op as TVM 0.27's Relax ONNX frontend imports them
-(docs/architecture.md, "Models").
+(`from_onnx`).
 
-Why mirror TVM's importer rather than ONNX's semantics alone: fusion and TVM's function names
-depend on the exact Relax ops the importer emits, including the ones constant folding removes
-later. So, as TVM (`python/tvm/relax/frontend/onnx/onnx_frontend.py` in TVM's source):
-- Conv is `nn.conv2d`, plus `add(conv, reshape(bias, [1, -1, 1, 1]))` when biased (the reshape
-  of the constant bias stays an op here; it is folded after legalization, as FoldConstant does);
-- Gemm is `permute_dims(B)` when transB, `matmul`, `add(C)`; alpha and beta multiply A and C;
-- Clip is `maximum` then `minimum`: with opset >= 11 the bounds are tensors (TVM's importer
-  passes NaN-sanitized variables, so the legalized functions read 0-d buffers), before opset 11
-  numbers (the functions hold immediates);
-- GlobalAveragePool is `mean(axis=[2, 3], keepdims=True)`, Flatten a `reshape`;
-- Softmax before opset 13 is `reshape` to 2-D, `nn.softmax(axis=-1)`, `reshape` back;
-- an Add/Mul/Sub/Div of constants only, and a Reshape of a constant, are computed here (TVM
-  does it with NumPy during import).
-
-Shapes are static: every graph input dimension must be a number (or be given in
-`input_shapes`); each op's output shape is inferred here, not by `onnx.shape_inference`.
-Every problem is one `ModelError` line naming the file, the node and its op type.
+Fusion and TVM's function names depend on the exact Relax ops the importer emits, so this mirrors
+TVM's importer rather than ONNX's semantics alone. Shapes are static (or given in
+`input_shapes`); every problem is one `ModelError` line naming the file, the node and its op type.
+The ops and the differences from TVM: see docs/architecture.md, "Models".
 """
 
 from __future__ import annotations

@@ -1,26 +1,11 @@
 """Relax-style TVMScript models: an `@I.ir_module` class of `@T.prim_func`s and a Relax `main`
-that calls them with `R.call_tir`, as TVM's tutorials and the MLC course write them
-(docs/architecture.md, "Models").
+that calls them with `R.call_tir`, as TVM's tutorials and the MLC course write them.
 
-Why a parser of its own, and so small: msdb never executes a script. The PrimFuncs are TensorIR,
-which `msdb.ir.script` already reads, so this module hands it the file with everything that is
-not TensorIR blanked out (same lines, same columns, so its errors point into the user's file),
-and reads only the Relax part itself with Python's `ast`: the parameters of `main`, its
-`R.call_tir` bindings in or out of `with R.dataflow():`, `R.output(...)` and `return`. That is
-the shape of a Relax program after TVM's LegalizeOps/FuseOps/FuseTIR (what TVM's task extraction
-reads); a high-level Relax op (`R.nn.relu`, `R.matmul`, ...) is named in the error, since msdb
-does not legalize Relax ops.
-
-Accepted `call_tir` forms, across TVM generations:
-- `R.call_tir(cls.f, (x, w), R.Tensor((1, 128), dtype="float32"))` (0.27 prints `out_ty=`;
-  0.14-0.21 wrote `out_sinfo=`; a list of `R.Tensor` for several outputs);
-- the MLC course's `R.call_tir(f, (x, w), (1, 128), dtype="float32")` (shape and dtype);
-- the callee as `cls.f`, `ModuleName.f`, a bare `f` or the string `"f"`.
-
-Parameters: a parameter of `main` with an entry in the `.npz` beside the script (`model.py` ->
-`model.npz`, or `params=` a path or a dict of arrays) is a weight; the others are the model's
-inputs. With `R.func_attr({"num_input": k})` (TVM's marker) the parameters after the first k
-must all be weights. Every tensor has a static shape.
+Accepted `call_tir` forms: `R.call_tir(cls.f, (x, w), R.Tensor((1, 128), dtype="float32"))`
+(0.27 prints `out_ty=`, 0.14-0.21 wrote `out_sinfo=`; a list of `R.Tensor` for several outputs),
+and the MLC course's `R.call_tir(f, (x, w), (1, 128), dtype="float32")`; the callee as `cls.f`,
+`ModuleName.f`, a bare `f` or the string `"f"`. Weights come from the `.npz` beside the script
+(or `params=`). See docs/architecture.md, "Models".
 """
 
 from __future__ import annotations

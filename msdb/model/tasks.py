@@ -1,24 +1,8 @@
 """Task extraction: a model's PrimFuncs as TVM's `ExtractedTask`s, unique by workload hash and
-weighted by call count, and their record in the database (docs/architecture.md, "Models").
+weighted by call count, and their record in the database.
 
-Why TVM's rules to the letter (TVM 0.27's `src/relax/backend/task_extraction.cc`): a record's task weight and a tuning run's weights
-must agree with what TVM computes on the same model, or records and statistics tuned on one side
-would not line up with the other. So, for each `call_tir` in call order:
-- the callee is normalized as TVM's `normalize_mod` does (`global_symbol` = "main" when it has
-  none, noalias set, wrapped as `{"main": f}`);
-- a call whose workload equals (under `module_equality`) a known task's adds 1 to that task's
-  weight;
-- if the new function has *fewer blocks* than the task's representative (only possible when
-  unequal functions compare equal, i.e. "anchor-block"), it becomes the representative (its name
-  and module) and the weight becomes `1 + (old + 1)`: TVM adds the 1 for the hit and then adds
-  the already-incremented weight again, so every replacement over-counts by one. msdb reproduces
-  the over-count on purpose (a ResNet-18 with 25 call sites has anchor-block weights summing to
-  28 in TVM, and in msdb).
-
-Order, where msdb must differ: TVM returns its tasks in `std::unordered_map` order, which depends
-on hash values and is not reproducible. msdb returns them in the order of each task's first
-call (a replaced representative keeps its task's place), so runs and tests are deterministic;
-compare with TVM order-insensitively.
+TVM 0.27's rules to the letter (its anchor-block weight over-count included), in first-call order
+where TVM's is not reproducible. See docs/architecture.md, "Models".
 """
 
 from __future__ import annotations
@@ -140,7 +124,7 @@ def record_model_tasks(database: Database, model_name: str, tasks: Sequence[Extr
     `task` tables in one transaction (`Database.commit_model_tasks`); returns the task row ids,
     or None for a database without those tables (its workloads are committed all the same). A
     workload new to the database is named after its task (the model's function), so `msdb ls`
-    shows that name (issue 27)."""
+    shows that name."""
     from msdb.records.workload import Workload
 
     entries: list[tuple[str, Any, float]] = [(t.task_name, Workload(t.mod, name=t.task_name), float(t.weight))

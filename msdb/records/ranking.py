@@ -1,20 +1,14 @@
-"""TVM's rules for a record's run times: the failure mark, validity, the ranking mean, and how
-TVM spells run times in a log (docs/tvm-formats.md sections 1 and 2).
+"""TVM's rules for a record's run times, in one place: every layer that judges or stores a record
+takes them from here.
 
-Every layer that judges or stores a record takes these rules from here: `TuningRecord`, the
-TVM line grammar that the importer and `JSONDatabase` share (`msdb.interop.tvm.grammar`), and
-`msdb verify`, which recomputes the stored columns.
+- A failed build or run is logged as `FAILED_RUN_SECS` (1e10); a run time is a failure when it is
+  not below that mark (`is_failure`).
+- A record is valid when some run time is below the mark (`ran`) and its trace has an instruction
+  before `EnterPostproc` (`sketch_is_valid`); records rank by the mean of all their run times,
+  failures included (`mean_run_secs`).
+- `run_secs_text` spells run times as TVM's `%.20g`, so the dedup key compares the same text.
 
-- A failed build or run is logged with the run time `FAILED_RUN_SECS` (1e10). No measured time
-  is longer: what enters a database (`msdb.database.admission`) holds run times that are finite,
-  not negative and at most this mark.
-- A record is valid when some run time is below that mark (`ran`) and its trace has at least
-  one instruction before `EnterPostproc` (`sketch_is_valid`); `null`, `[]` and `[1e10]` are
-  invalid.
-- Records rank by the mean of all their run times, failures included (`mean_run_secs`).
-- TVM writes a run time as C's `%.20g` (`0.00014999999999999998686`, 1e10 as `10000000000`);
-  `run_secs_text` spells a list that way, so a run time read from any log and one measured in
-  Python are stored as the same text (the dedup key compares it).
+See docs/tvm-formats.md sections 1 and 2, and docs/architecture.md, "Records and targets".
 """
 
 from __future__ import annotations
@@ -23,17 +17,23 @@ import math
 import re
 from typing import Any, Sequence
 
-__all__ = ["FAILED_RUN_SECS", "ran", "mean_run_secs", "sketch_is_valid", "trace_text_sketch_is_valid", "is_valid",
-           "run_secs_text"]
+__all__ = ["FAILED_RUN_SECS", "is_failure", "ran", "mean_run_secs", "sketch_is_valid", "trace_text_sketch_is_valid",
+           "is_valid", "run_secs_text"]
 
 #: TVM's run time of a failed build or run.
 FAILED_RUN_SECS = 1e10
 
 
+def is_failure(secs: float) -> bool:
+    """Whether one run time (or a mean of them) marks a failure: not below `FAILED_RUN_SECS`
+    (NaN included). Every judge of a single time uses this: the tuner's task schedulers, the hub."""
+    return not secs < FAILED_RUN_SECS
+
+
 def ran(run_secs: Sequence[float] | None) -> bool:
-    """Whether some run time is below the failure mark (None and [] never ran)."""
+    """Whether some run time is not a failure (`is_failure`); None and [] never ran."""
     if run_secs:
-        for value in run_secs:  # a loop, not any(...): this runs on every line of an import
+        for value in run_secs:  # `is_failure` inlined, in a loop: this runs on every line of an import
             if value < FAILED_RUN_SECS:
                 return True
     return False

@@ -1,44 +1,10 @@
-"""Compilation targets: TVM's target config dict in one canonical form, and the match policy
-that makes msdb's queries target-aware (docs/targets.md, "The match policy").
+"""Compilation targets: TVM's target config dict in one canonical form (`Target.config`), and the
+match policy that makes msdb's queries target-aware (`Target.matches`; `strict=True` asks for the
+exact configuration).
 
-TVM keeps no target in its lookups, so a union of a CPU and a GPU database can answer a CPU
-query with a GPU schedule (apache/tvm#15549). msdb stores every record's target and filters
-queries with this policy:
-
-Match policy (query target `q` against a record's target `r`)
--------------------------------------------------------------
-- `q is None` (no target given) matches every record, with or without a target: TVM's "any".
-- A record without a target never matches a query that names one.
-- The `kind` must be equal (`llvm` never answers a `cuda` query).
-- Device identity: the architecture (`mcpu` for CPUs and ROCm, `arch` for CUDA, or `mcpu` for
-  NVPTX), the instruction set of the target triple (`x86_64` of `x86_64-pc-linux-gnu`) and the
-  `device` attribute (`arm_cpu`, ...). Each of them must be equal when *both* sides state it; a
-  side that leaves it out accepts any value (a record tuned for plain `llvm` runs on every
-  llvm CPU; a query for plain `llvm` has not said which CPU it wants).
-- Ignored: `tag`, `keys`, the vendor/OS/environment parts of `mtriple` (`-conda-linux-gnu` vs
-  `-unknown-linux-gnu`), `host`, and every tuning knob such as `num-cores`,
-  `max_num_threads` or `libs`.
-- `Target(..., strict=True)` as the query asks for the exact configuration: every attribute except
-  `tag`, `keys` and the triple's vendor/OS/environment must be equal, including `num-cores`, and
-  an attribute stated on one side only is a mismatch.
-
-`num-cores` is ignored by default because a CPU schedule's parallel loops are split for the
-thread pool at run time; a record tuned on 8 cores is a good start on 16. Use `strict=True`
-when the schedule must come from the same thread count.
-
-Canonical form
---------------
-`Target.config` is a plain dict with sorted keys, as TVM writes it in its logs: values are ints,
-bools, strings, lists or nested dicts (`host`), `keys` defaults to the kind's TVM keys and `tag`
-to "", and a CUDA target gets TVM's defaults `max_num_threads=1024`, `thread_warp_size=32`. Old
-CLI strings (`"llvm -mcpu=skylake-avx512 -num-cores=4"`, `"cuda -arch=sm_80"`) parse to the
-same dict as TVM's dict form.
-
-Bounds: targets come from user files (every record line of a TVM log holds one), so a target
-string or config longer than `MAX_TARGET_CHARS` is refused before it is parsed, a string is
-split into words in linear time (`shlex` is quadratic in a word's length), and text that is not
-Unicode (a lone surrogate such as `"\\ud800"` in JSON) is refused: it could be stored but never
-written out again.
+The forms a target is read from, the canonical dict and the policy are in docs/targets.md; the
+bounds on targets read from user files (`MAX_TARGET_CHARS`, linear-time splitting, no lone
+surrogates) in docs/architecture.md, "Records and targets".
 """
 
 from __future__ import annotations

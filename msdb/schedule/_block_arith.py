@@ -1,16 +1,6 @@
-"""Integer interval reasoning for the block primitives (compute_at, cache_read/write, rfactor).
-
-Why its own module: those primitives need *symbolic* intervals — the region a consumer reads
-under loop `l` is `[l * 32, l * 32 + 31]`, an interval whose ends depend on the loops outside
-`l` — and they need the extent of such an interval (`hi - lo + 1`) to come out as a constant so
-that the loops they generate have static extents. Affine forms (`sum(coef * var) + const`) give
-exactly that: relaxing an affine index over the inner loops is exact, and the difference of two
-ends is a plain subtraction of coefficient maps. Anything that is not affine (`floordiv`,
-`floormod`, products of variables, `min`, `select`) falls back to numeric bounds over the known
-loop ranges, which is always correct but can be wider than necessary (TVM widens the same way).
-The exception is a non-affine index that involves no relaxed variable (`i_j_fused // 5` under
-the fused loop itself): it is one point per iteration of the loops outside, kept exactly as an
-opaque `Atom` term of the affine form (TVM keeps such points symbolic too).
+"""Integer interval reasoning for the block primitives (compute_at, cache_read/write, rfactor):
+symbolic regions as affine forms, numeric bounds for the rest (see docs/architecture.md,
+"Schedules and traces").
 
 Vocabulary used by callers:
 - `bounds`: inclusive numeric ranges `{var: (lo, hi)}` of every variable whose value is known to

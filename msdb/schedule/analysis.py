@@ -1,23 +1,10 @@
-"""The one scope analysis every schedule primitive uses (docs/architecture.md, "Schedules and
-traces").
+"""The one scope analysis every schedule primitive uses: TVM's `BlockScope` and schedule analysis
+over msdb's block tree, in one place so that no two primitives disagree about what a producer or a
+complete block is.
 
-TVM's `BlockScope` and schedule analysis over msdb's block tree, in one place so that no two
-primitives can disagree about what a producer or a complete block is:
-
-- `child_block_realizes`: the block realizes directly in a subtree (TVM's child blocks on the
-  sref tree: not descending into the blocks found);
-- `BlockScope`: the child blocks of a scope root, their dependencies in TVM's order (per block
-  in execution order: RAW edges by its read regions, then WAW, then WAR), producers and
-  consumers, dominance, and TVM's complete-block and reduction-block conditions;
-- `loops_above`, `sref_parent`, `is_output_block`, `loop_iter_type`: where a node sits.
-
-Complete and reduction blocks follow TVM's definitions (`IsCompleteBlock`,
-`IsReductionBlock`), checked against TVM 0.27: a complete block has only spatial iter vars,
-is the only writer of its buffers in the scope and reads none of them (an init does not
-matter: TVM's primitives that refuse an init, such as compute_inline, check it themselves); a
-reduction block has an init, only spatial and reduction iter vars, is the only writer of its
-buffers, and stores into them at indices that use no reduction iter var. TVM's one further
-condition, affine bindings, is not checked.
+`child_block_realizes`, `BlockScope` (dependencies, producers and consumers, complete and
+reduction blocks), `loops_above`, `sref_parent`, `is_output_block`, `loop_iter_type`. TVM's
+definitions and what is not checked: see docs/architecture.md, "Schedules and traces".
 """
 
 from __future__ import annotations

@@ -1,27 +1,10 @@
 """The generic part of TVM 0.27's `ScheduleUsingAnchorTrace`: replaying a trace tuned on one
-function on another whose blocks differ, skipping what does not apply (docs/architecture.md,
-"Schedules and traces" and "Compile").
+function on another whose blocks differ, skipping what does not apply.
 
-Why it lives here and not with the rest of the procedure (`msdb.tuner.compile.anchor_trace`):
-re-fitting a record to a relative workload (`msdb.schedule.refit`) replays through it too,
-and a database view calls the re-fit, so this part must sit below the database, where no
-module imports the tuner (DESIGN.md section 14). What needs the tuner's schedule rules
-(inlining the blocks the trace never names, scheduling the one block left over) stays in the
-tuner module, which calls these functions.
-
-The steps here, as TVM's procedure has them:
-
-- `replay_anchor_trace` (step 2): replay every instruction with its recorded decision (or the
-  one a `decision_provider` gives), skipping those that touch a "foreign" block or loop (one
-  the function lacks) and marking their outputs foreign in turn; blocks are matched by name
-  only. A `ReverseComputeInline` that cannot apply becomes a `ComputeInline`; a
-  `ComputeInline` that cannot apply is only allowed on an output block, which is then
-  reverse-inlined if possible and otherwise left alone. `GetChildBlocks` maps only the first
-  len(old outputs) results. An input random variable the schedule never bound makes the
-  instruction foreign, like a foreign block or loop.
-- `check_unscheduled` (step 3): at most one block may remain unscheduled (same loop count and
-  loop kinds as before the replay): TVM aborts the process otherwise; msdb raises
-  `AnchorTraceError`.
+`replay_anchor_trace` (step 2) and `check_unscheduled` (step 3) live here, below the database,
+because re-fitting a record to a relative (`msdb.schedule.refit`) replays through them too; the
+tuner's `msdb.tuner.space.anchor_trace` adds the steps that need its schedule rules. See
+docs/architecture.md, "Anchor traces".
 """
 
 from __future__ import annotations

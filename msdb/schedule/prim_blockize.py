@@ -1,22 +1,10 @@
-"""blockize: wrap the loops under a loop, and the one block they hold, into a new outer block,
-as a function over the schedule state (TVM's Blockize).
+"""blockize: wrap the loops under a loop, and the one block they hold, into a new outer block, as a
+function over the schedule state (TVM's Blockize); tensorize (`msdb.schedule.prim_tensorize`)
+starts from such a block.
 
-TVM divides each binding of the inner block into an outer part (loops above the loop) and an
-inner part (the loop and the loops under it): `binding = outer * inner_extent + inner`. The
-outer block `<name>_o` gets one iter var `<v>_o` per iter var (bound to the outer part, its
-domain the extent divided by the inner part's), the inner block keeps its name and gets an
-iter var `<v>_i` for each inner part wider than one point; the inner block's accesses are
-rewritten to `<v>_o * inner_extent + <v>_i`. The outer block's reads and writes are the inner
-block's relaxed over the inner iter vars. A reduction's init moves to the outer block, as a
-block `<name>_init`, and the inner block then reads what it writes (it accumulates across the
-outer block's reduction iterations). Tensorize (`msdb.schedule.prim_tensorize`) starts from
-such a block (docs/architecture.md, "Schedules and traces").
-
-msdb divides a binding that is affine in the loop variables, whose inner terms form one
-contiguous iterator (scales 1, e1, e1*e2, ...) and whose outer terms are multiples of its
-extent, and a binding that only uses outer or only inner loops: the cases TVM's schedule rules
-and tensor intrinsics produce. Other bindings are refused, as TVM refuses the ones its
-subspace division cannot split.
+Bindings are divided into an outer and an inner part as TVM's subspace division does, for the
+cases TVM's schedule rules and tensor intrinsics produce; others are refused. See
+docs/architecture.md, "Schedules and traces".
 """
 
 from __future__ import annotations

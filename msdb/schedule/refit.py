@@ -1,45 +1,11 @@
 """Re-fitting a record's trace to a relative workload: the same operator at other shapes, batch
-size or index dtype (docs/architecture.md, "Re-fitting a trace to a relative"; DESIGN.md
-section 14, "Records that travel").
+size or index dtype.
 
-Why here, below the database: a database view (`TransferDatabase`) answers a query with a
-relative's record re-fitted to the query's workload, and no view may import the tuner. So this
-module needs only the schedule, the trace and the generic part of the anchor-trace procedure
-(`msdb.schedule.anchor_replay`); what only the tuner has (its post-processors, the schedule
-rules of TVM's whole anchor-trace procedure) comes in as optional callables.
-
-`refit_trace(trace, mod)` replays the trace on the new workload and re-fits its decisions as
-they replay:
-
-- `SamplePerfectTile`: the recorded factors multiply to the old extent; `refit_tile` re-fits
-  them to the new one (the rule and its examples are in its docstring).
-- `SampleCategorical`: kept. Its decision indexes the instruction's own candidates (unroll
-  depths), which no extent changes.
-- `SampleComputeLocation`: kept while it is still a candidate location of the block on the new
-  workload, else the nearest candidate before it (outward), the root (-1) when there is none
-  (the rule `Schedule.sample_compute_location` applies to a replayed decision).
-- A sampling instruction the trace holds no decision for draws one from the schedule's seed
-  (`seed`, 0 by default), so the result stays deterministic.
-
-Route. When the blocks the trace names (`GetSBlock`) are exactly the workload's (root
-aside), the trace replays as is. Otherwise (another fusion of the same anchor block) it goes
-through the anchor-trace procedure: `anchor`, when given, is the tuner's whole procedure
-(`functools.partial(msdb.tuner.compile.anchor_trace.schedule_using_anchor_trace,
-target=...)`); without it msdb runs the generic part (`replay_anchor_trace`: instructions on
-blocks the workload lacks are skipped), and a workload block the trace leaves unscheduled stays
-as it is (`RefitResult.unscheduled`; more than one is a failure, as in TVM).
-
-Post-processing. The post-processors are tuner code, so `postprocess` is an optional callable:
-with it, the trace replays up to `EnterPostproc` and `postprocess(sch)` re-runs the
-post-processing on the re-fitted schedule (the tuner passes its post-processors, e.g.
-`lambda sch: all(p.apply(sch) for p in Postproc.create("llvm"))`; False rejects the
-schedule). Without it, msdb replays the post-processing instructions the record holds, as
-recorded: they are valid on the new extents or the re-fit fails naming one, but their choices
-(which loops were fused and made parallel, which loop vectorized) are the old workload's.
-
-Failures are data (a record that does not fit is expected, not a bug): `RefitResult.failure`
-names the instruction (index into the given trace, kind), the sampling decisions that feed it
-(recorded and re-fitted) and the reason.
+`refit_trace(trace, mod)` replays the trace on the new workload and re-fits its sampling
+decisions as they replay (`refit_tile` for tile sizes). It sits below the database because a view
+(`TransferDatabase`) calls it; what only the tuner has (post-processors, its anchor-trace
+procedure) comes in as the optional callables `postprocess` and `anchor`. A trace that does not
+fit is data: `RefitResult.failure`. See docs/architecture.md, "Re-fitting a trace to a relative".
 """
 
 from __future__ import annotations

@@ -1,23 +1,9 @@
 """`Trace`: the instructions a schedule ran plus its sampling decisions, in TVM's formats.
 
-A trace is frozen data: it is what a tuning record stores, what the tuner mutates
-(`with_decision`), and what replays a schedule on a workload (`apply_to_schedule`). Two
-external forms, each TVM's own (docs/tvm-formats.md, section 1):
-
-- JSON (`as_json` / `from_json`): `[insts, decisions]` with `insts = [[kind, inputs, attrs,
-  outputs], ...]`, random variables named `b<i>`, `l<i>`, `v<i>` (`i` counting every named
-  output in order of definition), `_` for an absent output, `"None"` for None, string
-  literals wrapped in double quotes (`"\\"SSRSRS\\""`), and `decisions = [[inst_index,
-  decision], ...]`. Write it with `msdb.schedule.tvm_json.dumps` to get TVM's bytes.
-- Python (`as_python`, `str(trace)`): one `sch.<method>(kw=value, ...)` line per instruction,
-  as TVM's `Trace.as_python()` prints it.
-
-Generations. Traces from TVM before 0.24 say `GetBlock`, before 0.17 `Split` has one attribute.
-`from_json` keeps an instruction exactly as read, so `as_json` reproduces the original bytes of
-any generation; `normalized()` gives the TVM 0.27 form (what msdb stores and what a replay
-records). Printing and replay accept every spelling. What is specific to a kind (its layout,
-printing, JSON forms, replay) is data on its `InstructionKind` (`msdb.schedule.instructions`);
-this module does the generic work.
+Frozen data: what a tuning record stores, what the tuner mutates (`with_decision`) and what
+replays a schedule (`apply_to_schedule`). JSON (`as_json` / `from_json`, every TVM generation
+byte for byte; `normalized()` for TVM 0.27's form) and Python (`as_python`, `str(trace)`). See
+docs/tvm-formats.md section 1 and docs/architecture.md, "Schedules and traces".
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Shared by the tests of issue 16 part A: real `msdb import` runs in subprocesses, big logs for
-them, and the processes they start, found and watched through /proc (polling with deadlines,
-never sleeping as synchronization)."""
+"""Shared by the tests of killed and interrupted imports: real `msdb import` runs in subprocesses,
+big logs for them, and the processes they start, found and watched through /proc (polling with
+deadlines, never sleeping as synchronization)."""
 
 from __future__ import annotations
 

@@ -54,7 +54,7 @@ def test_tune_a_model_records_its_tasks_and_tunes_each(tmp_path: pathlib.Path, m
     sources = conn.execute("SELECT kind, location FROM source").fetchall()
     conn.close()
     assert tasks == [("mlp", name, 1.0, structural_hash(zoo.workload(name, 0))) for name in ("linear0", "relu0", "linear1")]
-    assert names == [("linear0",), ("relu0",), ("linear1",)]  # named after the model's functions (issue 27)
+    assert names == [("linear0",), ("relu0",), ("linear1",)]  # named after the model's functions
     # every task measured (relu0's space is small: candidates it already measured are not measured again)
     assert set(counts) == {t[3] for t in tasks} and sum(counts.values()) == 12
     assert sources == [("tune", "tune: model mlp")]

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from msdb.cli.main import cli
-from msdb.database.sqlite import SQLiteDatabase
+from msdb.database.sql import SQLiteDatabase
 from tests.cli.model_files import BAD_MODELS, bad_model, files_in
 
 onnx = pytest.importorskip("onnx", reason="the ONNX frontend is the optional extra msdb[onnx]")
@@ -121,7 +121,7 @@ def test_transfer_compiles_another_batch_from_the_tuned_models_records(small_res
     pytest.importorskip("onnxruntime")
     from msdb.model.zoo import resnet
     from msdb.records import Target
-    from tests.compile.sampled_records import sampled_records_db
+    from tests.tuner.compile.sampled_records import sampled_records_db
 
     batch2 = tmp_path / "resnet18_batch2.onnx"
     onnx.save(resnet(18, batch=2, image=32, width=8, num_classes=10), str(batch2))
@@ -221,7 +221,7 @@ def test_relax_script_run_is_compared_with_the_default_schedule_build(tmp_path: 
 
 
 @pytest.mark.parametrize("args,code,expected", [
-    (["--db", "{db}", "--transfer-trials", "-1"], 1,  # a usage error is one line too (issue 27)
+    (["--db", "{db}", "--transfer-trials", "-1"], 1,  # a usage error is one line too
      "Error: Invalid value for '--transfer-trials': -1 is not in the range x>=0; see 'msdb compile --help'"),
     (["--transfer-trials", "2"], 1, "Error: --transfer-trials: give a --db to commit the measured candidates to"),
     (["--db", "http://127.0.0.1:9/", "--transfer-trials", "1"], 1,

@@ -1,4 +1,4 @@
-"""Issue 27, points 4 and 6: what a killed or interrupted `msdb publish` and `msdb merge` leave
+"""What a killed or interrupted `msdb publish` and `msdb merge` leave
 behind (docs/architecture.md, "Processes, temporary files and interrupts").
 
 - `msdb publish` killed with SIGKILL leaves its hidden staging folder; the next publish, to any

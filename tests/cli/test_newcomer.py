@@ -1,4 +1,4 @@
-"""Issue 27, point 7 and Ctrl-C of `msdb tune`: what a newcomer following the README and the
+"""Ctrl-C of `msdb tune` and what else a newcomer following the README and the
 user guide trips on (docs/architecture.md, "Processes, temporary files and interrupts").
 
 - Ctrl-C of `msdb tune` says what was committed and gives the round's unmeasured claims back

@@ -1,4 +1,4 @@
-"""Issue 16, part A: temporary folders that never pile up, `prune` that gives the space back,
+"""Temporary folders that never pile up, `prune` that gives the space back,
 in-memory databases refused where the result would vanish (docs/architecture.md, "Processes,
 temporary files and interrupts")."""
 

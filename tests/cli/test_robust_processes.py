@@ -1,4 +1,4 @@
-"""Issue 16, part A: what a killed or interrupted `msdb import` (and a killed tuner) leaves
+"""What a killed or interrupted `msdb import` (and a killed tuner) leaves
 behind (docs/architecture.md, "Processes, temporary files and interrupts").
 
 Every test runs the real command in a subprocess and watches its processes through /proc:

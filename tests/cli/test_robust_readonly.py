@@ -1,5 +1,5 @@
 """What a careless user, a read-only disk and a hand-edited database get from the read-only
-commands (issue 16, part B): `ls`, `show`, `verify`, `export` never create, migrate or write;
+commands: `ls`, `show`, `verify`, `export` never create, migrate or write;
 read-only files and folders can be browsed; errors name the file; empty results say why; the
 summaries cannot be misread."""
 

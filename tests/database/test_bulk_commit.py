@@ -13,7 +13,8 @@ import pytest
 from alembic import command
 from sqlalchemy import create_engine, inspect
 
-import msdb.database.sqlite as sqlite_module
+import msdb.database.bulk as bulk_module
+import msdb.database.engine as engine_module
 from msdb.database import SQLiteDatabase, WorkloadNotCommitted
 from msdb.database.migrate import alembic_config, current_revision
 from msdb.records import ArgInfo, TuningRecord
@@ -136,20 +137,20 @@ def test_the_larger_page_cache_lasts_only_for_the_bulk_transaction(tmp_path, mon
     db = SQLiteDatabase(tmp_path / "t.db")
     workload = db.commit_workload(matmul())
     seen: list[int] = []
-    insert = sqlite_module._RECORD_INSERT
+    insert = bulk_module._RECORD_INSERT
 
     def spy(conn, params):
         seen.append(conn.exec_driver_sql("PRAGMA cache_size").scalar())
         insert(conn, params)
 
-    monkeypatch.setattr(sqlite_module, "_RECORD_INSERT", spy)
+    monkeypatch.setattr(bulk_module, "_RECORD_INSERT", spy)
     db.commit_tuning_records(_batch(workload, 20))
     db.commit_tuning_records(_batch(workload, 20_000))
-    assert seen == [-sqlite_module.CACHE_KIB, -sqlite_module._bulk_cache_kib(20_000)]
-    assert sqlite_module._bulk_cache_kib(20_000) > sqlite_module.CACHE_KIB
-    assert sqlite_module._bulk_cache_kib(10**7) == sqlite_module.BULK_CACHE_KIB
+    assert seen == [-engine_module.CACHE_KIB, -bulk_module.bulk_cache_kib(20_000)]
+    assert bulk_module.bulk_cache_kib(20_000) > engine_module.CACHE_KIB
+    assert bulk_module.bulk_cache_kib(10**7) == bulk_module.BULK_CACHE_KIB
     with db.engine.connect() as conn:  # the pooled connection the bulk commit used
-        assert conn.exec_driver_sql("PRAGMA cache_size").scalar() == -sqlite_module.CACHE_KIB
+        assert conn.exec_driver_sql("PRAGMA cache_size").scalar() == -engine_module.CACHE_KIB
     db.close()
 
 
@@ -160,7 +161,7 @@ def test_the_generic_insert_path_stores_the_same_rows(tmp_path):
     generic = SQLiteDatabase(tmp_path / "generic.db")
     generic._engine.dispose()
     generic._engine = create_engine(generic.url, paramstyle="named")
-    sqlite_module._install_sqlite_settings(generic._engine, sqlite_module.BUSY_TIMEOUT_S)
+    engine_module.install_sqlite_settings(generic._engine, engine_module.BUSY_TIMEOUT_S)
     for db in (fast, generic):
         workload = db.commit_workload(matmul())
         db.commit_tuning_records(_batch(workload, 257), source_id=db.add_source("tune"))

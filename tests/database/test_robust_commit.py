@@ -16,7 +16,7 @@ from sqlalchemy import event
 
 from msdb.database import tvm_import
 from msdb.database.location import open_database
-from msdb.database.sqlite import SQLiteDatabase
+from msdb.database.sql import SQLiteDatabase
 from msdb.database.tvm_import import import_logs, import_tvm
 from tests.cli.helpers import TEAMS
 

@@ -1,4 +1,4 @@
-"""The family key (`msdb.hashing.family`, issue 24): equal across resolutions, batch sizes and index
+"""The family key (`msdb.hashing.family`): equal across resolutions, batch sizes and index
 dtypes, different across operators, layouts and data dtypes; the abstracted sizes line up
 between relatives; a workload without an anchor block is keyed by its whole function."""
 
@@ -10,7 +10,7 @@ from msdb.hashing import family_extents, family_hash, family_key, structural_has
 from msdb.hashing.family import family_tokens
 from msdb.ir import te, to_script, zoo
 from msdb.ir.function import IRModule, PrimFunc
-from tests.compile.workloads import conv_func, matmul_func, max_pool_func, relu_func
+from tests.workloads import conv_func, matmul_func, max_pool_func, relu_func
 
 
 def te_conv_nchw(n: int, c: int, hw: int, f: int, k: int, stride: int, pad: int, dtype: str = "float32") -> PrimFunc:

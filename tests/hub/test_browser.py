@@ -1,4 +1,4 @@
-"""A real browser on a real hub (issue 13): Debian's chromium, headless, loads the workload page
+"""A real browser on a real hub: Debian's chromium, headless, loads the workload page
 that `msdb serve` renders and sees the trace as schedule code and the tuning-curve chart; a
 screenshot is kept as a test artifact (in $MSDB_TEST_ARTIFACTS when set, else the test's tmp
 folder). Chromium is part of the test set-up (README, .ci/run): a missing one fails, never skips."""

@@ -1,4 +1,4 @@
-"""`msdb pull` against a hub that lies (issue 27): a real HTTP server on loopback, serving a
+"""`msdb pull` against a hub that lies: a real HTTP server on loopback, serving a
 team database's rows the way datasette's JSON API does, except where it misbehaves. Every
 misbehaviour ends the pull promptly with one `Error:` line and exit status 1, and the
 destination database is as it was (a new one is not created); with `--skip-bad` the good

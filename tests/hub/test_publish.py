@@ -1,5 +1,5 @@
 """`msdb publish`: a snapshot without private provenance, a manifest that matches it, atomic
-writes, and the printed command serving it read-only (issue 13)."""
+writes, and the printed command serving it read-only."""
 
 from __future__ import annotations
 
@@ -115,7 +115,7 @@ def test_cli_prints_the_command_that_serves_it_read_only(team_db: Path, tmp_path
     assert lines[0] == f"published 384 records of 5 workloads to {out} (sha256 {sha})"
     assert lines[1] == "serve it with:"
     command = shlex.split(lines[2])
-    assert command == ["msdb", "serve", str(out)]  # the command the user guide recommends (issue 27)
+    assert command == ["msdb", "serve", str(out)]  # the command the user guide recommends
     # run exactly that command (on a free port) and check it serves read-only
     port = free_port()
     log = tmp_path / "serve.log"
@@ -161,7 +161,7 @@ def test_msdb_serve_serves_the_manifest(team_db: Path, tmp_path: Path) -> None:
 def test_publish_drops_live_tuners_claims(team_db: Path, tmp_path: Path) -> None:
     """A claim is a running tuner's note that it is measuring a candidate (msdb.database.claims):
     the database keeps it, the published snapshot does not, and the browser hides the table."""
-    from msdb.database.sqlite import SQLiteDatabase
+    from msdb.database.sql import SQLiteDatabase
     from msdb.hub.metadata import HIDDEN_TABLES
 
     live = tmp_path / "live.sqlite"

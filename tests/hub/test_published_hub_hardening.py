@@ -1,4 +1,4 @@
-"""Issue 27, points 6 and 7: a published hub shows no server path, answers writes 405 and a
+"""A published hub shows no server path, answers writes 405 and a
 refused `?sql=` in JSON; the workload page's tuning-curve chart neither clips long legends
 (sources named by their import paths) nor covers its axis title.
 

@@ -1,5 +1,5 @@
 """`msdb pull`: a hub pulled into an empty database equals a local import of the same logs;
-pulling is incremental, resumable after a kill, and a bad hub changes nothing (issue 13).
+pulling is incremental, resumable after a kill, and a bad hub changes nothing.
 Every hub here is a real server subprocess serving a real `msdb publish` directory."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`msdb pull HUB_URL postgresql+psycopg://...`: a hub pulled into a team server (issue 14) holds
+"""`msdb pull HUB_URL postgresql+psycopg://...`: a hub pulled into a team server holds
 what the hub's database holds, and a second pull adds nothing. A real `msdb serve` of a real
 publish directory, and a real PostgreSQL server (tests/postgres_server.py)."""
 

@@ -1,6 +1,6 @@
 """`RemoteDatabase`: a hub read as a `Database` over HTTP, the same answers as the database it
-publishes, target-aware; and as the shared layer of `OrderedUnionDatabase(local, remote)`
-(issue 13). The hub is a real `msdb serve` subprocess."""
+publishes, target-aware; and as the shared layer of `OrderedUnionDatabase(local, remote)`.
+The hub is a real `msdb serve` subprocess."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def test_remote_is_read_only(team: tuple[Path, Path], hub: str) -> None:
 
 
 def test_remote_lists_relatives_and_transfers_as_the_published_database(team: tuple[Path, Path], hub: str) -> None:
-    """Issue 24 over a hub: the relatives of a workload nobody tuned (GMM at other sizes and
+    """Transfer over a hub: the relatives of a workload nobody tuned (GMM at other sizes and
     batch; the hub has GMM 1x128x128x128) are the published database's, with the same best
     records, so a `TransferDatabase` over the hub re-fits the same trace as over the file; a
     target the hub has no record for gives relatives without records."""

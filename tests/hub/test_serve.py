@@ -1,4 +1,4 @@
-"""`msdb serve` over HTTP (issue 13): a real server subprocess on a free loopback port, serving
+"""`msdb serve` over HTTP: a real server subprocess on a free loopback port, serving
 the bundled team logs live and as a published snapshot. Every table page and canned query answers
 200 with the rows msdb's own library computes; a published hub refuses arbitrary SQL and writes."""
 
@@ -187,7 +187,7 @@ def test_workload_page_has_schedule_code_script_and_one_curve_per_source(live: s
 
 
 def test_workload_page_and_canned_query_list_the_relatives_and_their_best_records(tmp_path: Path) -> None:
-    """Issue 24: the same matmul at three sizes is one family; each page lists the other two,
+    """Workload families on the hub: the same matmul at three sizes is one family; each page lists the other two,
     linked, with the best record per target, and the `relatives` canned query answers what the
     library does."""
     from tests.database.helpers import CPU, GPU, matmul, record
@@ -196,7 +196,7 @@ def test_workload_page_and_canned_query_list_the_relatives_and_their_best_record
     db = msdb.SQLiteDatabase(path)
     small, mid, large = (db.commit_workload(matmul(n=n)) for n in (16, 32, 64))
     db.commit_tuning_records([record(mid, [2e-3]), record(mid, [1e-3], inner=2), record(mid, [4e-3], GPU)])
-    # two targets whose short labels are equal: the page tells them apart (issue 27)
+    # two targets whose short labels are equal: the page tells them apart
     for target in ("llvm -num-cores=1 -mtriple=x86_64-conda-linux-gnu", "llvm -num-cores=1"):
         db.commit_tuning_record(record(small, [3e-3], msdb.Target(target)))
     db.close()
@@ -319,3 +319,12 @@ def test_plain_datasette_picks_up_the_plugin_by_its_entry_point(team_db: Path) -
 
     assert "sch.sample_perfect_tile(" in get("/team/tuning_record/1")
     assert 'class="msdb-curves"' in get(f"/-/msdb/team/workload/{GMM}")
+
+
+def test_run_secs_cells_mark_failures_by_the_ranking_rule() -> None:
+    import asyncio
+
+    from msdb.hub.plugin import render_cell
+
+    cell = asyncio.run(render_cell({}, "[0.001, 10000000000, 2e10]", "run_secs", "tuning_record", "team", None))
+    assert cell == "1,000.00 us, failed, failed"

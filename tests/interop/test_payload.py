@@ -94,9 +94,14 @@ def test_constructs_payload_keeps_every_detail() -> None:
 
 
 def test_fixture_workloads_decode() -> None:
-    for path in sorted((DATA / "fixtures" / "tvm-0.27").glob("*/database_workload.json")):
+    paths = sorted((DATA / "fixtures" / "tvm-0.27").glob("*/database_workload.json"))
+    assert paths, "no tvm-0.27 fixture workload files found"
+    decoded = 0
+    for path in paths:
         for _, b64 in _workload_lines(path):
             assert decode_workload(b64).main.root_block is not None
+            decoded += 1
+    assert decoded, f"no workload lines in {len(paths)} fixture files"
 
 
 def _payload_of(graph: dict) -> str:

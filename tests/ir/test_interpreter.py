@@ -16,7 +16,7 @@ from msdb.ir import expr as E
 from msdb.ir import stmt as S
 from msdb.ir.function import IRModule, PrimFunc
 from msdb.ir.functor import substitute
-from msdb.ir import interpreter as interpreter_module
+from msdb.ir.interpreter import entry as interpreter_entry
 from msdb.ir.interpreter import InterpreterError, compile_func, interpret
 
 # ---------------------------------------------------------------------------------------------
@@ -723,7 +723,7 @@ def run_both(f, *arrays, expect_vector: bool | None = True):
     try:
         compiled(*vector)
     finally:
-        interpreter_module._cache.clear()  # the wrappers must not leak into other tests
+        interpreter_entry._cache.clear()  # the wrappers must not leak into other tests
     for s, v in zip(scalar, vector):
         assert s.dtype == v.dtype
         np.testing.assert_array_equal(v, s)

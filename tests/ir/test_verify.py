@@ -152,6 +152,11 @@ def _payload_files() -> list[Path]:
         (DATA / "tvm027_workloads").glob("*_database_workload.json"))
 
 
+def test_the_payload_corpus_is_there() -> None:
+    folders = {p.parent.name for p in _payload_files()}
+    assert {"team_a", "tvm027_workloads"} <= folders, folders
+
+
 @pytest.mark.parametrize("path", _payload_files(), ids=lambda p: str(p.relative_to(DATA)))
 def test_every_tvm_workload_payload_decodes_well_formed(path: Path) -> None:
     from msdb.interop.tvm.payload import decode_workload

@@ -1,7 +1,7 @@
-"""Issue 27, point 5: a model whose tensors are absurdly large is refused where it is read, in one
-line naming the tensor and its shape, before anything is allocated for it
-(`msdb.model.graph.MAX_TENSOR_ELEMENTS`, docs/architecture.md, "Models"). Before, `msdb compile`
-ended in NumPy's `_ArrayMemoryError` and `msdb tune` "succeeded" with a task at N/A."""
+"""A model whose tensors are absurdly large is refused where it is read, in one line naming the
+tensor and its shape, before anything is allocated for it (`msdb.model.graph.MAX_TENSOR_ELEMENTS`,
+docs/architecture.md, "Models"). Before, `msdb compile` ended in NumPy's `_ArrayMemoryError` and
+`msdb tune` "succeeded" with a task at N/A."""
 
 from __future__ import annotations
 

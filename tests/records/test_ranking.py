@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from msdb.records.ranking import (
-    FAILED_RUN_SECS, is_valid, mean_run_secs, ran, run_secs_text, sketch_is_valid, trace_text_sketch_is_valid,
+    FAILED_RUN_SECS, is_failure, is_valid, mean_run_secs, ran, run_secs_text, sketch_is_valid, trace_text_sketch_is_valid,
 )
 from msdb.schedule.tvm_json import JsonFloat, dumps, format_float
 
@@ -44,6 +44,16 @@ def test_ran_and_mean_are_the_former_forms(run_secs: list[float]) -> None:
     mean = mean_run_secs(run_secs)
     assert mean == (math.fsum(run_secs) / len(run_secs) if run_secs else None)
     assert not ran(None) and mean_run_secs(None) is None
+
+
+@given(run_lists)
+def test_ran_is_some_run_time_that_is_not_a_failure(run_secs: list[float]) -> None:
+    assert ran(run_secs) == any(not is_failure(x) for x in run_secs)
+
+
+def test_is_failure_is_the_mark_and_beyond() -> None:
+    assert is_failure(FAILED_RUN_SECS) and is_failure(2e10) and is_failure(math.inf) and is_failure(math.nan)
+    assert not is_failure(0.0) and not is_failure(1e9) and not is_failure(9_999_999_999.0)
 
 
 @given(run_lists, insts)

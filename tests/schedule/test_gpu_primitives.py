@@ -2,7 +2,7 @@
 same calls (the expected modules below are TVM's output, parsed by msdb): compute_at relaxes a
 shared-memory buffer over the thread loops of a block, split keeps a fused loop's iterator
 whole under floordiv/floormod, set_scope moves an intermediate buffer to another scope. The
-full CUDA design spaces and candidates are in tests/cuda."""
+full CUDA design spaces and candidates are in tests/tuner/cuda."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ import pytest
 from msdb.hashing import structural_equal
 from msdb.ir import from_script
 from msdb.schedule import Schedule
-from tests.cuda._candidates import tvm_module
+from tests.tuner.cuda._candidates import tvm_module
 from tests.schedule.test_gpu_primitives import DENSE_I8, FUSED_LOOP, MATMUL, TWO_STAGE
 
 pytestmark = pytest.mark.tvm

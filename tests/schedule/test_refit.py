@@ -218,9 +218,9 @@ def test_another_fusion_goes_through_the_anchor_trace_procedure() -> None:
     """A record tuned on a matmul, re-fitted to a matmul + bias of other shapes: the trace does
     not name the bias block. msdb's generic part leaves it unscheduled; the tuner's whole
     procedure (passed as `anchor`) inlines it."""
-    from msdb.tuner.compile.anchor_trace import schedule_using_anchor_trace
-    from tests.compile.test_anchor_trace import sampled_schedules
-    from tests.compile.workloads import matmul_func
+    from msdb.tuner.space.anchor_trace import schedule_using_anchor_trace
+    from tests.tuner.space.test_anchor_trace import sampled_schedules
+    from tests.workloads import matmul_func
 
     tuned = sampled_schedules(matmul_func(4, 16, 8), seed=3)[0]
     relative = IRModule.from_func(matmul_func(8, 32, 4, bias=True))

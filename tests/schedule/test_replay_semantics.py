@@ -1,8 +1,7 @@
-"""What a replayed fixture trace means, not just that it replays (the issue's acceptance
-criterion): every record trace of the real TVM 0.27 logs (and of the legacy copies of team_a)
-replays on its workload into a well-formed module; where the reference interpreter can afford
-the full shape, the replayed module computes the same numbers as the unscheduled workload; and
-replaying a trace is deterministic across processes.
+"""What a replayed fixture trace means, not just that it replays: every record trace of the real
+TVM 0.27 logs (and of the legacy copies of team_a) replays on its workload into a well-formed module;
+where the reference interpreter can afford the full shape, the replayed module computes the same
+numbers as the unscheduled workload; and replaying a trace is deterministic across processes.
 
 Numbers: the fixture workloads are GMM 1x128x128x128 (team_a, team_b), linear0 1x784->128
 (team_a), C2D 1x224x224x3 k7 s2 (team_b), C1D 1x256x64 k3 (team_c) and DEP 1x112x112x32 k3

@@ -170,9 +170,12 @@ def test_cuda_traces_print_every_kind() -> None:
 
 
 def test_every_fixture_print_is_valid_python() -> None:
+    printed = 0
     for path in sorted(FIXTURES.glob("tvm-*/**/database_tuning_record.json")):
         for trace in record_traces(path, limit=4):
             compile(trace.as_apply_trace(), str(path), "exec")
+            printed += 1
+    assert printed, f"no fixture record files under {FIXTURES}"
 
 
 # ---------------------------------------------------------------- with_decision, simplified

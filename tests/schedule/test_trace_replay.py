@@ -377,7 +377,7 @@ def test_stochastic_schedule_mm_with_forced_decision(seed: int) -> None:
 def test_cuda_dp4a_trace_replays_fully() -> None:
     """The older TVM's CUDA log (Blockize, Tensorize "dp4a") replays on its workload, TVM's
     dp4a dense (shipped with TVM 0.27's replay in tests/data/cuda_candidates), to TVM's module
-    (tests/cuda has the full comparison)."""
+    (tests/tuner/cuda has the full comparison)."""
     from msdb.hashing import structural_equal
     from msdb.ir import from_script
 

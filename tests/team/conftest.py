@@ -1,4 +1,4 @@
-"""Fixtures of the team-scale tests (issue 14): one database that several tuners share, a SQLite
+"""Fixtures of the team-scale tests: one database that several tuners share, a SQLite
 file or a fresh database on the session's throwaway PostgreSQL server (tests/postgres_server.py,
 the same server fixture as the database suite's), and a Dask LocalCluster of two worker processes."""
 

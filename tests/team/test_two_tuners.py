@@ -1,7 +1,7 @@
 """Two `msdb tune` processes on one workload and target into one database (a SQLite file, or a
 real PostgreSQL server), measuring locally or on one Dask LocalCluster: together they measure
 no candidate twice, and the database holds every measurement (docs/architecture.md, "Team
-scale"; issue 14). Both use the same seed, so each proposes the other's candidates: only the
+scale"). Both use the same seed, so each proposes the other's candidates: only the
 database's measured records and claims keep them apart."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Lowering paths of the CPU code generator added for issue 12's budgets, each checked against
+"""Lowering paths of the CPU code generator added for the default schedules' speed budgets, each checked against
 numpy on seeded inputs and for the IR shape it is meant to produce (docs/architecture.md,
 "Tuner"; `msdb.tuner.codegen.emit`):
 
@@ -21,7 +21,7 @@ from msdb.ir import from_script
 from msdb.tuner import build
 from msdb.tuner.codegen import compile_module
 from msdb.tuner.codegen.masked import piece_width
-from msdb.tuner.compile.default_schedule import vector_lanes
+from msdb.tuner.space.register_tile import vector_lanes
 from msdb.tuner.codegen.emit import EmitOptions
 
 

@@ -1,7 +1,7 @@
 """msdb's GPU design space (TVM 0.27's `DefaultCUDA` rules, post-processors and mutators) on
 the three workloads of tests/data/cuda_candidates (1024^2 matmul, ResNet conv2d 1x64x56x56 3x3
 pad 1, softmax 256x1024), checked against the design spaces and candidates TVM 0.27 produced
-for them (shipped there by tests/cuda/test_cuda_replay_tvm.py; tests/tuner/test_space_cuda_tvm.py
+for them (shipped there by tests/tuner/cuda/test_cuda_replay_tvm.py; tests/tuner/test_space_cuda_tvm.py
 compares with TVM live)."""
 
 from __future__ import annotations
@@ -41,9 +41,9 @@ from msdb.tuner.space.rules.inline_constant_scalars import InlineConstantScalars
 from msdb.tuner.space.rules.multi_level_tiling import MultiLevelTiling
 from msdb.tuner.space.rules.multi_level_tiling_gpu import MultiLevelTilingGPU
 from msdb.tuner.space.rules.parallel_vectorize_unroll import ParallelizeVectorizeUnroll
-from tests.cuda._candidates import load
+from tests.tuner.cuda._candidates import load
 
-#: The issue's three workloads (tests/data/cuda_candidates has TVM's spaces and candidates of each).
+#: The three workloads checked (tests/data/cuda_candidates has TVM's spaces and candidates of each).
 WORKLOADS = ("matmul", "conv2d", "softmax")
 
 CUDA = Target("cuda -arch=sm_90")

@@ -23,9 +23,9 @@ from msdb.schedule import Schedule, Trace
 from msdb.schedule.tvm_json import dumps
 from msdb.tuner.context import TuneContext
 from msdb.tuner.space.generators.base import SpaceGenerator
-from tests.cuda._candidates import load
+from tests.tuner.cuda._candidates import load
 
-#: The issue's three workloads (tests/data/cuda_candidates has TVM's spaces and candidates of each).
+#: The three workloads checked (tests/data/cuda_candidates has TVM's spaces and candidates of each).
 WORKLOADS = ("matmul", "conv2d", "softmax")
 
 pytestmark = pytest.mark.tvm

@@ -13,7 +13,7 @@ from msdb.tuner import build
 from msdb.records.target import Target
 from msdb.tuner.codegen import compile_module
 from msdb.tuner.codegen.jit import spec_for, vector_register_bits
-from msdb.tuner.compile.default_schedule import vector_lanes
+from msdb.tuner.space.register_tile import vector_lanes
 from tests.tuner._util import check_against_interpreter, random_arrays
 from tests.tuner.test_codegen_schedules import register_tiled_matmul
 

@@ -1,7 +1,7 @@
 """Real TVM 0.27 replays what msdb's tuner finds: msdb tunes GMM and a conv2d (a few real
 measurements each), `msdb export` writes the work_dir, TVM's JSONDatabase loads it, and every
 record TVM replays gives the module msdb's replay gives (TVM's TVMScript print parsed by msdb,
-structurally equal). So a record msdb tunes is a record TVM can apply (issue 11).
+structurally equal). So a record msdb tunes is a record TVM can apply.
 
 One known difference is compared away: where a block binding after compute_at and fuse is not
 an affine iter map, TVM's IterMapSimplify gives up and keeps its sum's terms in another order
@@ -27,7 +27,7 @@ from msdb.schedule import Schedule
 from msdb.tuner.cost_model import XGBModel
 from msdb.tuner.search.evolutionary import EvolutionarySearch
 from msdb.tuner.tune import tune_tir
-from tests.compile.workloads import conv_func
+from tests.workloads import conv_func
 
 pytestmark = pytest.mark.tvm
 

@@ -1,4 +1,4 @@
-"""Real TVM 0.27 reads and writes msdb directly through `msdb.tvm.as_tvm_database` (issue 25):
+"""Real TVM 0.27 reads and writes msdb directly through `msdb.tvm.as_tvm_database`:
 TVM's own tune and compile calls with an msdb database where they take TVM's.
 
 - conversions are exact both ways: what TVM commits is stored with TVM's workload line (shash,
@@ -289,7 +289,7 @@ def test_compile_relax_of_resnet18_over_msdb_matches_tvm_and_onnxruntime(tvm: An
     from msdb.tuner.compile.reference import onnxruntime_session
     from msdb.tuner.tune import tune_tir
     from msdb.tvm import as_tvm_database
-    from tests.compile.make_tvm_conv_record import IMAGE, SHIPPED, resnet18, tvm_zero_module
+    from tests.tuner.compile.make_tvm_conv_record import IMAGE, SHIPPED, resnet18, tvm_zero_module
 
     proto = resnet18()
     target = tvm.target.Target(LLVM)

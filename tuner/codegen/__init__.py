@@ -3,17 +3,9 @@
     art = compile_module(mod)          # lower -> emit -> O3 -> object code
     art.object_code, art.entry, art.args
 
-Modules, in pipeline order:
-  lower.py      IR passes: blocks -> loops, allocation placement and compaction, auto-unroll
-  analysis.py   affine index analysis, flattening, bounds, tree walks (shared by the passes)
-  vectorize.py  when a vectorized loop can be one vector statement
-  emit.py       llvmlite IR for statements, loops (serial/unrolled/vector/parallel), memory
-  emit_expr.py  llvmlite IR for expressions (TVM's arithmetic semantics, intrinsics, calls)
-  state.py, types.py  emission state; dtype -> LLVM type helpers
-  jit.py        host target machine, O3 (new pass manager), object code, loading, libgomp
-
-Only this package imports llvmlite (docs/architecture.md, "Which way imports point": heavy
-dependencies stay in the modules that need them).
+Only this package imports llvmlite. Its modules in pipeline order (`lower`, `analysis`,
+`vectorize`, `emit`, `emit_expr`, `state`, `types`, `jit`): see docs/architecture.md, "Code
+generation".
 """
 
 from __future__ import annotations

@@ -1,37 +1,9 @@
 """LLVM IR emission (llvmlite.ir) for a lowered function.
 
-What the emitted module contains, for a function named `f` with buffer arguments A, B, C:
-
-* `void f(ptr noalias A, ptr noalias B, ptr noalias C)`: the kernel (TVM's calling convention:
-  outputs are written in place). `noalias` is set, as TVM sets it, when the function has the
-  `tir.noalias` attribute (every TE-created workload does); it matters: without it LLVM's
-  vectorizer and LICM give up.
-* `void f_packed(ptr args)`: the same with the pointers in an array (what the runner calls).
-* `i64 f_timed(ptr args, i64 number)`: runs the kernel `number` times and returns the elapsed
-  nanoseconds (CLOCK_MONOTONIC), so timing has no Python overhead in the loop.
-
-How loop kinds become code:
-
-* serial: a counted loop; `unroll`: emitted `extent` times with the variable bound to each
-  constant (small bodies), else a loop carrying `llvm.loop.unroll.full`.
-* vectorized: when the body is vectorizable (`vectorize.VectorPlan`: stores contiguous or
-  lane-invariant, no cross-lane dependence) the loop becomes straight-line `<N x T>` code:
-  contiguous accesses are vector loads/stores, lane-invariant ones scalars broadcast, small
-  strides (2-4) one wide load and a shufflevector, others scalar loads or `llvm.masked.gather`.
-  Lane-dependent conditions (split predicates, padding) become masks (masked loads/stores, no
-  branches); extents that are not a power of two are padded with masked-off lanes (or, with
-  `EmitOptions.exact_lanes`, vectors of exactly that length), extents above 64 run as 16-lane
-  chunks and a tail. A body that is not vectorizable is scalarized into a serial loop (with
-  `llvm.loop.vectorize.enable`, so LLVM may still vectorize it when it can prove it legal), as
-  TVM scalarizes.
-* parallel: the loop is outlined into `f_parN(ptr noalias bufs..., scalars..., begin, end)` and a
-  trampoline `f_parN_entry(ptr closure)` that takes this thread's static chunk
-  (omp_get_thread_num / omp_get_num_threads); the parent calls libgomp's `GOMP_parallel`.
-  The trampoline calls a worker with `noalias` pointer parameters because pointers loaded from
-  the closure carry no aliasing facts.
-
-Integer arithmetic on signed types carries `nsw` like TVM's backend; float arithmetic carries
-the fast-math flags in `EmitOptions` (default `contract` for FMA formation).
+For a function `f` it emits the kernel `f` (TVM's calling convention, `noalias` as TVM sets it),
+`f_packed` (the pointers in an array, what the runner calls) and `f_timed` (the kernel run
+`number` times, returning nanoseconds), and turns serial, unrolled, vectorized and parallel
+loops into code. See docs/architecture.md, "Code generation".
 """
 
 from __future__ import annotations
@@ -755,7 +727,7 @@ class _Emitter(ExprEmitter):
         then a shufflevector that picks every `stride`-th (a stride-2 conv's input row). The
         span lies between two elements the loop reads anyway, so it is inside the buffer; with
         padding lanes the load is masked to that span. It replaces a scalar load and an
-        insertelement per lane (issue 12: stride-2 convolutions ran 3-6x onnxruntime)."""
+        insertelement per lane (with those, stride-2 convolutions ran 3-6x onnxruntime)."""
         mt = memory_type(buf.dtype)
         b = fn.builder
         vec = fn.vec

@@ -1,29 +1,10 @@
 """`compile(model, database, target)`: a model's functions scheduled from (layered) databases and
-built into one runnable `CompiledModel` (docs/architecture.md, "Compile"; TVM's
-MetaScheduleApplyDatabase).
+built into one runnable `CompiledModel` (TVM's MetaScheduleApplyDatabase plus a build).
 
-Per function of the model, in the model's order:
-1. normalize it as a workload, the way task extraction does (`{"main": f}`), so its hashes
-   are the ones tuning stored;
-2. find the best valid record for the target: layers in order, structurally and then by anchor
-   block in each (`lookup.find_record`); the first layer with a record wins;
-3. apply it: a record whose workload is ignore-tensor-equal to the function replays its trace on
-   the *stored* workload with its post-processing instructions (TVM replays on the stored module,
-   whose block names the trace uses); any other (an anchor-block match) goes through TVM's
-   anchor-trace procedure (`schedule_using_anchor_trace`) on the function. A trace that raises
-   is a miss with the error's text, not an aborted compile (TVM aborts);
-4. with `transfer` (issue 24; docs/architecture.md, "Transfer"), a miss is answered by its
-   nearest relative's record re-fitted to it (`msdb.tuner.compile.transfer`), when one fits;
-5. anything else gets the default schedule (no search: parallel outer loops, vectorized inner
-   loops). With `transfer_trials` N > 0, up to N re-fitted candidates and the default schedule
-   are measured, the fastest is kept, and every measured one is committed as a record of the
-   function (under a `transfer` source naming the record it came from), so the next compile
-   hits exactly;
-6. build with llvmlite (`msdb.tuner.kernel.build`). A tuned or transferred module that does not
-   build falls back to the default schedule.
-
-Where the time goes is kept in `CompiledModel.timings` (load, query, apply, build seconds), for
-bench/bench_compile.py.
+Per function: normalize it as a workload, find the best valid record layer by layer
+(`lookup.find_record`), apply it (or answer a miss by transfer, else the default schedule), then
+build with llvmlite. `CompiledModel.timings` says where the time went, for bench/bench_compile.py.
+See docs/architecture.md, "Compile".
 """
 
 from __future__ import annotations
@@ -82,7 +63,7 @@ def apply_record(record: TuningRecord, workload: Workload, target: Target) -> IR
     schedule's `MsdbError` when the trace does not apply."""
     from msdb.database.base import replay
     from msdb.schedule import Schedule
-    from msdb.tuner.compile.anchor_trace import schedule_using_anchor_trace
+    from msdb.tuner.space.anchor_trace import schedule_using_anchor_trace
 
     if record.workload.equal(workload, "ignore-tensor"):
         return replay(record).mod
@@ -92,7 +73,7 @@ def apply_record(record: TuningRecord, workload: Workload, target: Target) -> IR
 
 
 def _default_mod(func: PrimFunc, target: Target) -> IRModule:
-    from msdb.tuner.compile.default_schedule import default_schedule
+    from msdb.tuner.space.default_schedule import default_schedule
 
     return default_schedule(func, target).mod
 

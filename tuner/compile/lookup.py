@@ -22,7 +22,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
-from msdb.database.base import Database, check_k, rank
+from msdb.database.base import Database, rank
 from msdb.errors import MsdbError
 from msdb.records import Target, TuningRecord, Workload
 from msdb.tuner.compile.report import MissReason
@@ -138,10 +138,8 @@ class _ScanView(Database):
     def commit_tuning_record(self, record: TuningRecord) -> None:
         raise MsdbError("a compile's query view is read-only")
 
-    def get_top_k(self, workload: IRModule | PrimFunc | Workload, top_k: int,
-                  target: Target | str | dict[str, Any] | None = None) -> list[TuningRecord]:
-        check_k(top_k)
-        return rank(enumerate(self._matching(Workload.coerce(workload))), top_k, Target.coerce(target))
+    def _top_k(self, workload: Workload, top_k: int, target: Target | None) -> list[TuningRecord]:
+        return rank(enumerate(self._matching(workload)), top_k, target)
 
     def get_measured(self, workload: IRModule | PrimFunc | Workload,
                      target: Target | str | dict[str, Any] | None = None) -> list[TuningRecord]:
@@ -157,7 +155,7 @@ class _ScanView(Database):
 
 def equality_view(database: Database, module_equality: str) -> Database:
     """`database` read under `module_equality` (see the module docstring)."""
-    from msdb.database.sqlite import SQLiteDatabase
+    from msdb.database.sql import SQLiteDatabase
     from msdb.hashing import canonical_mode
 
     from msdb.database.union import OrderedUnionDatabase, UnionDatabase

@@ -72,8 +72,8 @@ def errors(actual: Sequence[np.ndarray], expected: Sequence[np.ndarray]) -> tupl
 
 def onnxruntime_session(model: Any) -> Any:
     """An onnxruntime CPU session of `model` (a path, serialized bytes or an `onnx.ModelProto`) on
-    one intra-op and one inter-op thread: the reference every comparison and the issue's
-    latency budgets use (docs/architecture.md, "Compile"), on the thread count msdb's model runs
+    one intra-op and one inter-op thread: the reference every comparison and the model latency
+    budgets use (docs/architecture.md, "Compile"), on the thread count msdb's model runs
     use. ImportError when onnxruntime is not installed."""
     import onnxruntime
 

@@ -1,22 +1,9 @@
-"""The hit/miss report of a compile: one entry per function of the model (docs/architecture.md,
-"Compile").
+"""The hit/miss report of a compile: one entry per function of the model, saying what answered it
+(`SCHEDULED_BY`: exact, anchor-block, transferred, default) and why not the ones before.
 
-Why a report at all: "layering a local database over a shared one at compile time" is only
-useful if the user can see which operators the databases answered and why the others missed,
-so every miss carries one of four reasons, decided from what the layers hold:
-
-- `no such workload`: no layer stores the workload, structurally or by anchor block;
-- `workload known but no record for this target`: stored, but its records are for other
-  targets (they are listed);
-- `only failed records`: every record for this target failed to build or run ([1e10]);
-- `trace does not apply`: the best record's trace raised an error on this function (its text).
-
-With `transfer` (issue 24; docs/architecture.md, "Transfer"), a miss may still be answered by a
-relative's record re-fitted to the function (`msdb.database.transfer.TransferDatabase`): the
-entry then says which workload, of which models and layer, at what distance, and keeps the
-reason the exact and anchor-block lookups missed. So every function is answered by one of
-`SCHEDULED_BY` ("exact", "anchor-block", "transferred", "default"), and each entry says why not
-by the ones before it.
+A miss carries one of four reasons, decided from what the layers hold: `no such workload`,
+`workload known but no record for this target` (the targets that have one listed), `only failed
+records`, `trace does not apply` (the error's text). See docs/architecture.md, "Compile".
 """
 
 from __future__ import annotations

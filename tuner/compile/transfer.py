@@ -1,4 +1,4 @@
-"""Transfer at compile time (issue 24; docs/architecture.md, "Transfer"): a function that neither
+"""Transfer at compile time (docs/architecture.md, "Transfer"): a function that neither
 an exact nor an anchor-block record answers is scheduled by its nearest relative's record
 re-fitted to it, read through a `msdb.database.transfer.TransferDatabase` over the compile's
 layers.
@@ -64,7 +64,7 @@ def transfer_view(layers: Sequence[Layer], target: Target, neighbours: int, *, m
     from msdb.database.schedule_fn import ScheduleFnDatabase
     from msdb.database.transfer import TransferDatabase
     from msdb.database.union import OrderedUnionDatabase
-    from msdb.tuner.compile.anchor_trace import schedule_using_anchor_trace
+    from msdb.tuner.space.anchor_trace import schedule_using_anchor_trace
 
     stores = [layer.database for layer in layers if not isinstance(layer.database, ScheduleFnDatabase)]
     if not stores:
@@ -102,7 +102,7 @@ def measure_transfer(name: str, func: PrimFunc, workload: Workload, target: Targ
                      trials: int, builder: Builder, runner: Runner, database: Database,
                      layers: Sequence[Layer]) -> tuple[IRModule, TransferInfo | None, str]:
     """`--transfer-trials`: measure up to `trials` of the re-fitted candidates and the default
-    schedule, and keep the fastest (issue 24), the default unless a transferred candidate measured
+    schedule, and keep the fastest, the default unless a transferred candidate measured
     `MARGIN` times faster. Every measured candidate is committed to
     `database` as a real record of this function (failures as [1e10], as the tuner does), each
     under its own `transfer` source naming the record it came from ("default schedule" for the
@@ -110,7 +110,7 @@ def measure_transfer(name: str, func: PrimFunc, workload: Workload, target: Targ
     provenance when a transferred candidate won (else None), and a line on what was measured."""
     from msdb.records.ranking import FAILED_RUN_SECS
     from msdb.records.record import ArgInfo, TuningRecord
-    from msdb.tuner.compile.default_schedule import default_schedule
+    from msdb.tuner.space.default_schedule import default_schedule
     from msdb.tuner.measure.builder import BuilderInput
     from msdb.tuner.tune import run_built
 

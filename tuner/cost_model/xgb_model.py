@@ -1,19 +1,7 @@
-"""`XGBModel`: TVM's default cost model, gradient-boosted trees over per-store features
-(docs/architecture.md, "Tuner"; TVM's `cost_model/xgb_model.py`).
-
-A candidate is a pack of feature rows (one per written buffer) and its score is the sum of its
-rows' predictions. The model learns, per workload, `y = best cost / cost` (1 for the best
-measured schedule, about 0 for a failure), with TVM's custom objective: the pack's error
-`(sum - y)` propagates to each of its rows, weighted by `y` (gradient `(sum - y) * y`, hessian
-`y`), so slow and failed candidates barely pull on the trees and the model spends its capacity
-on ranking the fast ones. Training restarts from scratch on all the data, with up to 10000
-rounds and early stopping when the pack-sum RMSE on the training set has not improved for 50;
-it runs only when the data grew by a fifth since the last training (TVM's adaptive training).
-Below 100 measured candidates (`num_warmup_samples`) predictions are seeded uniform noise, as
-in TVM, so the search explores before it exploits.
-
-Beyond TVM, `pretrain` learns from a database's existing records of the same target kind, so a
-shared database warms the model up before the first measurement.
+"""`XGBModel`: TVM's default cost model, gradient-boosted trees over per-store features (TVM's
+`cost_model/xgb_model.py`): a candidate scores the sum of its rows' predictions, trained with
+TVM's objective and adaptive training. `pretrain` (beyond TVM) learns from a database's records of
+the same target kind. See docs/architecture.md, "Features and cost model".
 """
 
 from __future__ import annotations

@@ -1,21 +1,7 @@
 """TVM's five per-store feature groups from the stores a walk found (`store_walk`), one row per
-written buffer (docs/architecture.md, "Tuner"; TVM's `per_store_feature.cc`).
-
-Every count, size and extent goes through `slog(x) = log2(|x| + 1)`; one-hot entries do not. A
-row is, in order:
-
-1. (57) 16 arithmetic counts over the whole nest; for each of vectorize, unroll and parallel
-   loops: how many, the product and the innermost extent, and an 8-way position one-hot (TVM
-   only ever sets "none" or "mixed"); is-GPU and the extents of blockIdx.x/y/z, threadIdx.x/y/z
-   and vthread (1 when unbound);
-2. (18 x 5) for the five buffers of the store with the most cache lines: access kind one-hot,
-   bytes, unique bytes, lines, unique lines, reuse kind one-hot, reuse distance in iterations
-   and bytes, reuse count, the four sizes divided by the reuse count, innermost stride;
-3. (10) the arithmetic intensity curve: float operations per byte touched as the nest grows
-   from the innermost loop outward, sampled at ten points of the operation count;
-4. (4) the written buffer's allocation: bytes, bytes times the loops around the allocation,
-   those loops' product, and the store's loops beyond them;
-5. (3) the product and number of the store's loops, and the innermost auto-unroll step.
+written buffer (TVM's `per_store_feature.cc`): 57 + 18 x 5 + 10 + 4 + 3 values, counts and sizes
+through `slog(x) = log2(|x| + 1)`. What each group holds: see docs/architecture.md, "Features and
+cost model".
 """
 
 from __future__ import annotations

@@ -1,39 +1,11 @@
-"""One walk over a scheduled function that records, for every buffer store, the loops around it
-and what it touches at each loop level: the raw material of TVM's per-store features
-(`per_store_feature.cc`, docs/architecture.md, "Tuner").
+"""One walk over a scheduled function that records, for every buffer store, the loops around it and
+what it touches at each loop level: the raw material of TVM's per-store features
+(`per_store_feature.cc`).
 
-TVM lowers the module before it collects (unit loops dropped, block iter vars replaced by their
-bindings, reduction inits turned into ordinary stores, allocations moved to and compacted at the
-lowest common loop of their accesses, conditions the loops decide simplified away). Lowering
-every candidate would cost more than the features are worth, so the walk reads the scheduled IR
-directly and derives the same quantities:
-
-- a loop of extent 1 (serial, starting at 0, without annotations) is not a loop: its variable is
-  0, as TVM's `SimplifyForFeatureExtraction` makes it;
-- each index is an affine form (`msdb.ir.arith.affine`) over the positions of the enclosing
-  loops, block iter vars composed with their bindings; the non-affine rest (`floordiv` of a fused
-  loop, ...) stays an atom bounded with `msdb.ir.arith.interval.ExprBounds`, and an atom that
-  takes one value over the whole nest is that constant (what TVM's simplifier does with
-  `v_co // 64` when `v_co < 64`);
-- a block's `init` is walked as part of its body, so a constant init store is skipped like any
-  constant store and a computed one counts under the full nest (TVM's `LowerInitBlock`);
-- a comparison the loops decide (padding's `v_h + v_rh < 113` when it never reaches 112) counts
-  nothing, nor does the `if_then_else` it decides;
-- once every store is known, a buffer the function allocates is placed under the deepest loop
-  all its accesses share and shaped to what the loops below touch; its indices lose the outer
-  loops' terms, as compaction subtracts them;
-- the region a store touches when the loops from level i inward run is the interval of every
-  index with those loops relaxed (TVM's `RelaxAndUnion`), computed for all levels in one
-  inner-to-outer sweep, in visiting order (reuse looks at what earlier stores touched).
-
-One deliberate difference: TVM's analyzer keeps every loop at its minimum inside `%` when it
-relaxes (its modular-set analysis remembers the first binding), so `fused % 8` counts as one
-value in TVM's regions; here a `%` of a running loop spans its range, as the reference
-definitions say. Everything else matched TVM 0.27's features on the bundled team logs.
-
-What a store's value does (operation counts, loads, index forms over the block's iter vars)
-depends only on the store node, which schedules of one workload share; it is cached per node
-(only a value with conditions is summarized again for each schedule's loops).
+It reads the scheduled IR directly and derives what TVM's lowering would give (unit loops,
+bindings, inits, allocation placement, decided conditions, relaxed regions), without lowering
+each candidate. The rules and the one deliberate difference from TVM: see docs/architecture.md,
+"Features and cost model".
 """
 
 from __future__ import annotations

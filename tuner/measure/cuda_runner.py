@@ -1,20 +1,11 @@
 """`CudaRunner`: measure cubin artifacts from `LocalBuilder` (cuda targets) on a GPU with TVM's
-timing semantics (docs/architecture.md, "CUDA").
+timing semantics.
 
     runner = CudaRunner(number=3, repeat=1, min_repeat_ms=100)
     results = runner.run([RunnerInput(r.artifact_path, "cuda") for r in builder_results])
 
-Per candidate: load the cubin, upload seeded random arguments (`runner.cached_arguments`, the
-CPU runner's, drawn once per task in a worker), allocate the workspaces, launch every kernel once (warm-up), then time `repeat`
-rounds of `number` calls between two CUDA events, growing `number` until a round lasts
-`min_repeat_ms` (`timing.evaluate`). A call launches the module's kernels in order. Failures
-(no driver, a kernel that faults, a bad artifact) are `[1e10]` results with the reason.
-
-The driver binding is imported only when a runner first measures: pycuda when importable
-(`pycuda.driver.module_from_buffer`), else NVIDIA's cuda-python (`cuda.bindings.driver`, or the
-older `cuda.cuda`). With `isolated=True` (the default) each candidate runs in a worker process,
-so a kernel that corrupts the context costs one worker; `isolated=False` measures in this process
-(scripts that run where msdb is not installed, such as bench/gpu_check.py).
+Failures (no driver, a kernel that faults, a bad artifact) are `[1e10]` results with the reason;
+`isolated=False` measures in this process. See docs/architecture.md, "CUDA".
 """
 
 from __future__ import annotations
@@ -349,7 +340,7 @@ class CudaRunner(WorkerRunner):
     def check_device(self) -> str:
         """The name of the GPU this runner measures on, or `CudaRuntimeError` saying why there is
         none (no driver binding, no driver, no device): `msdb tune` asks before it stores
-        anything, rather than storing every candidate as a failed run (issue 27). Asked where
+        anything, rather than storing every candidate as a failed run. Asked where
         the candidates would run: in the worker process when isolated, so this process never
         initializes CUDA."""
         if self.isolated:

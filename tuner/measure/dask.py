@@ -1,42 +1,14 @@
 """`DaskBuilder` / `DaskRunner`: build and measure candidates on a Dask distributed cluster, a
-farm of machines of the target's kind (docs/architecture.md, "Tuner"), with the interface of
-`LocalBuilder` / `LocalRunner`, so `tune_tir` and `tune_tasks` take either.
+farm of machines of the target's kind, with the interface of `LocalBuilder` / `LocalRunner`, so
+`tune_tir` and `tune_tasks` take either.
 
     client = distributed.Client("tcp://farm:8786")
     builder, runner = DaskBuilder(client), DaskRunner(client, number=3, min_repeat_ms=100)
     tune_tir(mod, target, db, 64, builder=builder, runner=runner)
 
-Workers are started with one thread and the `measure` resource:
-
-    dask scheduler
-    dask worker tcp://farm:8786 --nthreads 1 --resources measure=1
-
-Why it is built this way:
-- each build and each run goes to one free worker of its own and asks for the whole `measure`
-  resource, so a worker does one candidate at a time (another tuner's included) and a
-  measurement never shares its worker with a build or another measurement; the kernel itself
-  uses the target's threads (`num_threads`);
-- modules travel in msdb's binary IR form (`msdb.ir.codec`), artifacts come back as bytes: the
-  worker's file system is not the tuner's. The builder writes them into its own staging folder
-  so that a `BuilderResult.artifact_path` means what it means for `LocalBuilder` (and either
-  builder works with either runner); the runner ships the bytes back to a worker. With both on
-  one client the tuner skips that: one task builds and times each candidate on one worker
-  (`DaskRunner.build_and_run_as_completed`), one round trip instead of two (bench/bench_dask.py);
-- a worker that dies mid-candidate (a crashing kernel, a killed machine) makes that candidate a
-  failed result, never a retry on another worker that the same kernel could kill as well: the
-  scheduler's `remove-worker` events name the tasks the worker was processing, and those are
-  failed and cancelled. `KilledWorker`, a lost scheduler (`CommClosedError`) and a timeout are
-  failed results too; the tuning process commits every result (`msdb.tuner.tune`);
-- a candidate that runs past the timeout (a kernel that hangs) cannot be interrupted inside its
-  worker's thread, so that worker gets no more candidates and is restarted in the background
-  (`Client.restart_workers`: its nanny, which `dask worker` starts by default, kills the process
-  and starts a fresh one); the fresh worker takes candidates again as soon as the scheduler
-  announces it. A worker started with `--no-nanny` cannot be restarted and stays unused. (A
-  `LocalCluster` closes the nanny of a worker that stays away longer than Dask's
-  `distributed.deploy.lost-worker-timeout`, 15 s: raise it above the nanny's kill timeout plus
-  a worker's start. Workers started by `dask worker` have no such limit.)
-  Closing a builder or runner waits for its restarts in flight: one cut off by the client
-  closing can leave the nanny without a worker.
+Workers are started with `dask worker tcp://farm:8786 --nthreads 1 --resources measure=1`. One
+candidate per worker, what a dead or hung worker costs, and why: see docs/architecture.md,
+"Team scale" ("The farm").
 """
 
 from __future__ import annotations

@@ -1,20 +1,12 @@
-"""Isolated worker processes for building and measuring candidates.
+"""Isolated worker processes for building and measuring candidates: a kernel that segfaults or
+never returns costs one worker, never the tuner.
 
-A candidate kernel may segfault or never return; that must cost one worker, never the tuner
-(docs/architecture.md, "Tuner"). Each `Worker` is a fresh interpreter started with `python -m
-msdb.tuner.measure.worker` (not fork: libgomp and LLVM are not fork-safe, and not multiprocessing's
-spawn, which re-runs the caller's `__main__`), talking over two pipes with pickled messages:
+Each `Worker` is a fresh interpreter (`python -m msdb.tuner.measure.worker`) talking over two
+pipes with pickled messages:
 
     parent -> child: (function "module:name", args)   child -> parent: ("ok", value) | ("err", text)
 
-A call that does not answer within its timeout gets the process killed (SIGKILL); a process that
-dies mid-call is reported with its signal. Either way a replacement is started at once, so the
-next candidate only waits for it if it arrives before the replacement is ready.
-
-A worker dies with the tuner however the tuner ends, SIGKILL included, even in the middle of a
-call (`msdb.lifeline`: the death signal and the lifeline pipe), and ignores Ctrl-C, which the
-terminal sends to the whole process group: the tuner decides what it means (docs/architecture.md,
-"Processes, temporary files and interrupts").
+See docs/architecture.md, "Measurement".
 """
 
 from __future__ import annotations

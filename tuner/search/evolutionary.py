@@ -1,34 +1,10 @@
-"""`EvolutionarySearch` (TVM's default strategy; docs/architecture.md, "Tuner"): each round
-starts from the database's best measured schedules of the workload plus random samples of the
-design spaces, evolves that population for a few generations under the cost model's scores
-(parents drawn by score, mutated by the space generator's mutators), and measures the
-best-scored modules not measured before, a few random ones mixed in (epsilon-greedy).
+"""`EvolutionarySearch`: TVM's default search strategy, warm-started from the database.
 
-TVM's defaults and order of steps (evolutionary_search.cc): population 512, 20% of it from the
-database, at least 50 random samples, 4 generations, mutation probability 0.85, 10 retries per
-slot, 5% random picks; 5 rounds in a row with nothing new to measure end the task.
-
-Beyond TVM: while the cost model cannot rank yet (XGBoost below its warm-up of 100 measured
-candidates, or the random model), its scores are noise, and TVM still evolves 2,048 mutants a
-round under them. msdb instead measures half a round of mutants of what was measured, parents
-drawn by their measured speed, and half a round of fresh random samples of the design spaces,
-for a tenth of the replays; it evolves from the first round
-in which the model ranks (at once when it was pretrained on a shared database).
-
-And on a CPU (llvm) target the first round of a session also measures msdb's default schedule of
-the workload (`msdb.tuner.compile.default_schedule`, the schedule `msdb compile` gives a function
-no database knows), one trial of the round's budget, unless the database measured it already: the
-record of the best schedule is then never slower than what compiling without a record gives, so
-tuning a model cannot make it slower than not tuning it (TVM applies its best record whatever
-its speed; docs/architecture.md, "Compile"). When the database has no record of the workload,
-that first round also measures its nearest relatives' best records re-fitted to it
-(`transfer_neighbours`, issue 24's warm start; docs/architecture.md, "Transfer").
-
-And a trace whose every decision is fixed always replays to the same post-processed
-schedule, and the search keeps meeting the same traces (a parent kept unmutated, two mutations
-that land on the same tile sizes, the database's best replayed every round), so replays are
-remembered by the trace's JSON for the session (`replay_cache_size` of them; each replay costs
-milliseconds of Python, the key microseconds).
+Each round evolves the database's best schedules and random samples of the design spaces under
+the cost model and measures the best-scored modules not measured before. TVM's defaults, and what
+msdb does beyond TVM (measured mutants before the model ranks, the default schedule and
+relatives' re-fitted records in the first round, remembered replays): see docs/architecture.md,
+"Search".
 """
 
 from __future__ import annotations
@@ -351,7 +327,7 @@ class EvolutionarySearch(SearchStrategy):
         module docstring): [] when disabled, not a CPU target, already measured, claimed by
         another tuner, or when the default schedule fails on this workload."""
         from msdb.errors import MsdbError
-        from msdb.tuner.compile.default_schedule import default_schedule
+        from msdb.tuner.space.default_schedule import default_schedule
 
         context = self._context()
         if not self.measure_default_schedule or context.target is None or context.target.kind != "llvm":
@@ -371,8 +347,8 @@ class EvolutionarySearch(SearchStrategy):
         return self._claim([(key, sch)])
 
     def _transferred_candidates(self, limit: int) -> list[Schedule]:
-        """The re-fitted best records of the workload's nearest relatives (issue 24;
-        docs/architecture.md, "Transfer"), as candidates of the first round when the database
+        """The re-fitted best records of the workload's nearest relatives
+        (docs/architecture.md, "Transfer"), as candidates of the first round when the database
         has no record of the workload on the target: a task nobody tuned starts from what its
         relatives found instead of from random samples alone. Measured like any candidate (a
         transferred record carries no latency of its own), then parents of the next rounds
@@ -382,7 +358,7 @@ class EvolutionarySearch(SearchStrategy):
         import functools
 
         from msdb.database.transfer import TransferDatabase
-        from msdb.tuner.compile.anchor_trace import schedule_using_anchor_trace
+        from msdb.tuner.space.anchor_trace import schedule_using_anchor_trace
 
         context = self._context()
         if (limit <= 0 or self.transfer_neighbours == 0 or self.database is None or context.target is None

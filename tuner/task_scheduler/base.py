@@ -16,6 +16,7 @@ import random
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from msdb.records.ranking import FAILED_RUN_SECS, is_failure, mean_run_secs
 from msdb.tuner.kinds import UnknownKind, load_kind
 
 if TYPE_CHECKING:
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from msdb.tuner.context import TuneContext
     from msdb.tuner.measure.runner import RunnerResult
 
-__all__ = ["TaskScheduler", "TaskRecord", "UnknownTaskScheduler", "create", "MeasureFn", "RoundFn"]
+__all__ = ["TaskScheduler", "TaskRecord", "UnknownTaskScheduler", "create", "MeasureFn", "RoundFn", "failed_ms"]
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +41,8 @@ UnknownTaskScheduler = UnknownKind
 @dataclass
 class TaskRecord:
     """One task's state during tuning (TVM's `TaskRecord`): its context and weight, the FLOPs of
-    its workload, and what was measured so far."""
+    its workload, and what was measured so far (`latency_ms`: each result's mean run time in ms,
+    a failed one at the failure mark, see `failed_ms`)."""
 
     ctx: TuneContext
     task_weight: float = 1.0
@@ -51,7 +53,7 @@ class TaskRecord:
 
     @property
     def best_ms(self) -> float | None:
-        valid = [x for x in self.latency_ms if x < 1e9]
+        valid = [x for x in self.latency_ms if not failed_ms(x)]
         return min(valid) if valid else None
 
     @property
@@ -126,12 +128,19 @@ class TaskScheduler:
         return create(kind, **kwargs)
 
 
+def failed_ms(latency_ms: float) -> bool:
+    """Whether a `TaskRecord.latency_ms` entry is a failure: `msdb.records.ranking.is_failure`,
+    in milliseconds."""
+    return is_failure(latency_ms / 1e3)
+
+
 def _latency_ms(result: RunnerResult) -> float:
-    run_secs = result.run_secs or []
-    if result.error_msg is not None or not run_secs:
-        return 1e10
-    mean = sum(run_secs) / len(run_secs)
-    return mean * 1e3 if math.isfinite(mean) else 1e10
+    """A result's `latency_ms` entry: the ranking mean of its run times (failures included), in ms;
+    the failure mark for an error, no run times or a mean that is not finite."""
+    mean = mean_run_secs(result.run_secs) if result.error_msg is None else None
+    if mean is None or not math.isfinite(mean) or is_failure(mean):
+        mean = FAILED_RUN_SECS
+    return mean * 1e3
 
 
 _KINDS = {

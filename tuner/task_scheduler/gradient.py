@@ -4,12 +4,13 @@ latency (`window_size` rounds back) and its best latency over the rounds so far:
 
     gradient = (alpha * (best[n-1-w] - best[n-1]) / w + (1 - alpha) * best[n-1] / n) * weight
 
-A task without a valid measurement yet scores -1e9; all equal means a random pick (seeded).
+A task without a valid measurement yet (`failed_ms`, the ranking's failure rule) scores -1e9; all
+equal means a random pick (seeded).
 """
 
 from __future__ import annotations
 
-from msdb.tuner.task_scheduler.base import TaskScheduler
+from msdb.tuner.task_scheduler.base import TaskScheduler, failed_ms
 
 __all__ = ["GradientBased"]
 
@@ -40,7 +41,7 @@ class GradientBased(TaskScheduler):
     def _gradient(self, task_id: int) -> float:
         history = self._history.get(task_id, [])
         n = len(history)
-        if n == 0 or history[-1] >= 1e9:
+        if n == 0 or failed_ms(history[-1]):
             return -1e9
         best = history[-1]
         w = self.window_size

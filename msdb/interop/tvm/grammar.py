@@ -1,28 +1,11 @@
 """The one grammar of TVM's work_dir lines (docs/tvm-formats.md section 1), read and written.
 
-Reading: `LineParser.workload(text)` turns a workload line `["<shash>", "<payload>"]` into a
-`ParsedWorkload` (the payload decoded into msdb IR and hashed in the three modes, once per
-distinct payload); `LineParser.record(text, workloads, workload_file)` turns a record line
-`[workload_index, [trace, run_secs, target, args_info]]` into a `RecordFields` tuple (the
-importer's row; `LineParser.tuning_record` makes a `TuningRecord` of it instead): the trace
-shape-checked and normalized to TVM 0.27's form (`msdb.interop.tvm.trace_check`), kept as the
-exact text TVM wrote when it needs no rewrite; run_secs in TVM's spelling with the mean and
-validity of `msdb.records.ranking`; the target parsed once per distinct text; args_info checked
-once per distinct text. A line that breaks the grammar gives the reason as a string instead,
-never an exception: callers report it as `path:line: reason`. `msdb import` and `JSONDatabase`
-both read through this class, so they accept and reject the same lines for the same reasons.
-
-Speed (>= 20k records/s for an import, docs/benchmarks.md): the trace is stored as the exact
-text of the line (TVM's own writer output), so its dedup hash is that of TVM's bytes. A trace's
-sketch (the instructions before EnterPostproc, shared by the records of a design space) is
-checked once per distinct text; the rest is checked as text by one regular expression, and only
-the decisions and run_secs are scanned into Python values (`LineParser._quick`). Lines not in
-TVM's compact form, or that need rewriting or reporting, take the general path with the same
-result (a property test checks it).
-
-Writing: `record_line` and `workload_line` spell lines the way TVM 0.27 writes them, so TVM
-loads what msdb writes; `payload_of` is a workload's payload (TVM's own bytes for an imported
-workload, else TVM 0.27's encoding of msdb's IR).
+`LineParser.workload(text)` reads a workload line into a `ParsedWorkload`,
+`LineParser.record(text, workloads, workload_file)` a record line into `RecordFields` (the
+importer's row; `tuning_record` makes a `TuningRecord`); a line that breaks the grammar gives the
+reason as a string, never an exception. `record_line`, `workload_line` and `payload_of` write what
+TVM 0.27 loads. `msdb import` and `JSONDatabase` both read through it, so they accept and reject
+the same lines. Its fast path: see docs/architecture.md, "TVM interop".
 """
 
 from __future__ import annotations

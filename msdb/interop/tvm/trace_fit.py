@@ -1,22 +1,9 @@
 """Whether a record's trace can belong to the workload its line points at, decided without a
-replay: the cheap check `msdb import` runs on every record (docs/architecture.md, "One
-record's way").
+replay: the cheap check `msdb import` runs on every record, which catches a record file paired
+with the wrong workload file.
 
-A record file paired with the wrong workload file (team B's conv records imported with team
-A's `linear` workloads) is well-formed line by line; only the names inside the traces give it
-away. TVM finds out when it replays the trace; an import must find out before it stores the
-pair, without paying for a replay. Two facts are checked, and only where they are sound:
-
-- every block a `GetSBlock` (`GetBlock` before TVM 0.24) names exists in the workload, for the
-  instructions before the first one that may create or rename blocks (a cache stage, rfactor,
-  blockize, any kind msdb does not know): a later `GetSBlock` may name a block the trace made;
-- a `GetLoops` of such a block returns no more loops than the workload has around the block
-  (between it and its enclosing block, as TVM counts), for the instructions before the first
-  one that may change a loop nest (`Split`, `Fuse`, `ComputeAt`, ...).
-
-What a trace says (`TraceRefs`) is computed once per distinct sketch, what a workload holds
-(`WorkloadBlocks`) once per workload, and their verdict once per pair: the per-record cost is
-a dictionary lookup.
+Block names of `GetSBlock` and loop counts of `GetLoops` are checked where they are sound, once
+per sketch, workload and pair. See docs/architecture.md, "TVM interop" and "One record's way".
 """
 
 from __future__ import annotations

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import pathlib
 import shutil
-import tempfile
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -156,7 +155,7 @@ def write_workdir(out: pathlib.Path, workload_text: str, record_text: str) -> No
     killed export left behind are removed first, and a moved-aside work_dir whose replacement
     never arrived is put back (`msdb.staging`; docs/architecture.md, "Processes, temporary
     files and interrupts")."""
-    from msdb.staging import StagingDir, lock_path, sweep, unlock
+    from msdb.staging import StagingDir, aside_name, lock_path, sweep, unlock
 
     parent = out.parent
     sweep(parent, (f".{out.name}.export-", f".{out.name}.old-"), keep=lambda path: _put_back(path, out))
@@ -174,8 +173,7 @@ def write_workdir(out: pathlib.Path, workload_text: str, record_text: str) -> No
         if out.exists():
             # locked before it is moved: a concurrent export's sweep leaves it alone
             old_lock = lock_path(out, wait=True)
-            old = pathlib.Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=parent))
-            old.rmdir()
+            old = aside_name(parent, f".{out.name}.old-")
             os.rename(out, old)
         try:
             os.rename(staging, out)

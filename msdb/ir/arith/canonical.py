@@ -1,29 +1,9 @@
 """Canonical simplification of integer expressions: TVM's canonical form, the one msdb uses.
 
-Why TVM's form: a workload built by the TE builder must be structurally identical to the one
-TVM's `te.create_prim_func` builds (records are shared by structural hash), and block bindings
-after `split`/`fuse` must print as TVM prints them, so msdb simplifies exactly where and the way
-TVM's `arith.Analyzer` does (docs/architecture.md, "Integer arithmetic"). Results are exact: a
-rewrite is applied only when it holds for every value of the variables within their bounds.
-
-The form. An integer expression is a sum `t1 + t2 + ... + base` of *split terms*
-`((index % upper) // lower) * scale` (no modulo when `upper` is absent). Terms of one index are
-kept next to each other, the one with the larger `lower` first; adding a term merges it with an
-equal one. When the sum is turned back into an expression, adjacent digits of one index merge
-(`x // 8 * 8 + x % 8 // 4 * 4 + x % 4` is `x`), the terms are stably sorted by scale, then
-`lower`, then `upper` (all descending), and printed as the positive terms, a positive constant,
-the subtracted terms and a negative constant: `k + k // 7 + 8` prints `k // 7 + k + 8`.
-Floor division and modulo by a positive constant split off the divisible terms
-(`(h * 4 + r) // 4` is `r // 4 + h`) and nest into digits (`c // 4 % 8` is `c % 32 // 4`);
-products of non-constants keep their constant factors outside (`x * 2 * y` is `x * y * 2`).
-
-Comparisons are decided from bounds when possible and otherwise put in TVM's normal form
-(`h + 1 < 5` is `h < 4`, `h >= 3` is `3 <= h`, a common factor divided out); float arithmetic
-only gets TVM's constant folding (`x * 1.0` is `x`).
-
-Where msdb differs from TVM on purpose (pinned in tests/ir/test_arith_canonical.py): a constant
-cast to a narrower integer wraps around (TVM raises), and `not a < b` on floats is left alone
-(NaN makes it differ from `b <= a`).
+msdb simplifies exactly where and the way TVM's `arith.Analyzer` does, so TE-built workloads are
+structurally TVM's and bindings print as TVM prints them; a rewrite applies only when it holds
+for every value within the bounds. The form, its printing order and the two deliberate
+differences from TVM: see docs/architecture.md, "Integer arithmetic".
 """
 
 from __future__ import annotations
@@ -855,10 +835,6 @@ def _dividing_terms(s: _Sum, c: int) -> Iterator[tuple[_Split, int, _Sum]]:
 
 def _live_terms(s: _Sum) -> list[_Split]:
     return [t for t in s.terms if t.scale != 0]
-
-
-def _same_term(t: _Split, u: _Split) -> bool:
-    return t.key == u.key and t.same_digit(u) and t.scale == u.scale
 
 
 def _negate(cond: E.PrimExpr) -> E.PrimExpr:

@@ -1,20 +1,9 @@
-"""Integer intervals: inclusive `(lo, hi)` bounds of integer expressions.
+"""Integer intervals: inclusive `(lo, hi)` bounds of integer expressions, the one interval
+arithmetic of msdb.
 
-One interval arithmetic for every part of msdb that asks "what values can this index take?":
-the simplifier (proving `x // 8 == 0`), `const_int_bound`, the schedule primitives (regions,
-predicates), the FLOP estimator (loop extents), the interpreter (when to emit wrap-around code
-and bounds checks) and the code generator (docs/architecture.md, "Integer arithmetic").
-
-Unbounded ends are exact integers far outside every dtype (`NEG_INF`, `POS_INF`), so the
-arithmetic needs no `None` branches and stays exact; results never grow past them. Division
-and modulo take a divisor interval; a divisor that may be zero contributes the quotients of
-its non-zero values (a division by zero fails at run time, it has no value to bound).
-
-`ExprBounds` evaluates an expression's interval from the intervals of its variables. Leaves
-nothing is known about (a variable without a range, a load, a call) have their dtype's range,
-as TVM's `ConstIntBound` gives them (64-bit integers count as unbounded, TVM's convention), or
-are unbounded with `leaves_by_dtype=False` (what callers that need "derived from loop ranges
-only" use).
+Unbounded ends are exact integers far outside every dtype (`NEG_INF`, `POS_INF`). `ExprBounds`
+evaluates an expression's interval from its variables' (leaves by dtype unless
+`leaves_by_dtype=False`). See docs/architecture.md, "Integer arithmetic".
 """
 
 from __future__ import annotations

@@ -1,20 +1,8 @@
 """Structural identity of expressions inside one function: `expr_equal` and the hashable
 `expr_key` that agrees with it.
 
-Region inference, the simplifier (merging like terms), the schedule and the code generator
-compare index expressions of one function with each other, where the variables are shared:
-`i + 1` built twice is the same expression, `i + 1` and `j + 1` are not. So variables and
-buffers compare by identity and everything else by structure, without the renumbering of the
-module walk (`msdb.hashing`, docs/architecture.md "Hashing").
-
-Floats compare by their exact IEEE-754 bits, as the module hash does: `0.0` and `-0.0` are
-different constants (they divide differently) and a NaN equals the same NaN, which keeps
-`expr_equal` an equivalence relation and consistent with `structural_equal`. (Comparing by
-value, as two earlier copies of this key did, merged `x * 0.0` with `x * -0.0` and never
-matched a NaN with itself.)
-
-A subclass of a node (the TE builder's `ProducerLoad`) is the node it extends; an unknown direct
-`BinaryOp` subclass is its own kind, as in the hash walk.
+Variables and buffers compare by identity, everything else by structure, floats by their exact
+IEEE-754 bits (as the module hash). See docs/architecture.md, "Integer arithmetic".
 """
 
 from __future__ import annotations

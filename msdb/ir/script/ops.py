@@ -21,8 +21,18 @@ from msdb.ir.dtype import bits, default_int_dtype, is_float
 
 __all__ = [
     "FOLDING_ARITH", "literal", "operands", "cast", "match_types", "fold", "arith", "raw", "negate",
-    "sugar_reads_back", "max_value", "min_value",
+    "sugar_reads_back", "max_value", "min_value", "UNARY_MATH", "UNARY_PRED", "BINARY_MATH",
 ]
+
+#: The `T.` math calls on one operand, the predicates on one, and the math calls on two: what
+#: the parser reads as `Call`s and the printer writes back in the same spelling.
+UNARY_MATH = frozenset(
+    ["exp", "exp2", "exp10", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "sin", "cos",
+     "tan", "sinh", "cosh", "tanh", "asin", "acos", "atan", "asinh", "acosh", "atanh",
+     "sigmoid", "erf", "floor", "ceil", "round", "trunc", "nearbyint", "fabs"]
+)
+UNARY_PRED = frozenset(["isnan", "isinf", "isfinite"])
+BINARY_MATH = frozenset(["pow", "fmod", "atan2", "hypot", "copysign", "nextafter", "ldexp"])
 
 Scalar = Union[int, float, bool]
 Operand = Union[E.PrimExpr, int, float, bool]

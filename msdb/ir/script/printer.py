@@ -1,20 +1,8 @@
-"""Print msdb IR as TVMScript in the style TVM 0.27 writes (`mod.script()`).
+"""Print msdb IR as TVMScript in the style TVM 0.27 writes (`mod.script()`): `to_script`.
 
-The output is what `from_script` reads back to a structurally equal module: every choice
-below that differs from the shortest spelling exists for that round trip:
-
-- operator sugar (`a + b`, `T.max(a, b)`) only where TVM's parser would rebuild the same node;
-  otherwise the constructor (`T.Add(a, 0)`, `T.And(x, True)`), as TVM's printer does;
-- names are made unique among the names in scope (`i`, `i_1`), so two variables that share a
-  name stay two variables; sibling loops may reuse a name;
-- `start:start + extent` for symbolic region and loop bounds, which the parser reads back as
-  that extent exactly;
-- the root block is shown as TVM shows it (`# with T.sblock("root"):` and its allocations as
-  `T.sblock_alloc_buffer` at function level) when the parser would rebuild it the same way,
-  and as an explicit `with T.sblock("root"):` otherwise (annotations, a predicate, regions).
-
-A module prints as `@I.ir_module class Module:`; a lone PrimFunc prints as a bare
-`@T.prim_func def main(...)`, like TVM's `func.script()`.
+The output is what `from_script` reads back to a structurally equal module; every spelling that
+differs from the shortest one exists for that round trip. See docs/architecture.md, "TVMScript
+parser".
 """
 
 from __future__ import annotations
@@ -29,6 +17,7 @@ from msdb.ir import expr as E
 from msdb.ir import stmt as S
 from msdb.ir.function import IRModule, PrimFunc
 from msdb.ir.script import ops
+from msdb.ir.script.ops import BINARY_MATH, UNARY_MATH, UNARY_PRED
 from msdb.ir.tree_size import check_tree_size
 
 _HEADER_MODULE = "# from tvm.script import ir as I\n# from tvm.script import tirx as T\n"
@@ -51,13 +40,6 @@ _BIT_SUGAR: dict[str, tuple[str, int]] = {
     "bitwise_and": ("&", _P_BAND), "bitwise_or": ("|", _P_BOR), "bitwise_xor": ("^", _P_BXOR),
     "shift_left": ("<<", _P_SHIFT), "shift_right": (">>", _P_SHIFT),
 }
-_UNARY_MATH = frozenset(
-    ["exp", "exp2", "exp10", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "sin", "cos",
-     "tan", "sinh", "cosh", "tanh", "asin", "acos", "atan", "asinh", "acosh", "atanh",
-     "sigmoid", "erf", "floor", "ceil", "round", "trunc", "nearbyint", "fabs"]
-)
-_UNARY_PRED = frozenset(["isnan", "isinf", "isfinite"])
-_BINARY_MATH = frozenset(["pow", "fmod", "atan2", "hypot", "copysign", "nextafter", "ldexp"])
 _AXIS_NAMES = {
     S.IterType.DATA_PAR: "spatial", S.IterType.COMM_REDUCE: "reduce",
     S.IterType.ORDERED: "scan", S.IterType.OPAQUE: "opaque",
@@ -634,11 +616,11 @@ class _FuncPrinter:
     def _call(self, node: E.Call) -> tuple[str, int]:
         op, args, dtype = node.op, node.args, node.dtype
         n = len(args)
-        if op in _UNARY_MATH and n == 1 and args[0].dtype == dtype:
+        if op in UNARY_MATH and n == 1 and args[0].dtype == dtype:
             return f"T.{op}({self.expr(args[0])})", _P_ATOM
-        if op in _UNARY_PRED and n == 1 and dtype == "bool":
+        if op in UNARY_PRED and n == 1 and dtype == "bool":
             return f"T.{op}({self.expr(args[0])})", _P_ATOM
-        if op in _BINARY_MATH and n == 2 and args[0].dtype == args[1].dtype == dtype:
+        if op in BINARY_MATH and n == 2 and args[0].dtype == args[1].dtype == dtype:
             return f"T.{op}({self.expr(args[0])}, {self.expr(args[1])})", _P_ATOM
         if op == "if_then_else" and n == 3:
             c, t, f = args

@@ -1,27 +1,10 @@
 """`nn.conv2d_winograd`: msdb's own op for `fuse="winograd"`, a 3x3 stride-1 conv computed with
-Winograd's minimal filtering F(m x m, 3 x 3) (docs/architecture.md, "Models").
+Winograd's minimal filtering F(m x m, 3 x 3).
 
-Why: a direct 3x3 conv does 9 multiply-adds per output and input channel; F(m, 3) does
-(m + 2)^2 / m^2 of them (4 for m = 2 is 16/4: 2.25x fewer; m = 4: 36/16, 4x fewer), as a batched
-matrix product over transformed tiles, plus two cheap transforms. onnxruntime's CPU convs are
-direct, so this is where a compiler can beat its kernels on ResNet's 3x3 layers.
-
-Blocks (tile coordinates `th`, `tw`; `eps`, `nu` the (m + 2) x (m + 2) transformed positions):
-- `pad_temp`: the padded input, as `conv2d_nchw`'s;
-- `data_pack` V[n, th, eps, nu, c, tw] = (B^T d B)[eps, nu] of the input tile at (th, tw):
-  each (eps, nu) an explicit sum of the tile's values (zero terms left out, +-1 as adds), chosen
-  by `if_then_else` on eps * (m + 2) + nu, which a schedule folds away by unrolling eps and nu
-  (the code generator does not fold multiplications by 0.0: IEEE NaNs);
-- `bgemm` M[n, th, eps, nu, fo, tw, fi] = sum_c V[.., c, tw] * U[eps, nu, fo, c, fi]: the
-  batched product, output channels in blocks of 16 innermost as `conv2d_packed`'s (one weight
-  vector times a broadcast value);
-- `inverse` Y[n, fo, th, i, tw, j, fi] = (A^T M A)[i, j], chosen like `data_pack`'s;
-- `conv2d_unpack`: the NCHW output the fused epilogue reads.
-
-The weights U = G g G^T are transformed once, at load time (`winograd_weight`, called by
-`msdb.model.fuse.pack_convs`), in blocks of 16 output channels: [m+2, m+2, F/16, C, 16].
-Rounding differs from a direct conv's: measured relative error 5e-7 (m = 2) and 7e-6 (m = 4)
-of the output's largest value on a 64-channel layer.
+Blocks `pad_temp`, `data_pack` (B^T d B per tile), `bgemm` (the batched product), `inverse`
+(A^T M A) and `conv2d_unpack`; the weights U = G g G^T are transformed once at load time
+(`winograd_weight`, called by `msdb.model.fuse.pack_convs`). Why, the block shapes and the
+measured rounding: see docs/architecture.md, "Models".
 """
 
 from __future__ import annotations
@@ -42,7 +25,7 @@ from msdb.model.ops import OpPattern
 __all__ = ["winograd_tile", "winograd_weight", "winograd_output", "not_unit_step", "conv2d_winograd",
            "WINOGRAD_BLOCKS", "WINOGRAD_RULES"]
 
-#: The block names a schedule recognizes a Winograd conv by (`tuner/compile/default_schedule.py`).
+#: The block names a schedule recognizes a Winograd conv by (`tuner/space/default_planner.py`).
 WINOGRAD_BLOCKS = ("data_pack", "bgemm", "inverse")
 
 #: The `schedule_rule` annotation of each transform: a design space schedules them with msdb's

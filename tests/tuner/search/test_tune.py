@@ -132,6 +132,27 @@ def test_gradient_scheduler_prefers_the_task_with_more_to_gain() -> None:
     assert scheduler.next_task_id() == -1
 
 
+def test_schedulers_judge_failures_by_the_ranking_rule() -> None:
+    from msdb.records.ranking import FAILED_RUN_SECS
+    from msdb.tuner.measure.runner import RunnerResult
+    from msdb.tuner.task_scheduler.base import TaskRecord, _latency_ms, failed_ms
+
+    results = [RunnerResult([0.002, 0.004], None), RunnerResult([FAILED_RUN_SECS], "build failed"),
+               RunnerResult([], None), RunnerResult([float("nan")], None), RunnerResult([FAILED_RUN_SECS], None)]
+    latencies = [_latency_ms(r) for r in results]
+    assert latencies[0] == pytest.approx(3.0)
+    assert [failed_ms(x) for x in latencies] == [False, True, True, True, True]
+    task = TaskRecord(ctx=None, latency_ms=latencies)  # type: ignore[arg-type]
+    assert task.best_ms == pytest.approx(3.0)
+    assert TaskRecord(ctx=None, latency_ms=latencies[1:]).best_ms is None  # type: ignore[arg-type]
+    scheduler = GradientBased()
+    scheduler.tasks = [_Task(1.0)]
+    scheduler._history = {0: [latencies[1]]}
+    assert scheduler._gradient(0) == -1e9  # no valid measurement yet
+    scheduler._history = {0: [latencies[0]]}
+    assert scheduler._gradient(0) > 0
+
+
 def test_round_robin_skips_finished_tasks() -> None:
     scheduler = RoundRobin()
     scheduler.tasks = [_Task(1.0), _Task(1.0), _Task(1.0)]

@@ -122,7 +122,7 @@ def test_the_first_round_measures_the_default_schedule_so_tuning_never_loses_to_
     function without a record) in its first round, once per database: its record is real, it
     computes the workload's numbers, the best record is at most its time, and a second session
     on the same database does not measure it again."""
-    from msdb.tuner.compile.default_schedule import default_schedule
+    from msdb.tuner.space.default_schedule import default_schedule
     from msdb.tuner.search.replay import module_key
 
     db = MemoryDatabase()
@@ -147,7 +147,7 @@ def test_the_first_round_measures_the_default_schedule_so_tuning_never_loses_to_
 
 
 def test_the_default_schedule_candidate_can_be_switched_off() -> None:
-    from msdb.tuner.compile.default_schedule import default_schedule
+    from msdb.tuner.space.default_schedule import default_schedule
     from msdb.tuner.search.replay import module_key
     from msdb.database.base import replay
 
@@ -164,7 +164,7 @@ def test_a_default_schedule_that_breaks_does_not_end_the_tuning(monkeypatch: pyt
                                                                caplog: pytest.LogCaptureFixture) -> None:
     """The baseline is an extra: should the default schedule raise on some workload (a bug), the
     search logs it and measures its design space's candidates as before."""
-    from msdb.tuner.compile import default_schedule as module
+    from msdb.tuner.space import default_schedule as module
 
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("a bug in the default schedule")
@@ -178,7 +178,7 @@ def test_a_default_schedule_that_breaks_does_not_end_the_tuning(monkeypatch: pyt
 
 
 def test_a_task_nobody_tuned_starts_from_its_relatives_records() -> None:
-    """Issue 24's warm start: a C2D at another resolution and batch size, with no record of its
+    """The warm start from relatives: a C2D at another resolution and batch size, with no record of its
     own, measures its relatives' best records re-fitted to it in its first round (real builds
     and runs: each such record computes the workload's numbers); switched off with
     `transfer_neighbours=0`; a second session, which finds the workload's own records, transfers

@@ -10,6 +10,7 @@ Modules, in pipeline order:
   verify.py     TVM's VerifyGPUCode (threads, shared memory, vthreads, vector bytes)
   emit.py, emit_expr.py   CUDA C text
   nvrtc.py      NVRTC through ctypes, ptxas, `ptxas -v` statistics
+  examples.py   hand-written schedules of zoo workloads (tests, bench/gpu_check.py)
 
 Nothing here imports a CUDA driver binding: building needs only the compiler wheels
 (`pip install 'msdb[cuda]'`); running is `msdb.tuner.measure.cuda_runner`'s job.

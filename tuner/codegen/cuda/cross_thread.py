@@ -1,20 +1,9 @@
-"""Cross-thread reductions (TVM's LowerCrossThreadReduction): a reduction block whose reduce
-iter var is fed by a threadIdx-bound loop sums over threads, which a plain read-modify-write of
-one element would race on (docs/architecture.md, "CUDA").
+"""Cross-thread reductions (TVM's LowerCrossThreadReduction): a reduction block whose reduce iter
+var is fed by a threadIdx-bound loop accumulates per thread, then combines the threads' values
+with `msdb_thread_allreduce`, instead of racing on one element.
 
-The loop nest of such a block, from its outermost reduction loop down, becomes:
-
-    acc[0] = identity                          # a register per thread
-    <the same loops, the block now doing acc[0] = combine(acc[0], value)>
-    msdb_thread_allreduce(op, acc[0], res[0], identity, tags)   # over the reduce threads
-    buf[spatial index] = combine(init, res[0]) # every thread writes the same value
-
-`combine` is `+`, `*`, `max` or `min` (TVM's CommReducer patterns, read off the block body
-`buf[i] = combine(buf[i], value)`); `identity` is its neutral element, and the block's init
-is combined once at the end, so any init gives TVM's result. The allreduce is a statement the
-emitter prints (a shared-memory tree with barriers, `emit._KernelWriter.allreduce`); it must
-be reached by every thread of the block, so the rewritten nest may sit under no condition
-that depends on threadIdx (`sync` refuses it there).
+The rewritten nest may sit under no condition that depends on threadIdx. See
+docs/architecture.md, "CUDA".
 """
 
 from __future__ import annotations

@@ -1,22 +1,10 @@
 """GPU lowering: a scheduled PrimFunc becomes kernels, each a loop program whose thread-bound
-loops stand for the hardware indices (docs/architecture.md, "CUDA").
+loops stand for the hardware indices.
 
-The passes are the CPU lowering's (`msdb.tuner.codegen.lower`: blocks -> loops, allocation
-placement, compaction, storage_align, auto-unroll), run with TVM's GPU rules:
-
-- thread-bound loops stay (TVM's LiftThreadBinding/UnifyThreadBinding: every loop bound to
-  "threadIdx.x" is the one hardware index);
-- compaction relaxes a thread-bound loop when the buffer's scope is shared by its threads
-  (TVM's CanRelaxStorageUnderThread: shared memory spans threadIdx and vthread, a local array is
-  per thread). A local array also spans vthread: `emit` expands vthread loops into copies of
-  their body, which must not share a register tile (TVM's InjectVirtualThread widens them);
-- global-scope intermediates are workspaces the host allocates and passes to every kernel;
-- MetaSchedule's auto-unroll pragma marks loops `#pragma unroll` even when not explicit;
-- each top-level thread-bound loop nest is one kernel, launched in order (TVM's
-  SplitHostDevice); a loop or statement outside every binding would run on the host, which
-  TVM refuses too ("did you forget to bind?");
-- barriers (`__syncthreads()`) go where shared memory written by some threads is read or
-  overwritten by others (`sync.insert_barriers`).
+The CPU lowering's passes (`msdb.tuner.codegen.lower`) run with TVM's GPU rules: thread bindings
+unified, compaction relaxed over the threads that share a scope, global intermediates as
+workspaces, one kernel per top-level launch region, barriers inserted (`sync`). See
+docs/architecture.md, "CUDA".
 """
 
 from __future__ import annotations

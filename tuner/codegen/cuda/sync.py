@@ -1,19 +1,10 @@
 """Barrier insertion for shared memory (TVM's ThreadSync("shared"), conservatively).
 
-Rule (docs/architecture.md, "CUDA"): within a statement sequence that all threads of a block
-execute alike (not under a condition or loop bound that depends on threadIdx), a
-`__syncthreads()` goes before a statement whose shared-memory accesses conflict with those made
-since the last barrier: a read or write of a buffer written since then (read after write, write
-after write) or a write of a buffer read since then (write after read). A loop whose body's last
-accesses conflict with its first ones gets a barrier at the start of its body (the next
-iteration overwrites what others may still read). Thread-bound loops are launch dimensions, not
-loops: their bodies are analysed in place.
-
-Conflicts are per buffer, not per element, with one exception: two accesses with the same index
-expression, under the same thread-dependent guard and not across a loop's back edge, are the
-same thread touching the same element, which needs no barrier (`red[tx] = 0; red[tx] += x`).
-A barrier needed under a thread-dependent condition cannot be placed (some threads would not
-reach it): that is a `CodegenError` naming the buffer, never a silent race.
+A `__syncthreads()` goes before a statement whose shared-memory accesses conflict with those
+since the last barrier, and at the start of a loop body whose end conflicts with its start;
+conflicts are per buffer, except identical indices of one thread. A barrier needed under a
+thread-dependent condition is a `CodegenError` naming the buffer, never a silent race. See
+docs/architecture.md, "CUDA".
 """
 
 from __future__ import annotations

@@ -1,21 +1,9 @@
 """How many loops around a block RewriteParallelVectorizeUnroll fuses into a parallel loop and
-into a vectorized loop (docs/architecture.md, "Tuner"): TVM's `AdjustParallelVectorize`, a pure
-function over the block's realize and its loops, kept apart from the rewriting so that the
-numbers can be checked on their own.
+into a vectorized loop: TVM's `AdjustParallelVectorize`, a pure function over the block's realize
+and its loops, kept apart from the rewriting so that the numbers can be checked on their own.
 
-The rules are TVM's to the letter, quirks included, because the post-processed module (and the
-instructions the trace records) must be the one TVM builds from the same trace:
-- a loop counts as "rewritable" when it has no annotation or thread binding, is spatial
-  (`loop_iter_type`), has a single statement as its body and a constant extent;
-- the parallel loops are the leading spatial loops, stopping after the loop that takes the
-  product of extents past the limit (that loop still counts) or whose body is a sequence;
-- the vectorized loops are the trailing rewritable loops whose product stays within the limit,
-  and no more of them than every buffer access allows to fuse into one contiguous run
-  (`max_fusible`);
-- the stride of a loop in a buffer index is what TVM's `StrideExtractor` finds in the index
-  after substituting the block bindings and simplifying: only `*` by a constant and `+` (the
-  smaller stride of the two sides) carry it, anything else (a subtraction, a division, a cast)
-  hides the loop, exactly as in TVM.
+TVM's rules to the letter, quirks included, because the post-processed module (and the trace's
+instructions) must be the one TVM builds: see docs/architecture.md, "Search".
 """
 
 from __future__ import annotations

@@ -1,0 +1,99 @@
+"""The register tile of a default schedule's reduction (docs/architecture.md, "Default
+schedules"): the vector lanes and accumulator registers of the target's CPU, asked of LLVM
+(`msdb.tuner.codegen.jit.vector_register_bits`), and the tile sizes that fill them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from msdb.records.target import Target
+from msdb.schedule.sampling import divisors
+
+__all__ = ["RegisterTile", "choose_tile", "vector_part", "vector_lanes", "accumulator_registers",
+           "ACCUMULATOR_REGISTERS", "ACCUMULATOR_REGISTERS_AVX2", "MAX_UNROLL"]
+
+#: Vector registers the accumulators of one register tile may take, of the 32 that AVX-512 has
+#: (the rest hold the broadcast operand and the loaded input vectors).
+ACCUMULATOR_REGISTERS = 16
+
+#: The same with AVX2's (and SSE's) 16 vector registers: 12 accumulators leave one register for
+#: the broadcast operand and up to three for loaded vectors (the 6 x 2 and 4 x 3 micro-kernels
+#: of BLAS libraries for AVX2); 16 accumulators spilled to the stack on every FMA.
+ACCUMULATOR_REGISTERS_AVX2 = 12
+
+#: The most a register tile unrolls along `u`.
+MAX_UNROLL = 16
+
+
+def vector_lanes(target: Target | None, dtype_bits: int = 32) -> int:
+    """How many `dtype_bits`-wide lanes one vector register of the target's CPU holds."""
+    from msdb.tuner.codegen.jit import spec_for, vector_register_bits
+
+    return max(1, vector_register_bits(spec_for(target)) // dtype_bits)
+
+
+def accumulator_registers(target: Target | None) -> int:
+    """How many vector registers one register tile's accumulators may take on the target's CPU
+    (`ACCUMULATOR_REGISTERS` with AVX-512's 32 registers, `ACCUMULATOR_REGISTERS_AVX2` with 16)."""
+    from msdb.tuner.codegen.jit import spec_for, vector_register_bits
+
+    return ACCUMULATOR_REGISTERS if vector_register_bits(spec_for(target)) >= 512 else ACCUMULATOR_REGISTERS_AVX2
+
+
+@dataclass(frozen=True)
+class RegisterTile:
+    """The register tile of a reduction: `u_inner` x `w_inner` x (`v_outer` x `v_vector`)
+    accumulators."""
+
+    u_inner: int
+    v_outer: int
+    v_vector: int
+    w_inner: int = 1
+
+
+def choose_tile(u_extent: int, v_extent: int, lanes: int, strided: bool = False, w_extent: int = 1,
+                broadcast_rows_first: bool = False, accumulators: int = ACCUMULATOR_REGISTERS) -> RegisterTile:
+    """Tile sizes dividing the extents: the vector part of `v` (`vector_part`), then the `u`
+    rows and `w` rows that fill the accumulator registers with the fewest loads per FMA (each
+    step loads `w_inner` input vectors and `u_inner` broadcast weights for `u_inner * w_inner`
+    FMAs), then `v` vectors for what registers remain. `broadcast_rows_first`: the vectors are
+    the operand streamed from L2 on every sweep (a packed conv's weights), so as many `u`
+    rows as fit come first, each loaded vector then serving the most FMAs (measured on
+    ResNet-18's packed convs: 14x1 and 7x2 tiles 165-198 GFLOPS, 4x4 144-175, 2x8 97-115)."""
+    v_vector = vector_part(v_extent, lanes, strided)
+    regs_per_vector = -(-v_vector // lanes)
+    budget = max(1, accumulators // regs_per_vector)
+    best: tuple[tuple[float, ...], int, int] | None = None
+    for u in divisors(u_extent):
+        for w in divisors(w_extent):
+            if u > MAX_UNROLL or u * w > budget:
+                continue
+            loads_per_fma = (u + w * regs_per_vector) / (u * w * regs_per_vector)
+            # then prefer u rows: they reuse the loaded vector
+            key = (-u, loads_per_fma, w) if broadcast_rows_first else (loads_per_fma, -u, w)
+            if best is None or key < best[0]:
+                best = (key, u, w)
+    assert best is not None  # u = w = 1 always fits
+    _, u_inner, w_inner = best
+    v_outer = max(d for d in divisors(v_extent // v_vector) if d * u_inner * w_inner <= budget)
+    return RegisterTile(u_inner, v_outer, v_vector, w_inner)
+
+
+def vector_part(extent: int, lanes: int, strided: bool = False) -> int:
+    """The vector length along a loop of `extent` (dividing it). The code generator pads a
+    length that is not a power of two to one with masked lanes, and masked accumulators cannot
+    stay in registers across loop iterations, so a power of two of at least 8 lanes comes
+    first. Below that, a contiguous loop is vectorized whole (up to two registers: 28, 14, 7
+    lanes beat 4); a strided one (each lane a separate load) by a power of two of at least 4,
+    else whole when it fits one register (the caller then leaves that loop rolled)."""
+    power = 1
+    while power * 2 <= lanes and extent % (power * 2) == 0:
+        power *= 2
+    if power >= 8:
+        return power
+    if strided:
+        return power if power >= 4 or extent > lanes else extent
+    if extent <= 2 * lanes:
+        return extent
+    return max(d for d in divisors(extent) if d <= lanes)
+
