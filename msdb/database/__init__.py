@@ -12,7 +12,7 @@ Views:
 - `UnionDatabase`, `OrderedUnionDatabase`: several databases read as one.
 - `ScheduleFnDatabase`: answers from a schedule function.
 - `TransferDatabase`: answers a workload nobody tuned with its relatives' records re-fitted to
-  it (`transfer`; issue 24).
+  it (`transfer`).
 
 `Database.create(kind)` builds any of them; `with db:` makes `Database.current()` return it.
 

@@ -67,7 +67,7 @@ def target_label(config: dict[str, Any] | None) -> str:
 
 def target_labels(configs: Sequence[dict[str, Any] | None]) -> list[str]:
     """`target_label` of each config, made to tell apart the configs that differ only in what it
-    hides (issue 27: two `llvm -num-cores=1` rows whose targets differ in `-mtriple`): such a
+    hides (two `llvm -num-cores=1` rows whose targets differ in `-mtriple`): such a
     label gets the attributes on which its group differs (`llvm -num-cores=1
     -mtriple=x86_64-conda-linux-gnu` beside `llvm -num-cores=1`), or, failing that, the whole
     config. Equal configs keep equal labels."""

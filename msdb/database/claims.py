@@ -1,5 +1,5 @@
 """Measurement claims: several tuners on one database never measure the same candidate twice
-(docs/architecture.md, "Team scale"; issue 14).
+(docs/architecture.md, "Team scale").
 
 A search that is about to measure candidates of a (workload, target) first claims them, keyed by
 the candidate's module key (the structural hash of its post-processed module, the key the search

@@ -61,8 +61,8 @@ OPAQUE_LEGACY = OPAQUE_PREFIX + LEGACY_GRAPH
 #: A TVM >= 0.22 graph with a node type msdb's IR has no counterpart for (exported unchanged).
 OPAQUE_UNSUPPORTED = OPAQUE_PREFIX + UNSUPPORTED_GRAPH
 #: What `source.kind` may be ("transfer": candidates re-fitted from a relative's record and
-#: measured by `msdb compile --transfer-trials`, issue 24; the location names that record;
-#: "tvm": what TVM itself committed through `msdb.tvm.as_tvm_database`, issue 25).
+#: measured by `msdb compile --transfer-trials`; the location names that record;
+#: "tvm": what TVM itself committed through `msdb.tvm.as_tvm_database`).
 SOURCE_KINDS = ("import", "tune", "merge", "pull", "transfer", "tvm")
 #: The workload column holding the hash of each module equality.
 HASH_COLUMNS = {"structural": M.workload.c.shash, "ignore-tensor": M.workload.c.ignore_tensor_hash,

@@ -689,7 +689,7 @@ class SQLDatabase(Database):
 
     def models_using(self, workload: IRModule | PrimFunc | Workload) -> list[str]:
         """The names of the models with a task on `workload` (by its structural hash), sorted:
-        where a transferred record came from, for the compile report (issue 24)."""
+        where a transferred record came from, for the compile report."""
         w, t, m = M.workload.c, M.task.c, M.model.c
         statement = (select(m.name).distinct().select_from(M.task.join(M.model, m.id == t.model_id)
                                                            .join(M.workload, w.id == t.workload_id))

@@ -1,5 +1,5 @@
 """`TransferDatabase`: answers for a workload nobody tuned, from its relatives' records re-fitted
-to it (issue 24, "Records that travel"; docs/architecture.md, "Transfer").
+to it (docs/architecture.md, "Transfer").
 
 A view in the family of `OrderedUnionDatabase` and `ScheduleFnDatabase`: it stores nothing and
 reads `source`. For a workload that has no valid record of its own in `source` for the asked

@@ -1,4 +1,4 @@
-"""The one rule of what enters a database (issue 27, `msdb.database.admission`), at the doors
+"""The one rule of what enters a database (`msdb.database.admission`), at the doors
 other than `msdb pull` (tests/hub/test_hostile_hub.py): `msdb merge` from a forged SQLite file,
 and `commit_tuning_record` / `commit_workload` through the Python API. A bad row is refused
 with one line naming the source and the row, and the destination is unchanged; with

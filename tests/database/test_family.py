@@ -1,4 +1,4 @@
-"""Workload families in the databases (issue 24): every path that stores a workload fills
+"""Workload families in the databases: every path that stores a workload fills
 `family_hash`, the migration backfills databases made before it, and `relatives` answers from one
 indexed query on SQLite and PostgreSQL (and from the stores of the other views)."""
 

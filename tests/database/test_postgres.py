@@ -1,4 +1,4 @@
-"""PostgreSQL as msdb's team server (issue 14), on the session's throwaway server
+"""PostgreSQL as msdb's team server, on the session's throwaway server
 (tests/postgres_server.py): the same Alembic migrations, the top-k index scan, `open_database`
 on a URL, merges both ways, and many processes writing one database losing nothing and
 duplicating nothing. The behavioural suite runs on PostgreSQL too (`view` kind `postgres`)."""

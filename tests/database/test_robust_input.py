@@ -1,5 +1,5 @@
 """Every parser of untrusted bytes has bounds, and an import refuses records that cannot belong to
-their workload (issue 16, part C): each hostile or mistaken input below is one bad line naming
+their workload: each hostile or mistaken input below is one bad line naming
 file:line (or one clear error), never a traceback, a hang or gigabytes; `--skip-bad` skips it."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""`get_top_k` takes TVM's keyword name, `top_k`, on every view (issue 16); the positional form
-keeps working. Its checks are `Database.get_top_k`'s, once for every view (issue 28)."""
+"""`get_top_k` takes TVM's keyword name, `top_k`, on every view; the positional form
+keeps working. Its checks are `Database.get_top_k`'s, once for every view."""
 
 from __future__ import annotations
 

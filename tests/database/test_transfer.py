@@ -1,4 +1,4 @@
-"""`TransferDatabase` (issue 24; docs/architecture.md, "Transfer"): a workload nobody tuned is
+"""`TransferDatabase` (docs/architecture.md, "Transfer"): a workload nobody tuned is
 answered with its nearest relatives' records re-fitted to it, for the asked target only, with
 where each came from and no latency of its own; a relative that does not fit is skipped with its
 reason; a workload with records of its own gets none; it layers last in an ordered union."""

@@ -303,7 +303,7 @@ def test_paths_pairs_and_errors(tmp_path: pathlib.Path) -> None:
 def test_verify_refuses_traces_that_do_not_replay(tmp_path: pathlib.Path) -> None:
     """A trace that fits its workload's blocks and loops but does not replay (a tile factor
     of 0) is a bad line under `verify`: it stops the import, or is left out and listed with
-    `skip_bad` (issue 16)."""
+    `skip_bad`."""
     wd = copy_team("team_a", tmp_path / "wd")
 
     def edit(lines: list[str]) -> list[str]:
