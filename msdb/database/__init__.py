@@ -1,27 +1,11 @@
-"""Tuning databases (docs/architecture.md, "Databases"): TVM MetaSchedule's `Database`
-interface over several stores, with target-aware queries, and every operation that reads or
-writes msdb's SQL tables.
+"""Tuning databases: TVM MetaSchedule's `Database` interface over several stores, with
+target-aware queries, and the whole-database operations on msdb's SQL tables.
 
-Views:
-- `MemoryDatabase`: in memory.
-- `JSONDatabase`: TVM's two-file work_dir layout (reads any TVM generation through the one TVM
-  line grammar, writes what TVM 0.27 loads, appends under a file lock).
-- `SQLiteDatabase` (also `SQLDatabase`): SQLAlchemy (SQLite file by default, any URL:
-  PostgreSQL for a team server), schema from the Alembic migrations in `msdb.schema`; loaded
-  lazily because it imports SQLAlchemy.
-- `UnionDatabase`, `OrderedUnionDatabase`: several databases read as one.
-- `ScheduleFnDatabase`: answers from a schedule function.
-- `TransferDatabase`: answers a workload nobody tuned with its relatives' records re-fitted to
-  it (`transfer`).
-
-`Database.create(kind)` builds any of them; `with db:` makes `Database.current()` return it.
-
-Whole-database operations (modules of this package, loaded lazily; the `msdb` commands call
-them): `open_database` (`location`), `import_tvm` / `import_logs` (`tvm_import`),
-`export_workdir` (`tvm_export`), `merge_databases` (`merge`), `prune` and `migrate`
-(`maintain`; the latter not as a package attribute, which names the `migrate` module), `verify_database` (`verify`), `list_workloads` / `show_workload` (`catalog`).
-They share the row helpers of `msdb.database.rows` and `msdb.database.targets`: one way to
-write and find each kind of row.
+Views: `MemoryDatabase`, `JSONDatabase`, `SQLiteDatabase` (also `SQLDatabase`), `UnionDatabase`,
+`OrderedUnionDatabase`, `ScheduleFnDatabase`, `TransferDatabase`; `Database.create(kind)` builds
+any of them. The operations (`open_database`, `import_tvm`, `merge_databases`, ...) and the SQL
+view load lazily; `msdb.database.migrate` is the module, not `maintain.migrate`. See
+docs/architecture.md, "Databases".
 """
 
 from __future__ import annotations

@@ -1,31 +1,11 @@
-"""The one rule for what enters a database, whatever the door (docs/architecture.md, "One
-record's way"): `msdb import`, `msdb pull`, `msdb merge` from a file or URL, and
-`Database.commit_tuning_record` / `commit_workload`.
+"""The one rule for what enters a database, whatever the door: `msdb import`, `msdb pull`,
+`msdb merge`, and `Database.commit_tuning_record` / `commit_workload`.
 
-A record is admitted when it is a record line TVM's grammar accepts: the rule is
-`msdb.interop.tvm.grammar.LineParser.record`, the parser `msdb import` reads every log line
-with, applied here to a record in its stored form (trace text, run_secs text, target config,
-args_info text). So every door refuses the same things for the same reasons: a trace that is
-not JSON or not `[instructions, decisions]`, an instruction kind TVM does not have (unless the
-door allows unknown kinds, as import's `--unknown-kinds`), a trace that cannot belong to its
-workload, a run time that is negative, not finite, or beyond TVM's failure mark
-(`msdb.records.ranking.FAILED_RUN_SECS`), a target that does not parse, an args_info that is
-not TVM's, a line longer than `MAX_LINE_CHARS`. A stored record also carries derived columns;
-they must be what its trace and run times give (`trace_hash` 16 hex digits, the hash of the
-trace text; `mean_run_secs` and `is_valid` by `msdb.records.ranking`): a sender that claims
-otherwise is refused, never believed.
-
-A workload is admitted when its hashes are what its IR gives: the script (the authoritative
-form) is parsed and hashed in the three modes, and an IR blob or a TVM payload it carries must
-be the same workload; an opaque workload's key must be its TVM shash. Hashes are never taken
-from the sender, so a forged script under a real workload's hash is refused instead of being
-filed under that workload. This costs one parse and hashing per workload (not per record);
-a record costs one pass of the grammar's quick path (no replay).
-
-`Admission` is what a door holds: one parser (so what repeats across records, sketches,
-targets, arg infos, is checked once), the source's name for messages, and what to do with a
-bad item: raise `AdmissionError` naming the source and the item, or, with `skip_bad`, leave it
-out and list it in `refused`.
+A record is admitted when its stored form is a record line TVM's grammar accepts
+(`msdb.interop.tvm.grammar.LineParser.record`) and its derived columns are what it gives; a
+workload when its hashes are what its script gives. `Admission` is what a door holds: one parser,
+the source's name, and either `AdmissionError` or, with `skip_bad`, a `refused` list. See
+docs/architecture.md, "One record's way".
 """
 
 from __future__ import annotations

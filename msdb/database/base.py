@@ -183,9 +183,15 @@ class Database(abc.ABC):
         for entries in groups.values():
             entries.sort(key=lambda e: (e[0], e[1]))
             chosen.extend(e[2] for e in entries[:top_k])
+        return self._copy_into(destination, chosen)
+
+    @staticmethod
+    def _copy_into(destination: Database, records: list[TuningRecord]) -> int:
+        """Commit `records` into `destination` in one transaction, each workload committed
+        there once (records hold the tokens `destination.commit_workload` returned)."""
         tokens: dict[int, Workload] = {}
         out: list[TuningRecord] = []
-        for record in chosen:
+        for record in records:
             stored = tokens.get(id(record.workload))
             if stored is None:
                 stored = tokens[id(record.workload)] = destination.commit_workload(record.workload)

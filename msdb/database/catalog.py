@@ -1,20 +1,8 @@
-"""What a database holds, for people: `msdb ls` and `msdb show`.
+"""What a database holds, for people: `msdb ls` (`list_workloads`) and `msdb show`
+(`show_workload`, `workload_relatives`).
 
-`list_workloads` gives one row per workload and target (a workload without records gets one row
-with no target): its hash, name, FLOPs, how many records, the best valid mean run time, GFLOPS
-and how many provenance sources contributed. The figures come from one GROUP BY over
-`tuning_record`; "best" is TVM's ranking (the minimum mean run_secs of valid records).
-
-`show_workload` resolves a hash (a unique prefix of msdb's structural hash, or TVM's decimal
-shash) and returns the workload's TVMScript with, per target, its best record's trace printed as
-schedule code (`def apply_trace(sch)`, as TVM prints a trace). `workload_relatives` lists the
-workloads of its family (`msdb.hashing.family`: the same operator at other sizes) with their
-best record per target, for the hub's workload page.
-
-Empty and broken results say why: `workload_listing` carries, beside the rows, a line naming
-the targets the records are for when a query target matched none (`no_match_message`; export
-raises it as `NoRecordMatched`), and a warning for records whose workload or target row is gone
-(rows deleted by hand; `dangling_note`): those records are left out, never a `KeyError`.
+An empty or broken result says why (`no_match_message`, `dangling_note`) instead of failing.
+See docs/architecture.md, "Databases".
 """
 
 from __future__ import annotations

@@ -1,35 +1,10 @@
-"""Measurement claims: several tuners on one database never measure the same candidate twice
-(docs/architecture.md, "Team scale").
+"""Measurement claims: several tuners on one database never measure the same candidate twice.
 
-A search that is about to measure candidates of a (workload, target) first claims them, keyed by
-the candidate's module key (the structural hash of its post-processed module, the key the search
-deduplicates by: `msdb.tuner.search.replay.module_key`). A claim another tuner holds is lost, and
-the search measures another candidate or fewer. After measuring, the search settles its claims:
-measured ones become permanent, the rest are given back.
-
-In an SQL database (SQLite or PostgreSQL) a claim is a row of `measurement_claim`, whose primary
-key is (workload_id, target_id, module_key), inserted with `INSERT ... ON CONFLICT DO NOTHING
-RETURNING`: the database itself decides which process won, never a read-then-write race.
-Why claims are leases and why measured ones stay:
-- a claim carries `expires_at`, the end of its lease on the database's clock (PostgreSQL's
-  `clock_timestamp()`, so tuners on machines with different clocks agree; the local clock for a
-  SQLite file). A claim still unmeasured after its lease, from a tuner that crashed or was
-  killed, is taken over by the next tuner that wants the candidate: a crash never blocks a
-  candidate for longer than the lease (`CLAIM_LEASE_S`);
-- a measured claim gets `expires_at` NULL and is never released: a tuner that listed the
-  measured modules before that record was committed still meets the claim and skips the
-  candidate. Releasing claims when the record commits would let exactly that tuner measure it
-  again. A claim row is about 60 bytes beside a record's 2-3 KB;
-- a tuner killed between committing a record and settling its round's claims leaves those
-  claims to expire; until a later tuner lists the database's measured modules, another one may
-  then measure one of them again (at most one round per crash). A tuner interrupted by Ctrl-C
-  is not killed: it settles its claims before it ends (the committed candidates' stay, the
-  others are given back; `msdb.tuner.tune.TuneInterrupted`), so nothing waits for a lease.
-
-Databases without SQL (memory, JSON) keep claims in the process (`ProcessClaims`): tuners
-sharing one such database object never measure a candidate twice; tuners in different processes
-on one JSON work_dir are not coordinated (a JSON log has no place for them). A union claims in
-its first child, where its records are committed.
+A search claims the candidates it is about to measure, keyed by (workload, target, module key);
+a claim another tuner holds is lost and the candidate skipped. After measuring, the search
+settles: measured claims become permanent, the rest are given back. SQL databases keep claims as
+leased rows (`CLAIM_LEASE_S`), the others in the process (`ProcessClaims`). Why leases and
+permanent claims: docs/architecture.md, "Team scale".
 """
 
 from __future__ import annotations

@@ -1,27 +1,9 @@
-"""`JSONDatabase`: TVM's two-file work_dir layout, read and appended safely.
+"""`JSONDatabase`: TVM's two-file work_dir layout (docs/tvm-formats.md section 1), read and
+appended safely.
 
-Layout (docs/tvm-formats.md section 1): `database_workload.json` holds one `[shash, base64]`
-line per workload; `database_tuning_record.json` one `[workload_index, [trace, run_secs,
-target, args_info]]` line per record, `workload_index` being the 0-based line number in the
-workload file. Lines are read and written by the one TVM line grammar
-(`msdb.interop.tvm.grammar`), the same as `msdb import`'s: both accept and reject the same lines
-for the same reasons, and TVM 0.27 loads what msdb writes.
-
-Differences from TVM, on purpose:
-- Loading never replays traces; each is checked for shape and kept as its original text until
-  used (big logs load fast, apache/tvm#11680, and a record whose trace cannot be applied does not
-  abort the load, #16288). Traces in an older TVM's spelling are rewritten to TVM 0.27's.
-- A bad line (truncated, not JSON, an unknown workload index, an undecodable payload) is logged
-  as `file:line: reason`, collected in `load_errors`, and the rest loads. A blank line is no
-  line (it takes no workload index, as in `msdb import`) and is noted in `load_errors` too,
-  because TVM 0.27 crashes on it.
-- Appends take an exclusive `fcntl.flock` on the file. Before appending a workload, lines other
-  processes appended since this database read the file are read first, so every record line
-  points at the right workload line (TVM keeps its own count and can point records at another
-  process's workload). Records appended by other processes after loading are not seen until
-  the database is opened again.
-- A line left half-written by a killed writer is closed with a newline before the next append,
-  so it spoils only itself.
+Lines go through the one TVM line grammar (`msdb.interop.tvm.grammar`), as in `msdb import`.
+Loading replays no trace and keeps going past bad lines (`load_errors`); appends hold a file
+lock. How and why it differs from TVM's: docs/architecture.md, "Databases".
 """
 
 from __future__ import annotations

@@ -1,33 +1,10 @@
 """Merge msdb databases (`msdb merge DEST SRC...`): the team-wide database out of everyone's.
 
-TVM can only union databases in memory at query time (mlc-llm#206) and cannot concatenate two
-work_dirs (record lines point at workload line numbers). msdb merges the SQL rows instead:
-
-- workloads are deduplicated by structural hash (opaque ones by TVM's shash, which is their
-  key); a new one is copied with everything it holds (IR, TVMScript, TVM payload and shash,
-  family key: SRC is at this msdb's schema, whose migration computed it);
-- targets by canonical config;
-- records by (workload, target, trace hash, run_secs): the same measurement is stored once,
-  whichever database it came through, so merging is idempotent and merging A and B gives the
-  records importing both logs would give;
-- provenance is preserved: each copied record keeps its original `source` row (copied once,
-  matched on every column), and records that had none get one `merge` source naming SRC;
-- models and tasks are copied by name (`msdb.database.rows.ensure_task`; a task DEST already has
-  keeps its weight).
-
-Transactions: SRC is read in one snapshot. DEST is written in transactions of about two seconds
-(`CHUNK_SECONDS`) each, with the lock left free a moment between them (`YIELD_SECONDS`): a
-merge of millions of records would otherwise hold DEST's write lock for minutes, and a tuner
-committing to DEST meanwhile gives up after its 30 s busy timeout. The first transaction holds
-the workloads (and the first records), the last one the tasks. Each
-transaction first learns the records other writers added since the previous one, so records
-stay deduplicated whoever writes beside the merge. A merge that fails or is killed part way
-keeps the transactions it committed, each whole; merging the same SRC again adds exactly the
-rest (docs/architecture.md, "Databases").
-
-A caller merging many small SRCs into one DEST in turn (`msdb pull` merges each page it reads)
-passes one `DedupCache`: the dedup keys DEST's records had are then read once, not once per
-SRC; each merge first learns the records other writers added since the previous one.
+Rows are deduplicated (workloads by structural hash, targets by config, records by workload,
+target, trace hash and run_secs), so merging is idempotent, and provenance is kept. DEST is
+written in transactions of about `CHUNK_SECONDS` with the lock free `YIELD_SECONDS` between
+them; a merge stopped part way keeps whole transactions. Pass one `DedupCache` when merging many
+SRCs into one DEST. See docs/architecture.md, "Databases".
 """
 
 from __future__ import annotations

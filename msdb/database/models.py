@@ -1,30 +1,8 @@
-"""The SQL schema of an msdb database, as SQLAlchemy Core tables (docs/architecture.md, "Databases").
+"""The SQL schema of an msdb database, as SQLAlchemy Core tables.
 
-This module describes the *current* schema for queries and for Alembic's autogenerate; the
-schema itself is only ever created or changed by the migrations in `msdb.schema` (a test checks
-that the two agree). Types are dialect-neutral: SQLite by default, PostgreSQL for a team server.
-
-Tables:
-- `workload`: one row per distinct workload; its three structural hashes (each indexed, so a
-  view of any module equality finds it), a name for people, FLOPs, the IR as TVMScript (for
-  people and as the portable form) and as a fast serialized blob (`ir_format` says which codec),
-  plus the original TVM payload and TVM's own shash when imported from a TVM log, and its family
-  (`msdb.hashing.family`: a shape-free key of the anchor block, indexed, so the workload's
-  relatives are one index lookup; with the sizes it abstracted, as JSON).
-- `target`: canonical target configs; `kind`, `arch`, `isa`, `device` are the match key
-  (`msdb.records.target`). A record without a target points at the row whose config is
-  `null` (kind ''), so `target_id` is never NULL and plain equality works in every query.
-- `tuning_record`: one measured schedule. `id` is the commit order (AUTOINCREMENT on SQLite so ids
-  are never reused after a prune), trace and run times as JSON text in TVM's spelling,
-  `mean_run_secs` and `is_valid` precomputed for ranking, `trace_hash` for deduplication (not
-  indexed: dedup reads one workload's records through the top-k index and compares in memory).
-  The index `ix_tuning_record_top_k` (workload_id, target_id, is_valid, mean_run_secs, id) makes
-  top-k for a (workload, target) an index range scan with no sort.
-- `source`: provenance of records (import / tune / merge / pull; file or URL and its sha256;
-  user, host, TVM and msdb versions; time).
-- `model`, `task`: which models use which workload and with what weight.
-- `measurement_claim`: which tuning process measures which candidate of a (workload, target), so
-  that several tuners on one database never measure one twice (`msdb.database.claims`).
+The *current* schema for queries and Alembic's autogenerate; only the migrations in
+`msdb.schema` create or change it (a test checks that the two agree). What each table holds and
+why its indexes are what they are: docs/architecture.md, "Databases".
 """
 
 from __future__ import annotations

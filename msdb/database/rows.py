@@ -1,25 +1,8 @@
-"""Rows of msdb's tables, one way each: every writer and reader of the tables (`SQLiteDatabase`,
-the TVM import, merge, export, prune, verify, the listings) builds and finds rows with these
-helpers, inside the caller's transaction (docs/architecture.md, "Databases").
+"""Rows of msdb's tables, one way each: every writer and reader of the tables builds and finds
+rows with these helpers, inside the caller's transaction.
 
-Column conventions:
-- a record without a target points at the target row whose config is `NULL_TARGET`
-  (`msdb.database.targets`);
-- `run_secs` is TVM's JSON spelling (`[10000000000]` for a failure), `mean_run_secs` the mean of
-  all of them (None when there are none), `trace_hash` the trace text's hash: the rules of
-  `msdb.records.ranking`;
-- times are UTC without tzinfo (`now`);
-- opaque workloads (TVM payloads msdb cannot decode: the <= 0.21 graph format, or a node type
-  msdb's IR lacks) are flagged by an `ir_format` starting with `OPAQUE_PREFIX`; their three
-  hash columns hold TVM's own shash as 16 hex digits (`opaque_shash`), which is their key;
-  their `script` is a comment. They are never replayed, and an export for TVM 0.27 leaves out
-  the legacy-format ones (TVM 0.27 cannot load them either);
-- `family_hash` / `family_extents` are the workload's family (`msdb.hashing.family`): computed
-  from the IR in `workload_row`, the one place a decoded workload's row is built (import, tune
-  and `add_task` call it; merge copies them from its sources, which are at this schema, whose
-  migration computed them; a pull computes them from each hub row's IR with
-  `stored_family_columns`, since a hub of an older msdb has none); NULL for opaque workloads,
-  which have no IR and so no relatives.
+Column conventions (run_secs spelling, UTC times, opaque workloads under `OPAQUE_PREFIX` keyed
+by `opaque_shash`, family columns built in `workload_row`): docs/architecture.md, "Databases".
 """
 
 from __future__ import annotations

@@ -619,14 +619,7 @@ class SQLDatabase(Database):
             chosen = [self._record_from_row(conn, row)
                       for (_, target_id), workload_ids in groups.items()
                       for row in self._top_rows(conn, workload_ids, [target_id], top_k)]
-        tokens: dict[int, Workload] = {}
-        out = []
-        for record in chosen:
-            stored = tokens.get(id(record.workload))
-            if stored is None:
-                stored = tokens[id(record.workload)] = destination.commit_workload(record.workload)
-            out.append(record.with_workload(stored))
-        return destination.commit_tuning_records(out)
+        return self._copy_into(destination, chosen)
 
     # ---- provenance, models and tasks ----
     def add_source(self, kind: str, location: str | None = None, *, sha256: str | None = None,

@@ -1,33 +1,11 @@
 """`TransferDatabase`: answers for a workload nobody tuned, from its relatives' records re-fitted
-to it (docs/architecture.md, "Transfer").
+to it.
 
-A view in the family of `OrderedUnionDatabase` and `ScheduleFnDatabase`: it stores nothing and
-reads `source`. For a workload that has no valid record of its own in `source` for the asked
-target, it takes the workload's relatives (`Database.relatives`: the same operator at other
-sizes or index dtypes, each with its best valid record on the target, by msdb's target match
-policy, so never another target's record), orders them by `family_distance` from the workload,
-re-fits each best record's trace to the workload (`msdb.schedule.refit.refit_trace`) nearest
-first, and answers with the first `neighbours` that fit. So it layers last:
-
-    OrderedUnionDatabase(local, shared, TransferDatabase(shared))
-
-answers from `local`, else from `shared`, else from `shared`'s relatives.
-
-What an answer is. A `TransferredRecord`: the re-fitted trace on the *asked* workload, the
-relative's target, and no run times: a latency measured on the relative is not this workload's
-(so, by TVM's rule, the record is not valid, as a `ScheduleFnDatabase` answer is not), and
-`get_measured` lists nothing, so a tuner measures a transferred candidate instead of skipping
-it. Where it came from is its `transfer` (`Transfer`: the relative's workload and record, the
-distance, how the re-fit went); the relative's own latency is there, as the relative's.
-
-A relative whose trace does not fit is skipped; the reason is logged (INFO) and kept in the
-`TransferAnswer` that `answer()` returns (`skipped`), so a caller such as the compiler's report
-can say why a near relative was not used.
-
-What is the tuner's comes in through the constructor (no view imports the tuner,
-tests/test_layering.py): `postprocess` re-runs the post-processors on each re-fitted schedule
-and `anchor` is TVM's whole anchor-trace procedure; without them `refit_trace`'s msdb-only
-defaults apply (the recorded post-processing replays; the generic anchor replay).
+A view that stores nothing and reads `source`; it layers last:
+`OrderedUnionDatabase(local, shared, TransferDatabase(shared))`. An answer is a
+`TransferredRecord` (the re-fitted trace, no run times, so a tuner still measures it); skipped
+relatives and their reasons are in `answer(...).skipped`. The tuner's post-processors and anchor
+procedure come in through the constructor. See docs/architecture.md, "Transfer".
 """
 
 from __future__ import annotations

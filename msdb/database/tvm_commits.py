@@ -1,19 +1,10 @@
 """What TVM commits through `msdb.tvm.as_tvm_database`, written as ordinary rows of an SQL
-database (docs/architecture.md, "TVM uses msdb").
+database.
 
-`TVMCommits(db, tvm_version=...)` is one TVM session's door into `db`: its records go in
-through `SQLiteDatabase.commit_tuning_records` (so the one admission rule applies, as to every
-commit; the session keeps its `Admission`, which learns each design-space sketch once), under
-one `source` row of kind `tvm` (this user, this host, TVM's version) made at the first record
-that is new (until then each record is first looked up, so that a session that brings nothing
-new leaves no source behind). A record already stored (same workload, target, trace and run times: the dedup
-key of `msdb import`, `msdb.database.rows.stored_record_id`) is not stored again; the check is
-one lookup on the top-k index inside the commit's write transaction, so a commit never reads a
-workload's records, and two processes committing one measurement at once store it once.
-
-Several TVM tuners may commit into one SQLite file or PostgreSQL database at once: each commit
-is its own transaction, as a tuner's are, and the writers queue (docs/architecture.md,
-"Databases").
+`TVMCommits(db, tvm_version=...)` is one TVM session's door into `db`: records go through
+`commit_tuning_records` (the one admission rule) under one `source` row of kind `tvm`, made at
+the first new record; a record already stored is not stored again. See docs/architecture.md,
+"TVM uses msdb".
 """
 
 from __future__ import annotations

@@ -1,29 +1,10 @@
 """`msdb import`: TVM MetaSchedule work_dirs (any generation) into an msdb SQL database.
 
-`import_logs(location, paths)` is the command: it decides how to run the import and opens the
-database. `import_tvm(db, paths)` imports into an opened database. Its two halves:
-
-1. Reading (`msdb.interop.tvm`: `WorkDirReader` through the one TVM line grammar): workload
-   payloads decoded into msdb IR and hashed, record lines parsed and checked, traces
-   normalized to TVM 0.27's form, problems collected as `path:line: reason`.
-2. Writing (`ImportWriter`), in ONE transaction: workloads (deduplicated by structural hash
-   confirmed by structural equality; imported ones keep TVM's payload and shash; opaque ones
-   are keyed by TVM's shash), targets, one `source` row per work_dir that adds records (files'
-   sha256, user, host, TVM version, time), and the records, deduplicated by (workload, target,
-   trace, run_secs) against the database and within the import, so re-importing a file adds
-   nothing. `model=` notes the model's tasks (`msdb.database.rows.ensure_task`).
-
-By default the two run as one stream: rows are written inside the open transaction while
-forked worker processes parse the next stretches of the log, and bad lines that are not to be
-skipped raise `ImportAborted` at the end, which rolls the transaction back, so a bad line
-anywhere still writes nothing (docs/architecture.md, "One record's way"). With `verify=True`
-(and through `read_import` + `import_plan`) the whole import is read first, then replayed, then
-written.
-
-Payloads msdb cannot decode (TVM's <= 0.21 graph format, or a node type msdb's IR lacks) stop
-the import with an error naming the format or node type, unless `opaque=True`: then the workload
-is stored as an opaque payload keyed by TVM's shash (`msdb.database.rows`), with its records, and
-never replayed.
+`import_logs(location, paths)` is the command (how to run the import, which database);
+`import_tvm(db, paths)` imports into an opened database, in one transaction: a bad line anywhere
+writes nothing (`ImportAborted`), and re-importing a file adds nothing. `verify=True` reads and
+replays everything before writing; `opaque=True` keeps payloads msdb cannot decode. See
+docs/architecture.md, "One record's way".
 """
 
 from __future__ import annotations
