@@ -166,6 +166,34 @@ def test_the_scratch_folder_of_tvms_writer_lives_as_long_as_the_session(tvm: Any
     assert len(stored) == 3
     stored.close()
 
+def test_a_record_whose_trace_cannot_belong_to_its_workload_is_refused_and_nothing_is_stored(
+        tvm: Any, tmp_path: Path) -> None:
+    """TVM builds a `TuningRecord` from any trace and workload; msdb's import grammar reads the
+    line TVM's writer makes of it and refuses a trace naming blocks its workload does not have,
+    with one error naming the workload, and the database keeps what it held."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from msdb.tvm import as_tvm_database
+
+    records = _json_db(_copy_team_a(tmp_path)).get_all_tuning_records()
+    by_workload = {r.workload.as_json()[0]: r for r in records}
+    first, other = list(by_workload.values())[:2]
+    path = tmp_path / "msdb.sqlite"
+    db = as_tvm_database(path, create=True)
+    try:
+        _commit_all(db, [first])
+        stored = _rows(path, "SELECT trace, run_secs FROM tuning_record")
+        token = db.commit_workload(other.workload.mod)
+        mismatched = ms.database.TuningRecord(first.trace, token, first.run_secs, first.target, first.args_info)
+        with pytest.raises(Exception, match="msdb cannot store a record TVM committed for workload [0-9a-f]{16}: "
+                                            ".*cannot belong to workload"):
+            db.commit_tuning_record(mismatched)
+        assert _rows(path, "SELECT trace, run_secs FROM tuning_record") == stored
+        assert len(db) == 1
+    finally:
+        db.close()
+
+
 def test_queries_are_target_aware_and_follow_the_module_equality(tvm: Any, tmp_path: Path) -> None:
     from tvm import te, tirx
     from tvm.s_tir import meta_schedule as ms
