@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal, Sequence
 
 from msdb.database.errors import InvalidQuery, UnknownDatabaseKind
+from msdb.kinds import load_kind
 from msdb.records import Target, TuningRecord, Workload
 from msdb.hashing.modes import canonical_mode
 
@@ -53,7 +54,14 @@ class Relative:
     extents: tuple[int, ...]
     best: TuningRecord | None
 
-DATABASE_KINDS = ("json", "memory", "union", "ordered_union", "sqlite")
+#: `Database.create`'s kinds: name -> (module, class), loaded when asked for (`msdb.kinds`).
+DATABASE_KINDS = {
+    "json": ("msdb.database.json_database", "JSONDatabase"),
+    "memory": ("msdb.database.memory", "MemoryDatabase"),
+    "union": ("msdb.database.union", "UnionDatabase"),
+    "ordered_union": ("msdb.database.union", "OrderedUnionDatabase"),
+    "sqlite": ("msdb.database.sql", "SQLDatabase"),
+}
 
 
 class Database(abc.ABC):
@@ -261,34 +269,15 @@ class Database(abc.ABC):
     # ---- factory ----
     @staticmethod
     def create(kind: str | Callable[..., bool] = "json", *args: Any, **kwargs: Any) -> Database:
-        """`"json"`, `"memory"`, `"union"`, `"ordered_union"`, `"sqlite"`, or a schedule function
-        (-> `ScheduleFnDatabase`); `args`/`kwargs` go to the view's constructor."""
+        """A view of a kind of `DATABASE_KINDS` (`"sqlite"` also opens a PostgreSQL URL), or a
+        schedule function (-> `ScheduleFnDatabase`); `args`/`kwargs` go to its constructor."""
         if callable(kind):
             from msdb.database.schedule_fn import ScheduleFnDatabase
 
             return ScheduleFnDatabase(kind, *args, **kwargs)
-        if kind == "json":
-            from msdb.database.json_database import JSONDatabase
-
-            return JSONDatabase(*args, **kwargs)
-        if kind == "memory":
-            from msdb.database.memory import MemoryDatabase
-
-            return MemoryDatabase(*args, **kwargs)
-        if kind == "union":
-            from msdb.database.union import UnionDatabase
-
-            return UnionDatabase(*args, **kwargs)
-        if kind == "ordered_union":
-            from msdb.database.union import OrderedUnionDatabase
-
-            return OrderedUnionDatabase(*args, **kwargs)
-        if kind == "sqlite":
-            from msdb.database.sql import SQLiteDatabase
-
-            return SQLiteDatabase(*args, **kwargs)
-        kinds = ", ".join(repr(k) for k in DATABASE_KINDS)
-        raise UnknownDatabaseKind(f"unknown database kind {kind!r}; expected one of {kinds} or a schedule function")
+        view: Database = load_kind(DATABASE_KINDS, kind, "database kind", error=UnknownDatabaseKind,
+                                   alternative="or a schedule function")(*args, **kwargs)
+        return view
 
 
 create = Database.create

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from msdb.errors import MsdbError
+from msdb.kinds import UnknownKind
 
 __all__ = [
     "DatabaseError", "DatabaseOpenError", "ReadOnlyDatabase", "SchemaVersionError", "WorkloadNotCommitted",
@@ -34,7 +35,7 @@ class UnsupportedOperation(DatabaseError):
     """This kind of database view does not do that (e.g. committing to a ScheduleFnDatabase)."""
 
 
-class UnknownDatabaseKind(DatabaseError, ValueError):
+class UnknownDatabaseKind(DatabaseError, UnknownKind):
     """`Database.create` got a kind it does not know."""
 
 

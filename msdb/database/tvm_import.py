@@ -1,10 +1,11 @@
 """`msdb import`: TVM MetaSchedule work_dirs (any generation) into an msdb SQL database.
 
 `import_logs(location, paths)` is the command (how to run the import, which database);
-`import_tvm(db, paths)` imports into an opened database, in one transaction: a bad line anywhere
-writes nothing (`ImportAborted`), and re-importing a file adds nothing. `verify=True` reads and
-replays everything before writing; `opaque=True` keeps payloads msdb cannot decode. See
-docs/architecture.md, "One record's way".
+`import_tvm(db, paths)` imports into an opened database, in one transaction, as one stream: the
+one reader (`msdb.interop.tvm.import_reader`) hands rows to `ImportWriter` (through the replay
+pass, `ReplayCheck`, with `verify=True`) while it parses. A bad line anywhere writes nothing
+(`ImportAborted`), and re-importing a file adds nothing; `opaque=True` keeps payloads msdb
+cannot decode. See docs/architecture.md, "One record's way".
 """
 
 from __future__ import annotations
@@ -28,46 +29,35 @@ from msdb.database.rows import (
 )
 from msdb.errors import MsdbError
 from msdb.interop.progress import ProgressFn
-from msdb.interop.tvm.import_data import ImportAborted, ImportPlan, ImportSummary, ParsedWorkDir, RecordRow
-from msdb.interop.tvm.import_reader import WorkDirReader
-from msdb.interop.tvm.reading import drop_lines, expected_records, in_file_order, read_import, replay_plan
-from msdb.interop.tvm.workdir import resolve_import_paths
+from msdb.interop.tvm.import_data import Discard, ImportAborted, ImportSummary, ParsedWorkDir, RecordRow, RecordSink
+from msdb.interop.tvm.import_reader import expected_records, in_file_order, read_import
+from msdb.interop.tvm.replay_check import ReplayCheck
+from msdb.interop.tvm.workdir import BadLine, resolve_import_paths
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
 
     from msdb.database.sql import SQLiteDatabase
     from msdb.interop.tvm.grammar import ParsedWorkload
-    from msdb.records import Target
 
-__all__ = ["ImportAborted", "ImportInterrupted", "ImportSummary", "ImportWriter", "commit_import", "import_plan",
-           "import_tvm", "import_logs"]
+__all__ = ["ImportAborted", "ImportInterrupted", "ImportSummary", "ImportWriter", "import_tvm", "check_import",
+           "import_logs"]
 
 logger = logging.getLogger(__name__)
-
-#: Records per INSERT call of a two-phase import (a progress step).
-_WRITE_CHUNK = 20000
-
 
 class ImportWriter:
     """Writes parsed work_dirs into `conn`, an open write transaction of `db`, counting into
     `summary`: first a work_dir's workloads (`workloads`), then its record rows in batches
-    (`records`), then its end (`done`). A `msdb.interop.tvm.import_data.RecordSink`.
+    (`records`), then its end (`done`). A `msdb.interop.tvm.import_data.RecordSink`."""
 
-    `targets` maps a record row's target key to its parsed target; it may still grow while
-    records arrive (a streaming import parses targets as it meets them)."""
-
-    def __init__(self, db: SQLiteDatabase, conn: Connection, targets: dict[str, Target | None],
-                 summary: ImportSummary, *, user: str | None, host: str | None, model: str | None,
-                 progress: ProgressFn | None = None, total: int = 0) -> None:
+    def __init__(self, db: SQLiteDatabase, conn: Connection, summary: ImportSummary, *, user: str | None,
+                 host: str | None, model: str | None) -> None:
         self.db = db
         self.conn = conn
-        self.targets = targets
         self.summary = summary
         self.user = user if user is not None else default_user()
         self.host = host if host is not None else default_host()
         self.model = model
-        self.progress, self.total, self.written = progress, total, 0
         self.target_ids: dict[str, int] = {}
         self.by_key: dict[tuple[str, bool], int] = {}  # (shash, opaque) -> row id, this import
         self.keys: set[tuple[int, int, str, str | None]] = set()
@@ -155,7 +145,7 @@ class ImportWriter:
                 self.keys_loaded.add(workload_id)
             target_id = self.target_ids.get(target_key)
             if target_id is None:
-                target_id = self.target_ids[target_key] = self.db.target_row_id(self.conn, self.targets[target_key])
+                target_id = self.target_ids[target_key] = self.db.target_row_id(self.conn, wd.targets[target_key])
             key = (workload_id, target_id, trace_hash, run_text)
             if key in keys:
                 summary.records_duplicate += 1
@@ -172,9 +162,6 @@ class ImportWriter:
                 summary.records_invalid += 1
         insert_record_rows(self.conn, new)
         summary.records_new += len(new)
-        self.written += len(rows)
-        if self.progress is not None:
-            self.progress("writing", min(self.written, self.total), self.total)
 
     def done(self, wd: ParsedWorkDir) -> None:
         """The work_dir is complete: its source row gets the record file's sha256 (known only
@@ -185,50 +172,6 @@ class ImportWriter:
             self.conn.execute(update(M.source).where(M.source.c.id == source_id).values(sha256=wd.record_sha256))
 
 
-def commit_import(db: SQLiteDatabase, plan: ImportPlan, *, user: str | None = None, host: str | None = None,
-                  model: str | None = None, summary: ImportSummary | None = None,
-                  progress: ProgressFn | None = None) -> ImportSummary:
-    """Phase 2 of a two-phase import: write the plan's good lines in one transaction."""
-    summary = summary if summary is not None else ImportSummary()
-    total = plan.n_records
-    with _commit_hold(summary) as hold:
-        with db.write_transaction(records=total) as conn:
-            writer = ImportWriter(db, conn, plan.targets, summary, user=user, host=host, model=model,
-                                  progress=progress, total=total)
-            for wd in plan.workdirs:
-                writer.workloads(wd)
-                for start in range(0, len(wd.records), _WRITE_CHUNK):
-                    writer.records(wd, wd.records[start:start + _WRITE_CHUNK])
-                writer.done(wd)
-            hold()  # from here a Ctrl-C waits: the commit and `committed` are one step
-        summary.committed = True
-    return summary
-
-
-def import_plan(db: SQLiteDatabase, plan: ImportPlan, *, skip_bad: bool = False, user: str | None = None,
-                host: str | None = None, model: str | None = None, verify: bool = False,
-                progress: ProgressFn | None = None) -> ImportSummary:
-    """Phase 2 with its checks: refuse bad lines unless `skip_bad`, replay when `verify`, then
-    `commit_import`. Raises `ImportAborted` before touching `db`.
-
-    A record whose replay fails is a bad line like any other: it stops the import, or with
-    `skip_bad` is left out and listed in `replay_failures` (a trace TVM cannot replay aborts
-    TVM's whole load of the log, apache/tvm#16288)."""
-    start = time.perf_counter()
-    plan.check(skip_bad)
-    summary = ImportSummary(bad_lines=list(plan.bad_lines))
-    if verify:
-        summary.replayed, failures = replay_plan(plan, progress)
-        if failures and not skip_bad:
-            raise ImportAborted(failures)
-        drop_lines(plan, failures)
-        summary.replay_failures = [str(failure) for failure in failures]
-    commit_import(db, plan, user=user, host=host, model=model, summary=summary, progress=progress)
-    summary.seconds = time.perf_counter() - start
-    logger.info("import: %s", summary.line())
-    return summary
-
-
 def import_tvm(db: SQLiteDatabase, paths: Sequence[str | Path], *, skip_bad: bool = False, opaque: bool = False,
                user: str | None = None, host: str | None = None, model: str | None = None, verify: bool = False,
                progress: ProgressFn | None = None, workers: int | None = None,
@@ -237,48 +180,50 @@ def import_tvm(db: SQLiteDatabase, paths: Sequence[str | Path], *, skip_bad: boo
     docstring. Raises `ImportAborted` (nothing written: the transaction is rolled back) when a
     line is bad and `skip_bad` is False, `WorkDirError` for a path that is not a work_dir.
 
-    Without `verify`, rows are written while the lines are still being parsed (in worker
-    processes for a big log: `workers`, as in `read_import`), so that SQLite's share of the
-    work overlaps the parsing; with `verify`, every trace is replayed before anything is
-    written (`read_import`, then `import_plan`). `unknown_kinds`: keep trace instructions of
-    kinds TVM does not have (never replayable) instead of refusing their lines."""
+    Rows are written while the lines are still being parsed (in worker processes for a big
+    log: `workers`, as in `read_import`), so that SQLite's share of the work overlaps the
+    parsing. `verify`: every distinct trace is replayed on its workload before its rows go on
+    to the writer; a record whose replay fails is a bad line like any other (listed in
+    `replay_failures`). `unknown_kinds`: keep trace instructions of kinds TVM does not have
+    (never replayable) instead of refusing their lines."""
     start = time.perf_counter()
-    if verify:
-        plan = read_import(paths, opaque=opaque, progress=progress, workers=workers, unknown_kinds=unknown_kinds)
-        summary = import_plan(db, plan, skip_bad=skip_bad, user=user, host=host, model=model, verify=True,
-                              progress=progress)
-    else:
-        summary = _import_streaming(db, paths, skip_bad=skip_bad, opaque=opaque, user=user, host=host, model=model,
-                                    progress=progress, workers=workers, unknown_kinds=unknown_kinds)
+    resolved = resolve_import_paths(paths)
+    total = expected_records(resolved)
+    summary = ImportSummary()
+    with _commit_hold(summary) as hold:
+        with db.write_transaction(records=total) as conn:
+            writer = ImportWriter(db, conn, summary, user=user, host=host, model=model)
+            replay = ReplayCheck(writer) if verify else None
+            plan = read_import(paths, sink=replay or writer, opaque=opaque, progress=progress, workers=workers,
+                               unknown_kinds=unknown_kinds, phase="importing")
+            failures = replay.failures if replay is not None else []
+            _refuse_bad(plan.bad_lines, failures, resolved, skip_bad)
+            summary.bad_lines = plan.bad_lines
+            if replay is not None:
+                summary.replayed, summary.replay_failures = replay.replayed, [str(f) for f in failures]
+            hold()  # from here a Ctrl-C waits: the commit and `committed` are one step
+        summary.committed = True
     summary.seconds = time.perf_counter() - start
     logger.info("import: %s", summary.line())
     return summary
 
 
-def _import_streaming(db: SQLiteDatabase, paths: Sequence[str | Path], *, skip_bad: bool, opaque: bool,
-                      user: str | None, host: str | None, model: str | None, progress: ProgressFn | None,
-                      workers: int | None, unknown_kinds: bool = False) -> ImportSummary:
-    """Read and write in one pass, inside one write transaction; bad lines that are not to be
-    skipped raise `ImportAborted` at the end, which rolls everything back."""
+def check_import(paths: Sequence[str | Path], *, skip_bad: bool = False, opaque: bool = False, verify: bool = False,
+                 progress: ProgressFn | None = None, unknown_kinds: bool = False) -> None:
+    """A reading pass that writes nothing and keeps nothing: raises `ImportAborted` when
+    `import_tvm` with the same options would (bad lines, and with `verify` replay failures)."""
     resolved = resolve_import_paths(paths)
-    total = expected_records(resolved)
-    reader = WorkDirReader(opaque=opaque, progress=progress, total=total, workers=workers, unknown_kinds=unknown_kinds)
-    reader.phase = "importing"  # one pass: reading and writing
-    summary = ImportSummary()
-    with _commit_hold(summary) as hold:
-        with db.write_transaction(records=total) as conn:
-            writer = ImportWriter(db, conn, reader.targets, summary, user=user, host=host, model=model)
-            for workload, record in resolved:
-                reader.read(workload, record, sink=writer)
-            if progress is not None:
-                progress(reader.phase, reader.total, reader.total)
-            bad = in_file_order(reader.bad, resolved)
-            if bad and not skip_bad:
-                raise ImportAborted(bad)
-            summary.bad_lines = bad
-            hold()  # from here a Ctrl-C waits: the commit and `committed` are one step
-        summary.committed = True
-    return summary
+    sink: RecordSink = ReplayCheck(None) if verify else Discard()
+    plan = read_import(paths, sink=sink, opaque=opaque, progress=progress, unknown_kinds=unknown_kinds,
+                       phase="checking")
+    _refuse_bad(plan.bad_lines, sink.failures if isinstance(sink, ReplayCheck) else [], resolved, skip_bad)
+
+
+def _refuse_bad(bad: list[BadLine], failures: list[BadLine], resolved: list[tuple[Path, Path]],
+                skip_bad: bool) -> None:
+    """`ImportAborted` naming the bad lines and failed replays, in file order, unless `skip_bad`."""
+    if (bad or failures) and not skip_bad:
+        raise ImportAborted(in_file_order(bad + failures, resolved))
 
 
 def import_logs(location: str, paths: Sequence[str | Path], *, skip_bad: bool = False, opaque: bool = False,
@@ -290,9 +235,10 @@ def import_logs(location: str, paths: Sequence[str | Path], *, skip_bad: bool = 
     The policy of the command, in one place:
     - a missing or incomplete work_dir, and an in-memory database (the import would vanish
       with the process), are refused before anything is opened;
-    - with `verify`, or when the database has an older schema (which opening migrates), every
-      line is read (and replayed) before the database is opened, so a refused import does not
-      even migrate it; otherwise rows are written while the lines are read (`import_tvm`);
+    - the import is one stream, rows written while the lines are read (`import_tvm`); when the
+      database has an older schema (which opening migrates), a first pass that writes nothing
+      (`check_import`) reads (and with `verify` replays) every line before the database is
+      opened, so a refused import does not even migrate it;
     - a new file is built in a locked staging folder beside it and linked into place only once
       committed, never over a file another process made meanwhile (then the import goes into
       that file). A refused, failed or killed import into a new file leaves no file, and no
@@ -306,10 +252,9 @@ def import_logs(location: str, paths: Sequence[str | Path], *, skip_bad: bool = 
     start = time.perf_counter()
     resolve_import_paths(paths)
     refuse_in_memory(location, "msdb import")
-    plan = None
-    if verify or is_behind(location):
-        plan = read_import(paths, opaque=opaque, progress=progress, unknown_kinds=unknown_kinds)
-        plan.check(skip_bad)
+    if is_behind(location):
+        check_import(paths, skip_bad=skip_bad, opaque=opaque, verify=verify, progress=progress,
+                     unknown_kinds=unknown_kinds)
     options: dict[str, Any] = dict(skip_bad=skip_bad, opaque=opaque, user=user, host=host, model=model,
                                    verify=verify, progress=progress, unknown_kinds=unknown_kinds)
     session = _Interrupts() if _SESSION is None and _in_main_thread() else None
@@ -319,11 +264,11 @@ def import_logs(location: str, paths: Sequence[str | Path], *, skip_bad: bool = 
         file = database_file(location)
         summary = None
         if file is not None and not file.exists():
-            summary = _import_into_new_file(location, file, paths, plan, options)
+            summary = _import_into_new_file(location, file, paths, options)
             if session is not None:
                 session.raise_pending()  # an interrupt while a new file was placed: nothing more
         if summary is None:  # an existing database, or one another process created meanwhile
-            summary = _import_in_place(location, paths, plan, options)
+            summary = _import_in_place(location, paths, options)
     finally:
         if session is not None:
             _SESSION = None
@@ -340,24 +285,15 @@ class ImportInterrupted(KeyboardInterrupt):
         self.summary = summary
 
 
-def _run_import(db: SQLiteDatabase, paths: Sequence[str | Path], plan: ImportPlan | None,
-                options: dict[str, Any]) -> ImportSummary:
-    if plan is not None:
-        return import_plan(db, plan, skip_bad=options["skip_bad"], user=options["user"], host=options["host"],
-                           model=options["model"], verify=options["verify"], progress=options["progress"])
-    return import_tvm(db, paths, **options)
-
-
-def _import_in_place(location: str, paths: Sequence[str | Path], plan: ImportPlan | None,
-                     options: dict[str, Any]) -> ImportSummary:
+def _import_in_place(location: str, paths: Sequence[str | Path], options: dict[str, Any]) -> ImportSummary:
     db = open_database(location, create=True)
     try:
-        return _run_import(db, paths, plan, options)
+        return import_tvm(db, paths, **options)
     finally:
         db.close()
 
 
-def _import_into_new_file(location: str, file: Path, paths: Sequence[str | Path], plan: ImportPlan | None,
+def _import_into_new_file(location: str, file: Path, paths: Sequence[str | Path],
                           options: dict[str, Any]) -> ImportSummary | None:
     """Import into a new database in a staging folder beside `file`, then link it to `file`
     (which fails if the name is taken: a link never replaces). None when another process
@@ -368,7 +304,7 @@ def _import_into_new_file(location: str, file: Path, paths: Sequence[str | Path]
     try:
         db = open_database(temp_location, create=True)
         try:
-            summary = _run_import(db, paths, plan, options)
+            summary = import_tvm(db, paths, **options)
         finally:
             db.close()
         summary.committed = False  # committed in the staging copy only, until it is in place

@@ -191,20 +191,16 @@ def _check_record(row: Any, report: VerifyReport) -> None:
 def _replay(replays: dict[tuple[int, str], list[int]], traces: dict[tuple[int, str], str],
             modules: dict[int, IRModule | None], labels: dict[int, str], report: VerifyReport,
             progress: ProgressFn | None) -> None:
-    from msdb.schedule import Schedule, Trace
+    from msdb.schedule.trace import replay_problem
 
     total = len(replays)
     for done, ((workload_id, _), ids) in enumerate(replays.items(), start=1):
         mod = modules[workload_id]
         assert mod is not None
-        try:
-            Trace.from_json(traces[(workload_id, _)]).apply_to_schedule(Schedule(mod), remove_postproc=False)
-        except MsdbError as exc:
+        problem = replay_problem(mod, traces[(workload_id, _)])
+        if problem is not None:
             more = f" (and {len(ids) - 1} more records with this trace)" if len(ids) > 1 else ""
-            report.problems.append(f"record {ids[0]}{more} (workload {labels[workload_id]}): replay failed: {exc}")
-        except Exception as exc:  # noqa: BLE001 - report a replay bug instead of stopping the check
-            report.problems.append(f"record {ids[0]} (workload {labels[workload_id]}): replay failed: "
-                                   f"{type(exc).__name__}: {exc}")
+            report.problems.append(f"record {ids[0]}{more} (workload {labels[workload_id]}): replay failed: {problem}")
         report.replayed += 1
         if progress is not None and (done % 50 == 0 or done == total):
             progress("replaying", done, total)

@@ -20,7 +20,7 @@ from msdb.schedule.rv import RV
 if TYPE_CHECKING:
     from msdb.schedule.schedule import Schedule
 
-__all__ = ["Trace", "TraceError", "DecisionProvider"]
+__all__ = ["Trace", "TraceError", "DecisionProvider", "replay_problem"]
 
 logger = logging.getLogger(__name__)
 
@@ -417,3 +417,19 @@ def _inst_from_json(item: Any, index: int, names: dict[str, RV]) -> Instruction:
 
 def _decision_from_json(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
+
+
+def replay_problem(mod: Any, trace_json: str) -> str | None:
+    """Why the trace `trace_json` (TVM's JSON text) does not replay on the module `mod`, or None
+    when it does (post-processing instructions included, as TVM replays a record when it loads
+    a log). The one replay check of an import's `--verify` and of `msdb verify`: a bug in a
+    replay is reported as the record's problem (its type named), never raised past the check."""
+    from msdb.schedule.schedule import Schedule
+
+    try:
+        Trace.from_json(trace_json).apply_to_schedule(Schedule(mod), remove_postproc=False)
+    except MsdbError as exc:
+        return str(exc)
+    except Exception as exc:  # noqa: BLE001 - a replay bug must not stop the check
+        return f"{type(exc).__name__}: {exc}"
+    return None

@@ -9,9 +9,7 @@ from typing import Callable, Iterator
 
 import pytest
 
-from msdb.database import (
-    Database, JSONDatabase, MemoryDatabase, OrderedUnionDatabase, SQLiteDatabase, UnionDatabase,
-)
+from msdb.database import Database
 
 from ..postgres_server import PostgresServer
 
@@ -48,23 +46,30 @@ class ViewFactory:
         self.urls: dict[str, str] = {}
 
     def __call__(self, module_equality: str = "structural", name: str = "db") -> Database:
+        """A view made by `Database.create`, the one way msdb makes a view by kind."""
         path = self.tmp_path / name
         if self.kind == "memory":
-            db: Database = MemoryDatabase(module_equality)
+            db = Database.create("memory", module_equality)
         elif self.kind == "json":
-            db = JSONDatabase(work_dir=path, module_equality=module_equality)
-        elif self.kind == "sqlite":
-            db = SQLiteDatabase(str(path) + ".sqlite", module_equality=module_equality)
-        elif self.kind == "postgres":
-            if name not in self.urls:
-                self.urls[name] = self.request.getfixturevalue("postgres_server").url()
-            db = SQLiteDatabase(self.urls[name], module_equality=module_equality)
+            db = Database.create("json", work_dir=path, module_equality=module_equality)
         elif self.kind == "union":
-            db = UnionDatabase(MemoryDatabase(module_equality))
-        else:
-            db = OrderedUnionDatabase(SQLiteDatabase(str(path) + ".sqlite", module_equality=module_equality))
+            db = Database.create("union", Database.create("memory", module_equality))
+        elif self.kind == "ordered_union":
+            db = Database.create("ordered_union", Database.create("sqlite", self._location(name),
+                                                                  module_equality=module_equality))
+        else:  # "sqlite" or "postgres": one SQL view, at a file or at a server's URL
+            db = Database.create("sqlite", self._location(name), module_equality=module_equality)
         self.opened.append(db)
         return db
+
+    def _location(self, name: str) -> str:
+        """Where the SQL storage named `name` lives: a file in `tmp_path`, or for `postgres` a
+        fresh database on the session's server (the same one each time `name` is asked for)."""
+        if self.kind != "postgres":
+            return str(self.tmp_path / name) + ".sqlite"
+        if name not in self.urls:
+            self.urls[name] = self.request.getfixturevalue("postgres_server").url()
+        return self.urls[name]
 
     def close(self) -> None:
         for db in self.opened:

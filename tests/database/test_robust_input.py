@@ -29,7 +29,7 @@ from msdb.hashing import structural_equal, structural_hash
 from msdb.interop.tvm import grammar, import_reader
 from msdb.interop.tvm.grammar import LineParser
 from msdb.interop.tvm.payload import payload_bytes
-from msdb.interop.tvm.reading import read_import
+from msdb.interop.tvm.import_reader import read_import
 from msdb.ir import expr as E
 from msdb.ir import stmt as S
 from msdb.ir import to_script

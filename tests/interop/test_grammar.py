@@ -14,7 +14,7 @@ from msdb.database import JSONDatabase
 from msdb.errors import MsdbError
 from msdb.hashing import structural_equal, structural_hash
 from msdb.interop.tvm.grammar import BadTvmLine, payload_of, record_from_line, workload_from_line, workload_line
-from msdb.interop.tvm.reading import read_import
+from msdb.interop.tvm.import_reader import read_import
 from msdb.interop.tvm.workdir import RECORD_FILE, WORKLOAD_FILE
 from msdb.ir import zoo
 from msdb.records import ArgInfo, Target, Workload

@@ -12,7 +12,7 @@ import struct
 import pytest
 
 from msdb.interop.tvm.import_data import ParsedWorkDir
-from msdb.interop.tvm.reading import read_import
+from msdb.interop.tvm.import_reader import read_import
 from msdb.interop.tvm.workdir import RECORD_FILE, WORKLOAD_FILE, WorkDirError
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "data" / "fixtures"

@@ -13,7 +13,7 @@ from __future__ import annotations
 import abc
 from typing import TYPE_CHECKING, Any, Sequence
 
-from msdb.tuner.kinds import UnknownKind, load_kind
+from msdb.kinds import UnknownKind, load_kind
 
 if TYPE_CHECKING:
     import numpy as np

@@ -17,7 +17,7 @@ import random
 import uuid
 from typing import TYPE_CHECKING, Any, Sequence
 
-from msdb.tuner.kinds import UnknownKind, load_kind
+from msdb.kinds import UnknownKind, load_kind
 
 if TYPE_CHECKING:
     from msdb.database.base import Database

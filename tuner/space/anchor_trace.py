@@ -68,7 +68,7 @@ def _checked_target(target: Target | str | dict[str, Any]) -> Target:
 def _default_auto_inline(kind: str) -> Any:
     """The AutoInline rule among the target kind's default schedule rules (TVM's
     GetDefaultAutoInline: DefaultLLVM for "llvm", DefaultCUDA for every GPU kind)."""
-    from msdb.tuner.kinds import UnknownKind
+    from msdb.kinds import UnknownKind
     from msdb.tuner.space.rules.auto_inline import AutoInline
     from msdb.tuner.space.rules.base import create
 

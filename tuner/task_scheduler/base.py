@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from msdb.records.ranking import FAILED_RUN_SECS, is_failure, mean_run_secs
-from msdb.tuner.kinds import UnknownKind, load_kind
+from msdb.kinds import UnknownKind, load_kind
 
 if TYPE_CHECKING:
     from msdb.tuner.candidate import MeasureCandidate

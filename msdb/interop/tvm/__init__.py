@@ -8,8 +8,9 @@ every generation (docs/tvm-formats.md section 1), and nothing about SQL.
 - `trace_check`: a trace's JSON shape, its instruction kinds, and its rewrite to TVM 0.27's
   spelling; `trace_fit`: whether a trace can belong to its workload, without a replay.
 - `workdir`: the two files of a work_dir, their lines, bad-line reports, atomic writing.
-- `import_reader`, `reading`: reading whole work_dirs fast (parallel parsing workers), and
-  replaying what was read; `import_data`: what reading yields.
+- `import_reader`: the one reader of whole work_dirs (`read_import`), fast (parallel parsing
+  workers), handing rows to a sink as it parses; `replay_check`: `--verify`'s replay pass, a
+  stage before the sink; `import_data`: what reading yields.
 
 The package itself loads only the payload decoder and the work_dir names; import the modules
 above for the rest.

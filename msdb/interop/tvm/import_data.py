@@ -1,7 +1,6 @@
 """What reading TVM work_dirs yields, and what an import did: the data passed between the
-reader (`msdb.interop.tvm.import_reader`), the database's import writer
-(`msdb.database.tvm_import`) and the public calls (`msdb.interop.tvm.reading`,
-`msdb.database.tvm_import`)."""
+reader (`msdb.interop.tvm.import_reader`), `--verify`'s replay pass
+(`msdb.interop.tvm.replay_check`) and the database's import writer (`msdb.database.tvm_import`)."""
 
 from __future__ import annotations
 
@@ -17,7 +16,7 @@ if TYPE_CHECKING:
     from msdb.records import Target
 
 __all__ = ["ImportAborted", "ImportPlan", "ImportSummary", "ParsedWorkDir", "ParsedWorkload", "RecordRow",
-           "RecordSink", "failed_runs"]
+           "RecordSink", "Discard", "failed_runs"]
 
 
 class ImportAborted(MsdbError):
@@ -39,7 +38,9 @@ RecordRow = tuple[int, int, str, str, str, "str | None", "float | None", bool, "
 
 @dataclass
 class ParsedWorkDir:
-    """Everything read from one work_dir; `workloads[i]` is None for a bad workload line."""
+    """Everything read from one work_dir; `workloads[i]` is None for a bad workload line.
+    `targets` are the parsed targets of record rows by their `target_key`: the reader's (shared
+    by the work_dirs it reads), growing while the records are parsed."""
 
     workload_path: Path
     record_path: Path
@@ -48,6 +49,7 @@ class ParsedWorkDir:
     workloads: list[ParsedWorkload | None] = field(default_factory=list)
     records: list[RecordRow] = field(default_factory=list)
     normalized: int = 0
+    targets: dict[str, Target | None] = field(default_factory=dict)
 
     @property
     def tvm_version(self) -> str | None:
@@ -71,9 +73,23 @@ class RecordSink(Protocol):
     def done(self, wd: ParsedWorkDir) -> None: ...
 
 
+class Discard:
+    """A `RecordSink` that keeps nothing: a reading pass that only checks the lines."""
+
+    def workloads(self, wd: ParsedWorkDir) -> None:
+        pass
+
+    def records(self, wd: ParsedWorkDir, rows: Sequence[RecordRow]) -> None:
+        pass
+
+    def done(self, wd: ParsedWorkDir) -> None:
+        pass
+
+
 @dataclass
 class ImportPlan:
-    """What `read_import` found: parsed work_dirs, the targets they name, and bad lines."""
+    """What `read_import` found: parsed work_dirs (their record rows, unless a sink took them),
+    the targets they name, and the bad lines in file order."""
 
     workdirs: list[ParsedWorkDir]
     targets: dict[str, Target | None]
@@ -82,11 +98,6 @@ class ImportPlan:
     @property
     def n_records(self) -> int:
         return sum(len(wd.records) for wd in self.workdirs)
-
-    def check(self, skip_bad: bool) -> None:
-        """Raise `ImportAborted` when there are bad lines and they are not to be skipped."""
-        if self.bad_lines and not skip_bad:
-            raise ImportAborted(self.bad_lines)
 
 
 def failed_runs(count: int) -> str:

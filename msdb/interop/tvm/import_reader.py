@@ -1,11 +1,12 @@
-"""The reading half of `msdb import`: TVM work_dirs into `ParsedWorkDir`s, fast.
+"""The reading half of `msdb import`, its one reader: TVM work_dirs into `ParsedWorkDir`s, fast.
 
-`WorkDirReader.read` reads each work_dir's two files and hands every line to the one TVM line
+`read_import(paths, sink=...)` reads every work_dir named; `WorkDirReader.read` reads each work_dir's two files and hands every line to the one TVM line
 grammar (`msdb.interop.tvm.grammar.LineParser`, shared with `JSONDatabase`): each distinct
 workload payload is decoded and hashed once, each record line parsed once. Problems are
 collected as `BadLine`s (`path:line: reason`), never raised half-way. Rows go to the caller's
-sink (`RecordSink`, the database's import writer) in batches as they are parsed, or are kept in
-the `ParsedWorkDir`.
+sink (`RecordSink`: the database's import writer, `--verify`'s `ReplayCheck` before it, or a
+check that keeps nothing) in batches as they are parsed, or without a sink are kept in the
+`ParsedWorkDir`.
 
 Speed (>= 20k records/s, docs/benchmarks.md): besides the grammar's quick path, a big record
 file is parsed by forked worker processes, a stretch of lines each (`_parse_chunk`), while the
@@ -20,19 +21,19 @@ import json
 import os
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from msdb.errors import MsdbError
 from msdb.interop.progress import ProgressFn
 from msdb.interop.tvm.grammar import LineParser, ParsedWorkload, blocks_of, trace_offset
-from msdb.interop.tvm.import_data import ParsedWorkDir, RecordSink
-from msdb.interop.tvm.workdir import NOT_UTF8, BadLine, WorkDirError, file_lines, nonblank_lines
+from msdb.interop.tvm.import_data import ImportPlan, ParsedWorkDir, RecordSink
+from msdb.interop.tvm.workdir import NOT_UTF8, BadLine, WorkDirError, file_lines, nonblank_lines, resolve_import_paths
 from msdb.lifeline import close_write_end, ignore_sigint, lifeline_fds, sigint_blocked, watch_parent
 
 if TYPE_CHECKING:
     from msdb.records import Target
 
-__all__ = ["ImportWorkerError", "WorkDirReader", "estimated_lines"]
+__all__ = ["ImportWorkerError", "WorkDirReader", "read_import", "expected_records", "in_file_order", "estimated_lines"]
 
 
 class ImportWorkerError(MsdbError):
@@ -41,6 +42,50 @@ class ImportWorkerError(MsdbError):
 
 #: Record lines per progress report (and per batch handed to a sink, on one process).
 _PROGRESS_EVERY = 2000
+
+
+def read_import(paths: Sequence[str | Path], *, sink: RecordSink | None = None, opaque: bool = False,
+                progress: ProgressFn | None = None, workers: int | None = None, unknown_kinds: bool = False,
+                phase: str = "reading") -> ImportPlan:
+    """Read and check every work_dir of `paths` (work_dirs and files, see
+    `msdb.interop.tvm.workdir.resolve_import_paths`); no database is touched. With a `sink`,
+    each work_dir's rows are handed to it as they are parsed (not kept in the result).
+    `workers`: processes that parse a big record file in parallel (None: one per CPU, up to 8,
+    for files of more than 4,000 lines; 1: none); the result does not depend on it.
+    `unknown_kinds`: keep trace instructions of kinds TVM does not have instead of refusing
+    their lines. `phase` names the progress reports. Bad lines come in file order."""
+    resolved = resolve_import_paths(paths)
+    reader = WorkDirReader(opaque=opaque, progress=progress, total=expected_records(resolved), workers=workers,
+                           unknown_kinds=unknown_kinds)
+    reader.phase = phase
+    workdirs = [reader.read(workload, record, sink) for workload, record in resolved]
+    if progress is not None:
+        progress(reader.phase, reader.total, reader.total)
+    return ImportPlan(workdirs, reader.targets, in_file_order(reader.bad, resolved))
+
+
+def expected_records(pairs: list[tuple[Path, Path]]) -> int:
+    """About how many record lines the work_dirs hold (a progress bar's length, the page cache
+    of a streaming import), from the first 64 KiB of each record file."""
+    total = 0
+    for _, record in pairs:
+        try:
+            with open(record, "rb") as handle:
+                sample = handle.read(1 << 16)
+            total += estimated_lines(sample, record.stat().st_size)
+        except OSError:
+            pass  # reading it says what is wrong
+    return total
+
+
+def in_file_order(bad: Sequence[BadLine], pairs: list[tuple[Path, Path]]) -> list[BadLine]:
+    """Bad lines in the order of the files given, then of their lines (parallel parsing and a
+    replay pass find them out of order)."""
+    order: dict[Path, int] = {}
+    for i, (workload, record) in enumerate(pairs):
+        order.setdefault(workload, 2 * i)
+        order.setdefault(record, 2 * i + 1)
+    return sorted(bad, key=lambda b: (order.get(b.path, 2 * len(pairs)), b.line))
 
 
 class WorkDirReader:
@@ -103,7 +148,8 @@ class WorkDirReader:
             record_bytes = record_path.read_bytes()
         except OSError as exc:
             raise WorkDirError(f"{exc.filename}: cannot read ({exc.strerror})") from None
-        wd = ParsedWorkDir(workload_path, record_path, hashlib.sha256(workload_bytes).hexdigest(), "")
+        wd = ParsedWorkDir(workload_path, record_path, hashlib.sha256(workload_bytes).hexdigest(), "",
+                           targets=self.targets)
         for number, text in file_lines(workload_bytes):
             # a line that is not UTF-8 still holds its index: the records after it keep theirs
             if text is None:

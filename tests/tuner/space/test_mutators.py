@@ -23,7 +23,7 @@ from msdb.schedule import Schedule
 from msdb.schedule.prim_sampling import compute_location_candidates
 from msdb.schedule.trace import Trace
 from msdb.tuner.context import TuneContext
-from msdb.tuner.kinds import UnknownKind
+from msdb.kinds import UnknownKind
 from msdb.tuner.space.mutators import (MutateComputeLocation, MutateParallel, MutateTileSize, MutateUnroll, Mutator,
                                        create)
 from msdb.tuner.space.mutators.parallel import num_fused_loops, parallel_prefix_products

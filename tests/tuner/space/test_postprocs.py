@@ -20,7 +20,7 @@ from msdb.ir import te, zoo
 from msdb.ir.function import IRModule
 from msdb.schedule import Schedule
 from msdb.schedule.trace import Trace
-from msdb.tuner.kinds import UnknownKind
+from msdb.kinds import UnknownKind
 from msdb.tuner.space.postprocs import (DisallowDynamicLoop, Postproc, RewriteParallelVectorizeUnroll,
                                         RewriteReductionBlock, create)
 from msdb.tuner.space.postprocs.loop_plan import NONE, LoopPlan, index_stride, plan_loops

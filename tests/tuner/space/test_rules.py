@@ -18,7 +18,7 @@ from msdb.schedule import Schedule
 from msdb.schedule.rv import BlockRV
 from msdb.schedule.trace import Trace
 from msdb.tuner.context import TuneContext
-from msdb.tuner.kinds import UnknownKind
+from msdb.kinds import UnknownKind
 from msdb.tuner.space.generators import PostOrderApply, ScheduleFn, SpaceGenerator
 from msdb.tuner.space.rules import (AddRFactor, AutoInline, MultiLevelTiling, ParallelizeVectorizeUnroll,
                                     RandomComputeLocation, ReuseConfig, ScheduleRule)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any, Sequence
 
-from msdb.tuner.kinds import load_kind
+from msdb.kinds import load_kind
 
 if TYPE_CHECKING:
     from msdb.ir.function import IRModule

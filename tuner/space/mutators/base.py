@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING, Any
 
-from msdb.tuner.kinds import load_kind
+from msdb.kinds import load_kind
 from msdb.tuner.space.part import SpacePart
 
 if TYPE_CHECKING:

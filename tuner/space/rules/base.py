@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from msdb.tuner.kinds import load_kind
+from msdb.kinds import load_kind
 from msdb.tuner.space.part import SpacePart
 
 if TYPE_CHECKING:
