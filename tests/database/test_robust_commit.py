@@ -1,4 +1,4 @@
-"""Issue 16, part A, in the library: a Ctrl-C (a real SIGINT to this process) at each moment of
+"""In the library: a Ctrl-C (a real SIGINT to this process) at each moment of
 an import leaves the database either untouched or committed, and says which; a new file
 appears only whole (docs/architecture.md, "Processes, temporary files and interrupts")."""
 
