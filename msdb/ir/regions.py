@@ -32,8 +32,9 @@ class _AccessCollector(IRVisitor):
         table.setdefault(buffer, []).append([relax(i, self.loop_ranges) for i in indices])
 
     def visit_BufferLoad(self, node: E.BufferLoad) -> None:
-        super().visit_BufferLoad(node)
+        # the load before the loads in its indices, as TVM's BlockReadWriteDetector (`take`)
         self._record(self.reads, node.buffer, node.indices)
+        super().visit_BufferLoad(node)
 
     def visit_BufferStore(self, node: S.BufferStore) -> None:
         self.visit(node.value)

@@ -6,7 +6,7 @@ PrimFuncs, legalized and fused as TVM 0.27's Relax "zero" pipeline does.
 - `onnx_frontend`, `relax_script`: the two frontends; `loader.load(path)` picks one by suffix;
 - `legalize`, `fuse`, `lower`: operators to TensorIR, grouped as FuseOps groups them;
 - `tasks`: `extract_tasks`, TVM's ExtractedTask, and recording a model's tasks in a database;
-- `zoo`: ONNX builders (ResNet, a depthwise net, an MLP) with seeded random weights.
+- `zoo`: ONNX builders (ResNet, a depthwise net, an MLP, BERT and GPT-2) with seeded random weights.
 
 Names load on first use, so `import msdb.model` imports neither onnx nor NumPy. The function
 `lower` is not exported here: it would shadow its module (`from msdb.model.lower import lower`).

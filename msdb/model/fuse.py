@@ -9,8 +9,9 @@ record tuned by TVM applies to msdb's compile of the same model. See docs/archit
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 import numpy as np
 
@@ -139,7 +140,39 @@ _EVALUATE: dict[str, Callable[[list[np.ndarray], dict[str, Any]], list[np.ndarra
     "nn.relu": lambda a, at: [np.maximum(a[0], np.zeros((), a[0].dtype))],
     "concat": lambda a, at: [np.concatenate(a, axis=int(at.get("axis", 0)))],
     "matmul": lambda a, at: [np.matmul(a[0], a[1])],
+    "power": _binary(np.power), "less": lambda a, at: [np.less(a[0], a[1])],
+    "shape_to_tensor": lambda a, at: [np.array(at["shape"], dtype="int64")],
+    "take": lambda a, at: [_take(a[0], a[1], at)],
+    "broadcast_to": lambda a, at: [np.broadcast_to(a[0], tuple(at["shape"])).copy()],
+    "strided_slice": lambda a, at: [_strided_slice(a[0], at)],
+    "expand_dims": lambda a, at: [np.expand_dims(a[0], tuple(at["axis"]))],
+    "squeeze": lambda a, at: [np.squeeze(a[0], None if at.get("axis") is None else tuple(at["axis"]))],
+    "astype": lambda a, at: [a[0].astype(at["dtype"])],
+    "sqrt": lambda a, at: [np.sqrt(a[0])], "tanh": lambda a, at: [np.tanh(a[0])],
+    "erf": lambda a, at: [np.vectorize(math.erf, otypes=[a[0].dtype])(a[0])],
+    "mean": lambda a, at: [np.mean(a[0], axis=None if at.get("axis") is None else tuple(at["axis"]),
+                                   keepdims=bool(at.get("keepdims", False))).astype(a[0].dtype)],
+    "split": lambda a, at: _split(a[0], at),
 }
+
+
+def _take(data: np.ndarray, indices: np.ndarray, attrs: dict[str, Any]) -> np.ndarray:
+    axis = int(attrs.get("axis", 0))
+    modes: dict[str, Literal["raise", "wrap", "clip"]] = {"fast": "raise", "wrap": "wrap", "clip": "clip"}
+    return np.take(data, indices, axis=axis, mode=modes[str(attrs.get("mode", "fast"))])
+
+
+def _strided_slice(data: np.ndarray, attrs: dict[str, Any]) -> np.ndarray:
+    index = [slice(None)] * data.ndim
+    for axis, begin, end, step in zip(attrs["axes"], attrs["begin"], attrs["end"], attrs["strides"]):
+        index[int(axis)] = slice(int(begin), int(end), int(step))
+    return data[tuple(index)].copy()
+
+
+def _split(data: np.ndarray, attrs: dict[str, Any]) -> list[np.ndarray]:
+    sections = attrs["indices_or_sections"]
+    points = sections if isinstance(sections, int) else [int(p) for p in sections]
+    return [part.copy() for part in np.split(data, points, axis=int(attrs.get("axis", 0)))]
 
 
 def fold_constants(graph: OpGraph) -> tuple[OpGraph, list[OpNode]]:
@@ -150,7 +183,7 @@ def fold_constants(graph: OpGraph) -> tuple[OpGraph, list[OpNode]]:
     kept: list[OpNode] = []
     folded: list[OpNode] = []
     for node in graph.nodes:
-        if node.inputs and all(i in constants for i in node.inputs):
+        if all(i in constants for i in node.inputs):  # shape_to_tensor reads nothing
             evaluate = _EVALUATE.get(node.op)
             if evaluate is None:
                 raise ModelError(f"{graph.source or graph.name}: {node.node or node.op}: {node.op} of constants "

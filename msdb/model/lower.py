@@ -32,7 +32,7 @@ FUNC_NAMES: dict[str, str] = {
     "nn.batch_norm": "batch_norm", "nn.relu": "relu", "add": "add", "subtract": "subtract", "multiply": "multiply", "divide": "divide", "maximum": "maximum",
     "minimum": "minimum", "nn.max_pool2d": "max_pool2d", "nn.avg_pool2d": "avg_pool2d", "mean": "mean",
     "sum": "sum", "reshape": "reshape", "flatten": "reshape", "permute_dims": "transpose",
-    "concat": "concatenate", "matmul": "matmul", "nn.softmax": "softmax", "clip": "clip", "sqrt": "sqrt",
+    "concat": "concatenate", "matmul": "matmul", "nn.softmax": "softmax", "clip": "clip", "sqrt": "tir_sqrt", "tanh": "tir_tanh", "astype": "cast",
     "isnan": "tir_isnan", "where": "where",
 }
 
@@ -135,7 +135,7 @@ class _Lowering:
         calls: list[Call] = []
         values: dict[str, TensorInfo] = {}
         for group, fused in zip(part.groups, part.fused):
-            if fused or len(group) > 1 or len(group[0].outputs) > 1:
+            if fused or len(group) > 1:  # a lone multi-output op (split) is called as it is
                 name, args, outputs = self.fuse(group, graph)
             else:
                 node = group[0]

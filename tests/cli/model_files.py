@@ -34,7 +34,7 @@ def bad_model(path: pathlib.Path, case: str) -> tuple[pathlib.Path, str]:
         path.write_bytes(path.read_bytes()[:100])
         return path, f"{path.name}: not a readable ONNX model, the file is truncated or corrupt"
     if case == "unsupported op":
-        return tiny_onnx(path, activation="Tanh"), f"{path.name}: node 'act' (Tanh): unsupported operator"
+        return tiny_onnx(path, activation="HardSwish"), f"{path.name}: node 'act' (HardSwish): unsupported operator"
     if case == "dynamic shape":
         return tiny_onnx(path, batch="N"), f"{path.name}: graph input 'x' dimension 0 is dynamic (symbolic 'N')"
     raise ValueError(f"unknown bad model case {case!r}")

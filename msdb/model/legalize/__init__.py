@@ -14,7 +14,9 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 # Importing the op families registers their legalizers.
-from msdb.model.legalize import batch_norm, conv, elemwise, matmul, pool, reduce, shape, softmax, winograd  # noqa: F401
+from msdb.model.legalize import (  # noqa: F401
+    batch_norm, conv, elemwise, index, manipulate, matmul, norm, pool, reduce, shape, softmax, winograd,
+)
 from msdb.model.graph import ModelError
 from msdb.model.legalize.pattern import tir_op_pattern
 from msdb.model.legalize.registry import Legalized, Operand, known_ops, rule

@@ -1,5 +1,5 @@
-"""Elementwise ops: the broadcasting binaries, relu, clip and sqrt (docs/architecture.md,
-"Legalization").
+"""Elementwise ops: the broadcasting binaries (with `power` and `less`), relu, clip, sqrt, erf,
+tanh and astype (docs/architecture.md, "Legalization").
 
 TVM legalizes `add`, `subtract`, `multiply`, `divide`, `maximum`, `minimum` through topi's
 broadcast operators (blocks `T_add`, ...), first folding a 0-d constant operand into an
@@ -30,6 +30,8 @@ _BINARY: dict[str, tuple[str, Callable[[E.PrimExpr, E.PrimExpr], E.PrimExpr]]] =
     "divide": ("T_divide", lambda a, b: a / b),
     "maximum": ("T_maximum", lambda a, b: E.Max(*E._binary_operands(a, b))),
     "minimum": ("T_minimum", lambda a, b: E.Min(*E._binary_operands(a, b))),
+    "power": ("T_power", te.power),
+    "less": ("T_less", lambda a, b: E.LT(*E._binary_operands(a, b))),
 }
 
 
@@ -72,6 +74,29 @@ def sqrt(inputs: Sequence[Operand], attrs: Mapping[str, Any], constants: Mapping
     """`sqrt(x)`, no attrs: topi.sqrt, block `compute`."""
     x = expect_tensor(inputs[0], "sqrt", 0)
     return te.compute(x.shape, lambda *i: te.sqrt(x[i]))
+
+
+def _unary(op: str, fn: Any) -> None:
+    def build(inputs: Sequence[Operand], attrs: Mapping[str, Any], constants: Mapping[str, np.ndarray]) -> Legalized:
+        x = expect_tensor(inputs[0], op, 0)
+        return te.compute(x.shape, lambda *i: fn(x[i]))
+
+    build.__doc__ = f"`{op}(x)`, no attrs: topi.{op}, block `compute`."
+    register(op, OpPattern.ELEMWISE, (1, 1))(build)
+
+
+_unary("erf", te.erf)
+_unary("tanh", te.tanh)
+
+
+@register("astype", OpPattern.ELEMWISE, (1, 1))
+def astype(inputs: Sequence[Operand], attrs: Mapping[str, Any], constants: Mapping[str, np.ndarray]) -> Legalized:
+    """`astype(x)`, attr `dtype`: topi.cast, block `compute` = Cast(dtype, x)."""
+    x = expect_tensor(inputs[0], "astype", 0)
+    dtype = str(attrs.get("dtype", ""))
+    if dtype not in ("float32", "int64", "int32", "bool"):
+        raise ModelError(f"astype: dtype {dtype!r} is not supported")
+    return te.compute(x.shape, lambda *i: x[i].astype(dtype))
 
 
 @register("clip", OpPattern.ELEMWISE, (1, 1))

@@ -63,10 +63,22 @@ def _store_vars(store: S.BufferStore) -> set[E.Var] | None:
     return names
 
 
+def _loads_in(expr: E.PrimExpr) -> bool:
+    found = False
+
+    class Find(IRVisitor):
+        def visit_BufferLoad(self, node: E.BufferLoad) -> None:
+            nonlocal found
+            found = True
+
+    Find().visit(expr)
+    return found
+
+
 def _is_injective(store: S.BufferStore, load: E.BufferLoad) -> bool:
     allowed = _store_vars(store)
-    if allowed is None:
-        return False
+    if allowed is None or any(_loads_in(index) for index in load.indices):
+        return False  # a gather (`take`): TVM's analysis calls it opaque
     return all(_vars_in(index) <= allowed for index in load.indices)
 
 
