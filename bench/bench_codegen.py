@@ -159,8 +159,8 @@ def bench_builder_and_runner(mods: list, repeat_runs: int) -> dict[str, float]:
         per_candidate = (time.perf_counter() - started) / len(mods)
         paths = [r.artifact_path for r in built if r.artifact_path]
         with LocalRunner(timeout_sec=60, number=3, repeat=1, min_repeat_ms=100) as runner:
-            runner.run([RunnerInput(paths[0])])  # start the worker
-            results = runner.run([RunnerInput(p) for p in paths[:repeat_runs]])
+            runner.run([RunnerInput(paths[0])])[0].result()  # start the worker
+            results = [f.result() for f in runner.run([RunnerInput(p) for p in paths[:repeat_runs]])]
     overheads = [r.overhead_secs for r in results if r.overhead_secs is not None]
     return {"builder_wall_per_candidate": per_candidate, "runner_overhead": statistics.median(overheads),
             "runner_overhead_max": max(overheads), "runs": len(overheads), "failed_builds": len(mods) - len(paths)}

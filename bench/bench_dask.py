@@ -69,11 +69,11 @@ def overhead(mods: list[Any], min_repeat_ms: float, fused: bool) -> tuple[float,
             with distributed.get_task_stream(client) as stream:
                 started = time.perf_counter()
                 if fused:
-                    result = next(iter(runner.build_and_run_as_completed([BuilderInput(mod, "llvm -num-cores=1")],
-                                                                        60.0)))[1]
+                    _, futures = runner.build_and_run(builder, [BuilderInput(mod, "llvm -num-cores=1")], [None])
+                    result = futures[0].result()
                 else:
                     built = builder.build([BuilderInput(mod, "llvm -num-cores=1")])[0]
-                    result = runner.run([RunnerInput(built.artifact_path)])[0]
+                    result = runner.run([RunnerInput(built.artifact_path)])[0].result()
                 wall = time.perf_counter() - started
             assert result.ok, result.error_msg
             if not fused:

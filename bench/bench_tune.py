@@ -81,37 +81,17 @@ def seconds(fn: object, min_time: float = 0.3) -> float:
     return best
 
 
-class _Timed:
-    """A builder or runner whose `build`/`run` calls add their wall time to `spent[key]`."""
-
-    def __init__(self, inner: object, spent: dict[str, float], key: str) -> None:
-        self.inner, self.spent, self.key = inner, spent, key
-
-    def __getattr__(self, name: str) -> object:
-        attr = getattr(self.inner, name)
-        if name not in ("build", "run"):
-            return attr
-
-        def timed(*args: object, **kwargs: object) -> object:
-            started = time.perf_counter()
-            try:
-                return attr(*args, **kwargs)
-            finally:
-                self.spent[self.key] += time.perf_counter() - started
-
-        return timed
-
-
 def tune_msdb(mod: object, trials: int, per_iter: int, seed: int, cost_model: str = "xgb",
               pretrain: object = None) -> dict[str, float]:
     """One tuning run into a fresh SQLite file: wall seconds, trials, best mean run seconds,
-    and the seconds spent building and running (the rest is search, features and model)."""
+    and the seconds spent building and running (the rest is search, features and model; the
+    tuner's `Profiler` phases)."""
     from msdb import SQLiteDatabase
     from msdb.tuner.measure.builder import LocalBuilder
     from msdb.tuner.measure.runner import LocalRunner
+    from msdb.tuner.profiler import Profiler
     from msdb.tuner.tune import tune_tir
 
-    spent = {"build": 0.0, "run": 0.0}
     with tempfile.TemporaryDirectory() as tmp:
         db = SQLiteDatabase(os.path.join(tmp, "tune.sqlite"))
         if pretrain is not None:
@@ -120,17 +100,18 @@ def tune_msdb(mod: object, trials: int, per_iter: int, seed: int, cost_model: st
         runner = LocalRunner(num_threads=1)
         started = time.perf_counter()
         try:
-            result = tune_tir(mod, "llvm -num-cores=1", db, trials, per_iter, seed=seed, num_threads=1,  # type: ignore[arg-type]
-                              cost_model=cost_model, builder=_Timed(builder, spent, "build"),  # type: ignore[arg-type]
-                              runner=_Timed(runner, spent, "run"))  # type: ignore[arg-type]
+            with Profiler() as profiler:
+                result = tune_tir(mod, "llvm -num-cores=1", db, trials, per_iter, seed=seed, num_threads=1,  # type: ignore[arg-type]
+                                  cost_model=cost_model, builder=builder, runner=runner)
         finally:
             builder.close()
             runner.close()
         wall = time.perf_counter() - started
         task = result.tasks[0]
         db.close()
+        phases = profiler.get()
         return {"wall": wall, "trials": task.trials, "best": task.best.mean_run_secs if task.best else float("nan"),
-                **spent}
+                "build": phases["build"], "run": phases["run"]}
 
 
 def import_team_logs(db: object) -> None:

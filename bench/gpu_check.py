@@ -255,7 +255,7 @@ def main() -> int:
             check = check_against_numpy(None, path, reference=refs[ref], rtol=1e-3, atol=1e-3)
             entry["check"] = check
             all_ok = all_ok and check["ok"]
-            (result,) = runner.run([RunnerInput(path, "cuda")])
+            (result,) = [f.result() for f in runner.run([RunnerInput(path, "cuda")])]
             entry["run_secs"] = result.run_secs
             if result.error_msg:
                 entry["error"] = result.error_msg

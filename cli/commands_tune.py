@@ -102,13 +102,17 @@ class _TuneProgress:
               default="structural", show_default=True, help="A MODEL's tasks are unique under this equality (TVM's).")
 @click.option("--max-trials-per-task", type=click.IntRange(min=1), default=None,
               help="A MODEL's trials per task at most (default: --trials, as TVM).")
+@click.option("--profile", is_flag=True, default=False,
+              help="Print where the time went (sampling, replay, post-processing, features, cost model, build, run, "
+                   "database, other) after the statistics table.")
 @click.option("--fuse", type=click.Choice(FUSE_MODES), default=None,
               help="An ONNX MODEL's fusion (default tvm: TVM's tasks; fold: batch-norm folded, epilogues fused; "
                    "packed: fold with conv weights packed in 16-channel blocks; winograd: packed, "
                    "3x3 stride-1 convs by Winograd's F(m, 3)).")
 def tune_command(db: str, script: str | None, zoo_name: str | None, target: Target | None, trials: int, per_iter: int,
                  strategy: str, cost_model: str, seed: int | None, workers: int | None, threads: int,
-                 cluster: str | None, module_equality: str, max_trials_per_task: int | None, fuse: str | None) -> None:
+                 cluster: str | None, module_equality: str, max_trials_per_task: int | None, profile: bool,
+                 fuse: str | None) -> None:
     """Tune a workload, or every task of a model, and commit every measurement to DB (created
     when missing).
 
@@ -123,7 +127,8 @@ def tune_command(db: str, script: str | None, zoo_name: str | None, target: Targ
     statistics table, with this run's best and DB's best (which may be an earlier run's or a
     teammate's) in columns of their own. A workload new to DB is named after the zoo workload,
     the script's file or the model's function. Ctrl-C says what was committed, gives the
-    round's unmeasured candidates back to other tuners, and exits with status 130.
+    round's unmeasured candidates back to other tuners, and exits with status 130. With
+    --profile, a table of seconds by phase follows (msdb.tuner.profiler.Profiler).
 
     A cuda --target is measured on this machine's GPU (pip install -e '.[gpu]' in the msdb checkout): with no usable
     GPU, driver binding or CUDA compiler, tune refuses before storing anything.
@@ -141,7 +146,7 @@ def tune_command(db: str, script: str | None, zoo_name: str | None, target: Targ
     """
     from msdb.database.location import refuse_in_memory
     from msdb.tuner.measure.builder import LocalBuilder
-    from msdb.tuner.tune import tune_tir
+    from msdb.tuner.profiler import Profiler
 
     refuse_in_memory(db, "msdb tune")
     if cluster is not None and workers is not None:
@@ -171,18 +176,13 @@ def tune_command(db: str, script: str | None, zoo_name: str | None, target: Targ
         if cluster is not None:
             client, builder, runner = _cluster_measure(cluster, threads, model is not None)
         progress = _TuneProgress(trials)
+        profiler = Profiler()
         try:
-            if model is not None:
-                from msdb.tuner.model_tuning import tune_model
-
-                result = tune_model(model, target, database, trials, per_iter, max_trials_per_task=max_trials_per_task,
-                                    module_equality=module_equality, strategy=strategy, cost_model=cost_model,
-                                    seed=seed, num_threads=threads, builder=builder, runner=runner,
-                                    on_round=progress)
-            else:
-                result = tune_tir(mod, target, database, trials, per_iter, strategy=strategy, cost_model=cost_model,
-                                  seed=seed, task_name=name, num_threads=threads, builder=builder, runner=runner,
-                                  on_round=progress)
+            with profiler:
+                result = _tune(model, mod if model is None else None, target, database, trials, per_iter,
+                               max_trials_per_task=max_trials_per_task, module_equality=module_equality,
+                               strategy=strategy, cost_model=cost_model, seed=seed, name=name if model is None else "",
+                               threads=threads, builder=builder, runner=runner, on_round=progress)
         finally:
             progress.close()
     except KeyboardInterrupt as exc:
@@ -203,6 +203,25 @@ def tune_command(db: str, script: str | None, zoo_name: str | None, target: Targ
         if task.miscomputing:
             click.echo(f"warning: {len(task.miscomputing)} fast record(s) of {task.name} compute wrong numbers and "
                        "were passed over", err=True)
+    if profile:
+        click.echo(profiler.table())
+
+
+def _tune(model: Model | None, mod: IRModule | None, target: Target | None, database: Any, trials: int, per_iter: int,
+          *, max_trials_per_task: int | None, module_equality: str, strategy: str, cost_model: str, seed: int | None,
+          name: str, threads: int, builder: Any, runner: Any, on_round: Any) -> Any:
+    """One tuning run: a model's tasks (`tune_model`) or one workload (`tune_tir`)."""
+    from msdb.tuner.tune import tune_tir
+
+    if model is not None:
+        from msdb.tuner.model_tuning import tune_model
+
+        return tune_model(model, target, database, trials, per_iter, max_trials_per_task=max_trials_per_task,
+                          module_equality=module_equality, strategy=strategy, cost_model=cost_model,
+                          seed=seed, num_threads=threads, builder=builder, runner=runner, on_round=on_round)
+    return tune_tir(mod, target, database, trials, per_iter, strategy=strategy,  # type: ignore[arg-type]
+                    cost_model=cost_model, seed=seed, task_name=name, num_threads=threads, builder=builder,
+                    runner=runner, on_round=on_round)
 
 
 def _interrupted(exc: KeyboardInterrupt, db: str) -> NoReturn:

@@ -7,8 +7,9 @@ Code generation and measurement (this package's CPU backend):
     kernel(a, b, c)                             # numpy arrays, outputs written in place
     kernel.time_evaluator(number=3, repeat=1, min_repeat_ms=100)(a, b, c).results
 
-    LocalBuilder(max_workers, timeout_sec).build([BuilderInput(mod), ...]) -> [BuilderResult]
-    LocalRunner(timeout_sec, number, repeat, min_repeat_ms).run([RunnerInput(path), ...]) -> [RunnerResult]
+    Builder.create("local", max_workers, timeout_sec).build([BuilderInput(mod), ...]) -> [BuilderResult]
+    Runner.create("local", timeout_sec, number, ...).run([RunnerInput(path), ...]) -> [RunnerFuture]
+    with Profiler() as p: tune_tir(...)   ->  p.table()
 
 Names are loaded lazily so that `import msdb.tuner` does not import llvmlite.
 """
@@ -25,6 +26,13 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "Kernel": ("msdb.tuner.kernel", "Kernel"),
     "load_kernel": ("msdb.tuner.kernel", "load_kernel"),
     "TimingResult": ("msdb.tuner.measure.timing", "TimingResult"),
+    "Builder": ("msdb.tuner.measure.builder", "Builder"),
+    "Runner": ("msdb.tuner.measure.runner", "Runner"),
+    "RunnerFuture": ("msdb.tuner.measure.runner", "RunnerFuture"),
+    "MeasureCallback": ("msdb.tuner.measure.callback", "MeasureCallback"),
+    "Profiler": ("msdb.tuner.profiler", "Profiler"),
+    "tune_tir": ("msdb.tuner.tune", "tune_tir"),
+    "tune_tasks": ("msdb.tuner.tune", "tune_tasks"),
     "LocalBuilder": ("msdb.tuner.measure.builder", "LocalBuilder"),
     "BuilderInput": ("msdb.tuner.measure.builder", "BuilderInput"),
     "BuilderResult": ("msdb.tuner.measure.builder", "BuilderResult"),

@@ -18,8 +18,10 @@ if TYPE_CHECKING:
     from msdb.database.base import Database
     from msdb.model.graph import Model
     from msdb.records.target import Target
+    from msdb.tuner.measure.builder import Builder
+    from msdb.tuner.measure.runner import Runner
     from msdb.tuner.task_scheduler.base import RoundFn
-    from msdb.tuner.tune import Builder, Runner
+    from msdb.tuner.tune import MeasureCallbacks
 
 __all__ = ["tune_model", "tunable_tasks", "MODEL_TIMING"]
 
@@ -49,12 +51,14 @@ def tune_model(model: Model, target: Target | str | None, database: Database, ma
                module_equality: str = "structural", op_names: Sequence[str] | None = None,
                space: str = "post-order-apply", strategy: str = "evolutionary", cost_model: Any = "xgb",
                task_scheduler: str = "gradient", seed: int | None = None, num_threads: int = 1,
-               builder: Builder | None = None, runner: Runner | None = None, on_round: RoundFn | None = None,
+               builder: Builder | str | None = None, runner: Runner | str | None = None,
+               measure_callbacks: MeasureCallbacks = None, on_round: RoundFn | None = None,
                check_best: bool = True, model_name: str | None = None) -> TuneResult:
     """Tune `model`'s tasks on `target` (default: this host with `num_threads` cores) for at most
     `max_trials_global` measurements in all, weighted by the tasks' weights; records the model
     and its tasks (as `model_name`, default the model's name) and every measurement in
-    `database`. Without a `runner`, CPU candidates are timed cold (`MODEL_TIMING`)."""
+    `database` (`measure_callbacks` as `tune_tasks` takes them). Without a `runner` (or with
+    "local"), CPU candidates are timed cold (`MODEL_TIMING`)."""
     resolved = tuning_target(target, num_threads)
     tasks = extract_tasks(model, resolved, module_equality=module_equality)
     record_model_tasks(database, model_name or model.name, tasks)
@@ -65,15 +69,15 @@ def tune_model(model: Model, target: Target | str | None, database: Database, ma
     contexts = [make_context(task.mod, resolved, space, strategy, seed, task.task_name, num_threads) for task in chosen]
     weights = [float(task.weight) for task in chosen]
     own_runner = None
-    if runner is None and resolved.kind == "llvm":
-        from msdb.tuner.measure.runner import LocalRunner
+    if runner in (None, "local") and resolved.kind == "llvm":
+        from msdb.tuner.measure.runner import Runner
 
-        runner = own_runner = LocalRunner(num_threads=num_threads, **MODEL_TIMING)
+        runner = own_runner = Runner.create("local", num_threads=num_threads, **MODEL_TIMING)
     try:
         return tune_tasks(contexts, weights, database, max_trials_global, num_trials_per_iter,
                           max_trials_per_task=max_trials_per_task, cost_model=cost_model, task_scheduler=task_scheduler,
-                          builder=builder, runner=runner, seed=seed, on_round=on_round, check_best=check_best,
-                          location=f"tune: model {model_name or model.name}")
+                          builder=builder, runner=runner, seed=seed, measure_callbacks=measure_callbacks,
+                          on_round=on_round, check_best=check_best, location=f"tune: model {model_name or model.name}")
     finally:
         if own_runner is not None:
             own_runner.close()

@@ -3,7 +3,8 @@ functions of the same names with msdb's database as the place every measurement 
 
 What msdb adds to TVM's loop (commits as it measures, skips and claims what the database knows,
 settles claims on Ctrl-C, checks the best kernel, pretrains the cost model): see
-docs/architecture.md, "What msdb adds to TVM's tuning loop".
+docs/architecture.md, "What msdb adds to TVM's tuning loop". Builders, runners and measure
+callbacks are TVM's interfaces (`msdb.tuner.measure`): any subclass plugs in.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from msdb.errors import MsdbError
 from msdb.ir.function import IRModule, PrimFunc
@@ -23,14 +24,12 @@ if TYPE_CHECKING:
     from msdb.database.base import Database
     from msdb.records.record import TuningRecord
     from msdb.records.workload import Workload
-    from msdb.tuner.candidate import MeasureCandidate
-    from msdb.tuner.measure.builder import LocalBuilder
-    from msdb.tuner.measure.cuda_runner import CudaRunner
-    from msdb.tuner.measure.dask import DaskBuilder, DaskRunner
-    from msdb.tuner.measure.runner import LocalRunner, RunnerResult
+    from msdb.tuner.measure.builder import Builder, BuilderResult
+    from msdb.tuner.measure.callback import MeasureCallback, RecordSink
+    from msdb.tuner.measure.runner import Runner, RunnerResult
 
-    Builder = LocalBuilder | DaskBuilder  # builders and runners are interchangeable (see each module)
-    Runner = LocalRunner | DaskRunner | CudaRunner
+    #: what `measure_callbacks=` takes: None (TVM's default list), a kind name, one callback or a list
+    MeasureCallbacks = Sequence[MeasureCallback] | MeasureCallback | str | None
 
 __all__ = ["tune_tir", "tune_tasks", "TuneResult", "TaskResult", "TuneInterrupted", "CommittedSoFar",
            "tuning_statistics", "check_record", "tuning_target", "make_context"]
@@ -153,74 +152,99 @@ class TuneInterrupted(KeyboardInterrupt):
 def tune_tir(mod: IRModule | PrimFunc, target: Target | str | None, database: Database, max_trials_global: int,
              num_trials_per_iter: int = 64, *, space: Any = "post-order-apply", strategy: Any = "evolutionary",
              cost_model: Any = "xgb", seed: int | None = None, task_name: str = "main", num_threads: int = 1,
-             builder: Builder | None = None, runner: Runner | None = None,
-             on_round: RoundFn | None = None, check_best: bool = True, pretrain: bool = True) -> TuneResult:
+             builder: Builder | str | None = None, runner: Runner | str | None = None,
+             measure_callbacks: MeasureCallbacks = None, on_round: RoundFn | None = None, check_best: bool = True,
+             pretrain: bool = True) -> TuneResult:
     """Tune one workload on `target` (default: this host with `num_threads` cores) for at
-    most `max_trials_global` measurements; every measurement is committed to `database`."""
+    most `max_trials_global` measurements; every measurement is committed to `database` (by
+    `AddToDatabase`, in the default `measure_callbacks`)."""
     target = tuning_target(target, num_threads)
     context = make_context(mod, target, space, strategy, seed, task_name, num_threads)
     return tune_tasks([context], [1.0], database, max_trials_global, num_trials_per_iter, cost_model=cost_model,
-                      task_scheduler="round-robin", builder=builder, runner=runner, seed=seed, on_round=on_round,
-                      check_best=check_best, pretrain=pretrain)
+                      task_scheduler="round-robin", builder=builder, runner=runner, seed=seed,
+                      measure_callbacks=measure_callbacks, on_round=on_round, check_best=check_best,
+                      pretrain=pretrain)
 
 
 def tune_tasks(tasks: Sequence[TuneContext], task_weights: Sequence[float], database: Database,
                max_trials_global: int, num_trials_per_iter: int = 64, *, max_trials_per_task: int | None = None,
                cost_model: Any = "xgb", task_scheduler: str | TaskScheduler = "gradient",
-               builder: Builder | None = None, runner: Runner | None = None, seed: int | None = None,
-               on_round: RoundFn | None = None, check_best: bool = True, location: str | None = None,
-               pretrain: bool = True) -> TuneResult:
+               builder: Builder | str | None = None, runner: Runner | str | None = None, seed: int | None = None,
+               measure_callbacks: MeasureCallbacks = None, on_round: RoundFn | None = None, check_best: bool = True,
+               location: str | None = None, pretrain: bool = True) -> TuneResult:
     """Tune `tasks` (each a TuneContext with its module, target, space generator and search
     strategy) sharing `max_trials_global` measurements, weighted by `task_weights`; with
-    `pretrain`, a cost model that can learn from the database's records first."""
-    from msdb.tuner.measure.builder import LocalBuilder
-    from msdb.tuner.measure.runner import LocalRunner
+    `pretrain`, a cost model that can learn from the database's records first. `builder` and
+    `runner` are objects or kind names (`Builder.create`, `Runner.create`; default: this
+    machine's, a GPU runner for cuda targets); the ones made here are closed here."""
+    from msdb.tuner.measure.builder import Builder
+    from msdb.tuner.measure.callback import RecordSink, callback_list
+    from msdb.tuner.measure.runner import Runner
+    from msdb.tuner.profiler import Profiler
 
     if max_trials_global < 1 or num_trials_per_iter < 1:
         raise ValueError(f"max_trials_global ({max_trials_global}) and num_trials_per_iter ({num_trials_per_iter}) "
                          "must be >= 1")
+    for task in tasks:
+        if task.mod is None or task.target is None:
+            raise ValueError(f"task {task.task_name!r} needs a module and a target")
     threads = max((t.num_threads for t in tasks), default=1)
     model = _cost_model(cost_model, seed, threads)
     if pretrain and tasks:
         _pretrain(model, database, tasks[0].target)
     scheduler = task_scheduler if isinstance(task_scheduler, TaskScheduler) else \
         TaskScheduler.create(task_scheduler, seed=seed or 0)
-    own_builder = builder is None
-    own_runner = runner is None
-    builder = builder or LocalBuilder(max_workers=min(os.cpu_count() or 1, 4))
-    if runner is None and tasks and all(t.target is not None and t.target.kind == "cuda" for t in tasks):
-        from msdb.tuner.measure.cuda_runner import CudaRunner
-
-        runner = CudaRunner()  # cubins run on the GPU (a machine without one records [1e10] with the reason)
-    runner = runner or LocalRunner(num_threads=threads)
-    sink = _RecordSink(database, location or f"tune: {', '.join(t.task_name or 'main' for t in tasks)}")
-    for task in tasks:
-        if task.mod is None or task.target is None:
-            raise ValueError(f"task {task.task_name!r} needs a module and a target")
+    # a kind name (or None) is made, and closed, here; an object is the caller's
+    own_builder = builder is None or isinstance(builder, str)
+    own_runner = runner is None or isinstance(runner, str)
+    made_builder = builder if isinstance(builder, Builder) else \
+        Builder.create(builder or "local", **_builder_defaults(builder))
+    made_runner: Runner | None = None
     try:
+        made_runner = runner if isinstance(runner, Runner) else _default_runner(runner, tasks, threads)
+        sink = RecordSink(database, location or f"tune: {', '.join(t.task_name or 'main' for t in tasks)}")
         try:
-            for task in tasks:
-                sink.workload(task)
-            records = scheduler.tune(
-                list(tasks), list(task_weights), max_trials_global=max_trials_global,
-                max_trials_per_task=max_trials_per_task or max_trials_global, num_trials_per_iter=num_trials_per_iter,
-                measure=lambda task, candidates: _measure(task, candidates, builder, runner, sink),
-                database=database, cost_model=model, on_round=on_round)
+            try:
+                for task in tasks:
+                    sink.workload(task)
+                records = scheduler.tune(
+                    list(tasks), list(task_weights), max_trials_global=max_trials_global,
+                    max_trials_per_task=max_trials_per_task or max_trials_global,
+                    num_trials_per_iter=num_trials_per_iter, builder=made_builder, runner=made_runner,
+                    measure_callbacks=callback_list(measure_callbacks), database=database, cost_model=model,
+                    on_round=on_round, recorder=sink)
+            except KeyboardInterrupt:
+                _give_back_claims(scheduler, sink)
+                raise
+            results = [_task_result(task, database, sink, check_best) for task in records]
         except KeyboardInterrupt:
-            _give_back_claims(scheduler, sink)
-            raise
-        finally:
+            raise TuneInterrupted(CommittedSoFar(dict(sink.per_task), sink.failed, sink.source_id)) from None
+    finally:
+        with Profiler.timeit("build"):
             if own_builder:
-                builder.close()
-            if own_runner:
-                runner.close()
-        results = [_task_result(task, database, sink, check_best) for task in records]
-    except KeyboardInterrupt:
-        raise TuneInterrupted(sink.committed_so_far()) from None
+                made_builder.close()
+        with Profiler.timeit("run"):
+            if own_runner and made_runner is not None:
+                made_runner.close()
     return TuneResult(results, sink.source_id)
 
 
-def _give_back_claims(scheduler: TaskScheduler, sink: _RecordSink) -> None:
+def _builder_defaults(kind: str | None) -> dict[str, Any]:
+    """What the builder `tune_tasks` makes by itself gets: this machine's cores, at most 4."""
+    return {"max_workers": min(os.cpu_count() or 1, 4)} if kind in (None, "local") else {}
+
+
+def _default_runner(kind: str | None, tasks: Sequence[TuneContext], threads: int) -> Runner:
+    """The runner `tune_tasks` makes: `kind` by name, or this machine's (the GPU for cuda targets:
+    a machine without one records [1e10] with the reason)."""
+    from msdb.tuner.measure.runner import Runner
+
+    if kind is None and tasks and all(t.target is not None and t.target.kind == "cuda" for t in tasks):
+        kind = "cuda"
+    return Runner.create(kind or "local", **({"num_threads": threads} if kind in (None, "local") else {}))
+
+
+def _give_back_claims(scheduler: TaskScheduler, sink: RecordSink) -> None:
     """After Ctrl-C: end every unfinished task's search session as if the round in flight had
     measured just the candidates committed so far. Their claims become permanent, every other
     claim of the session is given back now instead of expiring with its lease
@@ -289,7 +313,10 @@ def _pretrain(model: Any, database: Database, target: Target | None) -> None:
     workloads = getattr(database, "workloads", None)
     if learn is None or workloads is None or target is None:
         return
-    stored = workloads()
+    from msdb.tuner.profiler import Profiler
+
+    with Profiler.timeit("database"):
+        stored = workloads()
     if not stored:
         return
     per_workload = max(4, min(64, PRETRAIN_RECORDS // len(stored)))
@@ -297,105 +324,17 @@ def _pretrain(model: Any, database: Database, target: Target | None) -> None:
     for workload in stored:
         if len(records) >= PRETRAIN_RECORDS:
             break
-        records.extend(database.get_top_k(workload, per_workload))
+        with Profiler.timeit("database"):
+            records.extend(database.get_top_k(workload, per_workload))
     if records:
         added = learn(records, target, max_per_workload=per_workload)
         logger.info("cost model pretrained on %d stored records of %s targets", added, target.kind)
 
 
-class _RecordSink:
-    """Commits each measured candidate at once, under one `tune` source row (SQL databases), and
-    keeps count: what was committed (for `TuneInterrupted`) and the round in flight's committed
-    candidates (whose claims Ctrl-C keeps, `_give_back_claims`)."""
-
-    def __init__(self, database: Database, location: str) -> None:
-        self.database = database
-        self.location = location
-        self.source_id: int | None = None
-        self.workloads: dict[int, Workload] = {}
-        self.per_task: dict[str, int] = {}
-        self.failed = 0
-        self.in_flight: list[tuple[TuneContext, MeasureCandidate, RunnerResult]] = []
-
-    def workload(self, task: TuneContext) -> Workload:
-        """The task's stored workload; one new to the database is named after the task (the
-        default task name "main" names nothing)."""
-        from msdb.records.workload import Workload
-
-        stored = self.workloads.get(id(task))
-        if stored is None:
-            name = task.task_name if task.task_name and task.task_name != "main" else None
-            named = Workload(task.mod, name=name)
-            stored = self.workloads[id(task)] = self.database.commit_workload(named)
-        return stored
-
-    def start_round(self) -> None:
-        self.in_flight = []
-
-    def commit(self, task: TuneContext, candidate: MeasureCandidate, result: RunnerResult) -> None:
-        from msdb.records.ranking import FAILED_RUN_SECS, ran
-        from msdb.records.record import TuningRecord
-
-        run_secs = list(result.run_secs) if result.error_msg is None and result.run_secs else [FAILED_RUN_SECS]
-        record = TuningRecord(candidate.sch.trace, self.workload(task), run_secs, task.target, candidate.args_info)
-        add_source = getattr(self.database, "add_source", None)
-        if add_source is None:
-            self.database.commit_tuning_record(record)
-        else:
-            if self.source_id is None:
-                self.source_id = add_source("tune", self.location)
-            self.database.commit_tuning_record(record, source_id=self.source_id)  # type: ignore[call-arg]
-        name = task.task_name or "main"
-        self.per_task[name] = self.per_task.get(name, 0) + 1
-        self.failed += not ran(run_secs)
-        self.in_flight.append((task, candidate, result))
-
-    def committed_so_far(self) -> CommittedSoFar:
-        return CommittedSoFar(dict(self.per_task), self.failed, self.source_id)
-
-
-def _measure(task: TaskRecord, candidates: list[MeasureCandidate], builder: Builder, runner: Runner,
-             sink: _RecordSink) -> list[RunnerResult]:
-    """Build the round in parallel, run each candidate (a farm runs several at once), commit each
-    result as it comes."""
-    from msdb.tuner.measure.builder import BuilderInput
-    from msdb.tuner.measure.runner import RunnerInput, RunnerResult
-
-    sink.start_round()
-    build_inputs = [BuilderInput(c.sch.mod, task.ctx.target) for c in candidates]
-    fused = getattr(runner, "build_and_run_as_completed", None)
-    if fused is not None and getattr(builder, "client", None) is getattr(runner, "client", None):
-        # a Dask farm builds and measures each candidate in one task on one worker (one round trip)
-        done: list[RunnerResult | None] = [None] * len(candidates)
-        for i, result in fused(build_inputs, builder.timeout_sec + runner.timeout_sec):
-            sink.commit(task.ctx, candidates[i], result)
-            done[i] = result
-        return [r if r is not None else RunnerResult(None, "no result") for r in done]
-    built = builder.build(build_inputs)
-    run_as_completed = getattr(runner, "run_as_completed", None)
-    if run_as_completed is not None:
-        # a farm (DaskRunner) measures the whole round at once, one candidate per worker
-        out: list[RunnerResult | None] = [None] * len(candidates)
-        inputs = [RunnerInput(b.artifact_path, "cpu", c.args_info) for c, b in zip(candidates, built)]
-        for i, result in run_as_completed(inputs):
-            if built[i].artifact_path is None:
-                result = RunnerResult(None, f"build failed: {built[i].error_msg}")
-            else:
-                _remove_artifact(built[i].artifact_path)
-            sink.commit(task.ctx, candidates[i], result)
-            out[i] = result
-        return [r if r is not None else RunnerResult(None, "no result") for r in out]
-    results = []
-    for candidate, build in zip(candidates, built):
-        (result,) = run_built(runner, [build], [candidate.args_info])
-        sink.commit(task.ctx, candidate, result)
-        results.append(result)
-    return results
-
-
-def run_built(runner: Runner, built: Sequence[Any], args_infos: Sequence[Any]) -> list[RunnerResult]:
+def run_built(runner: Runner, built: Sequence[BuilderResult], args_infos: Sequence[Any]) -> list[RunnerResult]:
     """Run each built artifact in turn on a CPU runner and delete it; an artifact that did not
     build is a failed result saying why (the builder's error), never a crash."""
+    from msdb.tuner.measure.callback import remove_artifact
     from msdb.tuner.measure.runner import RunnerInput, RunnerResult
 
     results = []
@@ -403,24 +342,21 @@ def run_built(runner: Runner, built: Sequence[Any], args_infos: Sequence[Any]) -
         if build.artifact_path is None:
             results.append(RunnerResult(None, f"build failed: {build.error_msg}"))
             continue
-        results.append(runner.run([RunnerInput(build.artifact_path, "cpu", args_info)])[0])
-        _remove_artifact(build.artifact_path)
+        (future,) = runner.run([RunnerInput(build.artifact_path, "cpu", args_info)])
+        results.append(future.result())
+        remove_artifact(build.artifact_path)
     return results
 
 
-def _remove_artifact(path: str) -> None:
-    for name in (path, path + ".json"):
-        try:
-            os.remove(name)
-        except OSError:
-            pass
+def _task_result(task: TaskRecord, database: Database, sink: RecordSink, check_best: bool) -> TaskResult:
+    from msdb.tuner.profiler import Profiler
 
-
-def _task_result(task: TaskRecord, database: Database, sink: _RecordSink, check_best: bool) -> TaskResult:
     workload = sink.workload(task.ctx)
     best = None
     wrong: list[str] = []
-    for record in database.get_top_k(workload, 5, task.ctx.target):
+    with Profiler.timeit("database"):
+        stored = database.get_top_k(workload, 5, task.ctx.target)
+    for record in stored:
         problem = check_record(record) if check_best else None
         if problem is None:
             best = record

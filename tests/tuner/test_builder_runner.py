@@ -54,7 +54,7 @@ def _measure_batch(builder, bad, timeout_sec: float):
     built = builder.build([BuilderInput(m) for m in (good, bad, good)])
     assert all(r.error_msg is None for r in built)
     with LocalRunner(timeout_sec=timeout_sec, number=2, repeat=2, min_repeat_ms=5) as runner:
-        results = runner.run([RunnerInput(r.artifact_path) for r in built])
+        results = [f.result() for f in runner.run([RunnerInput(r.artifact_path) for r in built])]
         restarts = runner.worker.restarts
     for r in (results[0], results[2]):
         assert r.error_msg is None
@@ -76,7 +76,7 @@ def test_a_hanging_kernel_times_out_and_the_batch_goes_on(builder) -> None:
 
 def test_runner_reports_a_missing_artifact() -> None:
     runner = LocalRunner(timeout_sec=5)
-    (result,) = runner.run([RunnerInput(None)])
+    (result,) = [f.result() for f in runner.run([RunnerInput(None)])]
     assert result.run_secs == [FAILED_RUN_SECS] and "no artifact" in result.error_msg
     runner.close()
 
@@ -95,7 +95,7 @@ def test_if_then_else_evaluates_only_the_taken_arm(builder) -> None:
 
     (built,) = builder.build([BuilderInput(one_buffer_module(16, body))])
     with LocalRunner(timeout_sec=30, number=1, repeat=1, min_repeat_ms=0, enable_cpu_cache_flush=True) as runner:
-        (result,) = runner.run([RunnerInput(built.artifact_path)])
+        (result,) = [f.result() for f in runner.run([RunnerInput(built.artifact_path)])]
     assert result.error_msg is None and result.run_secs[0] < 1
 
 

@@ -95,7 +95,7 @@ def test_separate_build_and_run_tasks(client: Any) -> None:
         built = builder.build([BuilderInput(mod, TARGET)] * 3)
         assert all(b.ok and pathlib.Path(b.artifact_path).parent == pathlib.Path(builder.artifact_dir)  # type: ignore[arg-type]
                    for b in built), built
-        results = runner.run([RunnerInput(b.artifact_path) for b in built] + [RunnerInput(None)])
+        results = [f.result() for f in runner.run([RunnerInput(b.artifact_path) for b in built] + [RunnerInput(None)])]
     assert [r.ok for r in results] == [True, True, True, False]
     assert all(0 < r.run_secs[0] < FAILED_RUN_SECS for r in results[:3])  # type: ignore[index]
     assert "build failed" in (results[3].error_msg or "")
@@ -106,7 +106,7 @@ def test_a_worker_killed_in_a_separate_run_task_fails_that_candidate(client: Any
     with DaskBuilder(client) as builder, DaskRunner(client, number=1, min_repeat_ms=1500, num_threads=1) as runner:
         built = builder.build([BuilderInput(mod, TARGET)] * 3)
         killer, killed = _kill_a_worker_mid(client, "msdb-run-")
-        results = runner.run([RunnerInput(b.artifact_path) for b in built])
+        results = [f.result() for f in runner.run([RunnerInput(b.artifact_path) for b in built])]
     killer.join(timeout=5)
     assert killed, "no measurement was seen in flight"
     assert sum(not r.ok for r in results) == 1, results
@@ -139,7 +139,7 @@ def test_a_candidate_past_its_timeout_is_a_failed_result(client: Any) -> None:
                                                      num_threads=1) as runner:
         built = builder.build([BuilderInput(mod, TARGET)])
         started = time.monotonic()
-        results = runner.run([RunnerInput(built[0].artifact_path)])
+        results = [f.result() for f in runner.run([RunnerInput(built[0].artifact_path)])]
         assert time.monotonic() - started < 1.4  # the tuner does not wait for the candidate
     # closing the runner waited for the timed-out worker's restart: both workers measure again
     client.wait_for_workers(2, timeout=180)
@@ -170,7 +170,7 @@ def test_a_hung_candidate_fails_and_its_worker_is_restarted(client: Any) -> None
         built = builder.build([BuilderInput(_hanging_module(), TARGET)] +
                               [BuilderInput(zoo.build("GMM", 1, 16, 16, 16), TARGET)] * 3)
         assert all(b.ok for b in built), built
-        results = runner.run([RunnerInput(b.artifact_path) for b in built])
+        results = [f.result() for f in runner.run([RunnerInput(b.artifact_path) for b in built])]
         assert not results[0].ok and "timeout after 10s" in (results[0].error_msg or "")
         hung = (results[0].error_msg or "").rsplit(" on ", 1)[1]
         assert [r.ok for r in results[1:]] == [True, True, True], results
@@ -179,7 +179,7 @@ def test_a_hung_candidate_fails_and_its_worker_is_restarted(client: Any) -> None
         pids_after = client.run(os.getpid)
         assert pids_before[hung] not in pids_after.values()  # the hung process is gone
         assert len(pids_after) == 2
-        again = runner.run([RunnerInput(b.artifact_path) for b in built[1:3]])
+        again = [f.result() for f in runner.run([RunnerInput(b.artifact_path) for b in built[1:3]])]
         assert [r.ok for r in again] == [True, True], again
 
 

@@ -133,7 +133,7 @@ class XGBModel(CostModel):
             raise ValueError(f"update: {len(candidates)} candidates but {len(results)} results")
         if not candidates:
             return
-        features = self.extractor.extract_from(context, candidates)
+        features = self._features(context, candidates)
         costs = [_cost(r.run_secs if r.error_msg is None else None) for r in results]
         key = self._workload_key(context)
         if self.booster is not None and key in self.data and logger.isEnabledFor(logging.DEBUG):
@@ -149,7 +149,7 @@ class XGBModel(CostModel):
     def predict(self, context: TuneContext, candidates: Sequence[MeasureCandidate]) -> np.ndarray:
         if not self.can_rank():
             return self.rng.uniform(0.0, 1.0, len(candidates))
-        return self._predict(self.extractor.extract_from(context, candidates))
+        return self._predict(self._features(context, candidates))
 
     def save(self, path: str) -> None:
         """One .npz file (no pickles): the booster as XGBoost's JSON, every group's feature
@@ -242,7 +242,7 @@ class XGBModel(CostModel):
             if not candidates:
                 continue
             context = TuneContext(mod=workload, target=group[0].target, rand_state=self.seed)
-            self._add(key, self.extractor.extract_from(context, candidates), costs)
+            self._add(key, self._features(context, candidates), costs)
             added += len(candidates)
         if added:
             self._train()
@@ -250,6 +250,13 @@ class XGBModel(CostModel):
         return added
 
     # ---- internals -------------------------------------------------------------------------
+    def _features(self, context: TuneContext, candidates: Sequence[MeasureCandidate]) -> list[np.ndarray]:
+        """The extractor's features of the candidates, timed as the profiler's "features" phase."""
+        from msdb.tuner.profiler import Profiler
+
+        with Profiler.timeit("features"):
+            return list(self.extractor.extract_from(context, candidates))
+
     def _workload_key(self, context: TuneContext) -> str:
         """The group of a task: the structural hash of its workload (hashed once per module)."""
         from msdb.hashing import structural_hash

@@ -1,7 +1,8 @@
-"""`LocalBuilder`: compile candidates to object code in isolated worker processes (TVM's
+"""`Builder`, TVM's builder interface (`build(inputs) -> results`, `Builder.create(kind)`), and
+`LocalBuilder`: compile candidates to object code in isolated worker processes (TVM's
 LocalBuilder: one `BuilderResult(artifact_path, error_msg)` per input, in order).
 
-    builder = LocalBuilder(max_workers=2, timeout_sec=30)
+    builder = Builder.create("local", max_workers=2, timeout_sec=30)   # or LocalBuilder(...)
     results = builder.build([BuilderInput(sch.mod) for sch in candidates])
 
 Each artifact is an object file (`<dir>/<name>-<id>.o`) with a JSON sidecar (`.o.json`: entry
@@ -12,6 +13,7 @@ worker never re-parses TVMScript and unpickles nothing but IR.
 
 from __future__ import annotations
 
+import abc
 import json
 import logging
 import os
@@ -25,10 +27,12 @@ from typing import Any, Sequence
 
 from msdb.ir.codec import dump_ir, load_ir
 from msdb.ir.function import IRModule, PrimFunc
+from msdb.kinds import load_kind
 from msdb.staging import StagingDir
+from msdb.tuner.measure.base import Closeable
 from msdb.tuner.measure.worker import Worker, WorkerCrashed, WorkerFailed, WorkerTimeout
 
-__all__ = ["BuilderInput", "BuilderResult", "LocalBuilder", "build_artifact", "build_cuda_artifact"]
+__all__ = ["Builder", "BuilderInput", "BuilderResult", "LocalBuilder", "build_artifact", "build_cuda_artifact"]
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +48,8 @@ class BuilderInput:
 
 @dataclass(frozen=True)
 class BuilderResult:
-    """Path of the built artifact, or why there is none."""
+    """Path of the built artifact, or why there is none (both None: built where it was measured,
+    `Runner.build_and_run` on a Dask farm, so there is no artifact here)."""
 
     artifact_path: str | None
     error_msg: str | None
@@ -52,6 +57,28 @@ class BuilderResult:
     @property
     def ok(self) -> bool:
         return self.artifact_path is not None
+
+
+class Builder(Closeable, abc.ABC):
+    """TVM's Builder: subclass it and implement `build` to plug a builder of one's own into
+    `tune_tir` / `tune_tasks` (docs/architecture.md, "Measurement")."""
+
+    @abc.abstractmethod
+    def build(self, build_inputs: Sequence[BuilderInput]) -> list[BuilderResult]:
+        """One result per input, in order; failures are results, never exceptions."""
+
+    @staticmethod
+    def create(kind: str = "local", *args: Any, **kwargs: Any) -> Builder:
+        """A builder by name: "local" (`LocalBuilder`) or "dask" (`DaskBuilder`, a Dask
+        cluster's workers; its first argument is the client or the scheduler's address)."""
+        builder: Builder = load_kind(_KINDS, kind, "builder")(*args, **kwargs)
+        return builder
+
+
+_KINDS = {
+    "local": ("msdb.tuner.measure.builder", "LocalBuilder"),
+    "dask": ("msdb.tuner.measure.dask", "DaskBuilder"),
+}
 
 
 def _target_json(target: Any) -> Any:
@@ -123,7 +150,7 @@ def _preload() -> None:
 ARTIFACTS_STALE_S = 600.0
 
 
-class LocalBuilder:
+class LocalBuilder(Builder):
     """Builds candidates in `max_workers` isolated processes, at most `timeout_sec` each."""
 
     def __init__(self, max_workers: int | None = None, timeout_sec: float = 30.0, artifact_dir: str | None = None) -> None:
@@ -196,9 +223,3 @@ class LocalBuilder:
             if self._staging is not None:
                 self._staging.remove()
                 self._staging = None
-
-    def __enter__(self) -> LocalBuilder:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()

@@ -1,10 +1,13 @@
 """`DaskBuilder` / `DaskRunner`: build and measure candidates on a Dask distributed cluster, a
-farm of machines of the target's kind, with the interface of `LocalBuilder` / `LocalRunner`, so
-`tune_tir` and `tune_tasks` take either.
+farm of machines of the target's kind: a `Builder` and a `Runner` (kind "dask"), so `tune_tir`
+and `tune_tasks` take them as they take the local ones.
 
     client = distributed.Client("tcp://farm:8786")
-    builder, runner = DaskBuilder(client), DaskRunner(client, number=3, min_repeat_ms=100)
+    builder, runner = Builder.create("dask", client), Runner.create("dask", client, number=3)
     tune_tir(mod, target, db, 64, builder=builder, runner=runner)
+
+With a `DaskBuilder` on its own client, `DaskRunner.build_and_run` builds and measures each
+candidate in one task on one worker (one round trip, no artifact shipped back and forth).
 
 Workers are started with `dask worker tcp://farm:8786 --nthreads 1 --resources measure=1`. One
 candidate per worker, what a dead or hung worker costs, and why: see docs/architecture.md,
@@ -27,8 +30,9 @@ from msdb.errors import MsdbError
 from msdb.ir.codec import dump_ir, load_ir
 from msdb.records.ranking import FAILED_RUN_SECS
 from msdb.staging import StagingDir
-from msdb.tuner.measure.builder import ARTIFACTS_STALE_S, BuilderInput, BuilderResult, _atomic_write, _target_json
-from msdb.tuner.measure.runner import RunnerInput, RunnerResult
+from msdb.tuner.measure.builder import (ARTIFACTS_STALE_S, Builder, BuilderInput, BuilderResult, _atomic_write,
+                                       _target_json)
+from msdb.tuner.measure.runner import Runner, RunnerFuture, RunnerInput, RunnerResult, batch_futures
 
 if TYPE_CHECKING:
     from distributed import Client, Future
@@ -39,6 +43,9 @@ logger = logging.getLogger(__name__)
 
 #: The worker resource every build and run takes whole: one candidate per worker at a time.
 MEASURE_RESOURCE = "measure"
+
+#: How a fused build-and-run result says that the build failed.
+_BUILD_FAILED = "build failed: "
 
 #: How long the nanny of a hung worker may take to kill it and start a fresh one (seconds).
 RESTART_TIMEOUT_S = 120.0
@@ -334,7 +341,7 @@ class _Farm:
             self.client.close()
 
 
-class DaskBuilder:
+class DaskBuilder(Builder):
     """Builds candidates on the cluster's workers (see the module docstring)."""
 
     def __init__(self, client_or_address: Client | str, timeout_sec: float = 60.0,
@@ -397,14 +404,8 @@ class DaskBuilder:
             self._staging.remove()
             self._staging = None
 
-    def __enter__(self) -> DaskBuilder:
-        return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-
-class DaskRunner:
+class DaskRunner(Runner):
     """Measures artifacts on the cluster's workers, one candidate per worker at a time, with
     TVM's timing semantics (`msdb.tuner.measure.timing`; see the module docstring)."""
 
@@ -425,13 +426,31 @@ class DaskRunner:
     def client(self) -> Client:
         return self._farm.client
 
-    def run(self, runner_inputs: Sequence[RunnerInput]) -> list[RunnerResult]:
-        """One result per input, in order; failures are results, never exceptions."""
+    def run(self, runner_inputs: Sequence[RunnerInput]) -> list[RunnerFuture]:
+        """One future per input, in order; failures are results, never exceptions. The
+        candidates go to the cluster when a result is first asked for, all at once (one per
+        free worker), and `as_completed` gives each as its worker ends."""
         items = list(runner_inputs)
-        results: list[RunnerResult | None] = [None] * len(items)
-        for i, result in self.run_as_completed(items):
-            results[i] = result
-        return [r or RunnerResult([FAILED_RUN_SECS], "DaskRunner: no result") for r in results]
+        return batch_futures(len(items), self.run_as_completed(items), "DaskRunner")
+
+    def build_and_run(self, builder: Builder, build_inputs: Sequence[BuilderInput],
+                      args_infos: Sequence[Any]) -> tuple[list[BuilderResult], list[RunnerFuture]]:
+        """With a `DaskBuilder` on this runner's client, each candidate is built and measured by
+        one task on one worker (`build_and_run_as_completed`); its builder result has no
+        artifact (there is none here) and, once the candidate has ended, the build's error if it
+        failed. With any other builder: build, then run (`Runner.build_and_run`)."""
+        if not (isinstance(builder, DaskBuilder) and builder.client is self.client):
+            return super().build_and_run(builder, build_inputs, args_infos)
+        items = list(build_inputs)
+        built = [BuilderResult(None, None) for _ in items]
+
+        def fused() -> Iterator[tuple[int, RunnerResult]]:
+            for i, result in self.build_and_run_as_completed(items, builder.timeout_sec + self.timeout_sec):
+                if result.error_msg is not None and result.error_msg.startswith(_BUILD_FAILED):
+                    built[i] = BuilderResult(None, result.error_msg[len(_BUILD_FAILED):])
+                yield i, result
+
+        return built, batch_futures(len(items), fused(), "DaskRunner")
 
     def run_as_completed(self, runner_inputs: Sequence[RunnerInput]) -> Iterator[tuple[int, RunnerResult]]:
         """(index, result) per input as each ends: every candidate is on the cluster at once, so
@@ -476,7 +495,7 @@ class DaskRunner:
     def build_and_run_as_completed(self, build_inputs: Sequence[BuilderInput],
                                    timeout_sec: float) -> Iterator[tuple[int, RunnerResult]]:
         """(index, result) per module as each ends, each built and measured by one task on one
-        worker: with a `DaskBuilder` on the same client the tuner takes this path (msdb.tuner.tune),
+        worker: with a `DaskBuilder` on the same client the tuner takes this path (`build_and_run`),
         which saves a round trip to the cluster and the artifact's two transfers per candidate.
         A failed build is a result whose message starts with "build failed"."""
         items = list(build_inputs)
@@ -518,9 +537,3 @@ class DaskRunner:
         """Disconnect a client this runner connected (a given client stays open), after the
         restarts of hung workers it began have ended."""
         self._farm.close()
-
-    def __enter__(self) -> DaskRunner:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()

@@ -1,8 +1,10 @@
-"""`LocalRunner`: measure built candidates in an isolated worker process with TVM's timing
-semantics (docs/architecture.md, "Tuner").
+"""`Runner`, TVM's runner interface (`run(inputs) -> futures`, `Runner.create(kind)`), and
+`LocalRunner`: measure built candidates in an isolated worker process with TVM's timing
+semantics (docs/architecture.md, "Tuner" and "Measurement").
 
-    runner = LocalRunner(timeout_sec=30, number=3, repeat=1, min_repeat_ms=100)
-    results = runner.run([RunnerInput(r.artifact_path) for r in builder_results])
+    runner = Runner.create("local", timeout_sec=30, number=3, repeat=1, min_repeat_ms=100)
+    futures = runner.run([RunnerInput(r.artifact_path) for r in builder_results])
+    results = [f.result() for f in futures]
 
 Per candidate the worker loads the object code, fills the arguments with seeded random uniform
 values, calls the kernel once (warm-up), then times `repeat` rounds of `number` calls (growing
@@ -10,21 +12,33 @@ values, calls the kernel once (warm-up), then times `repeat` rounds of `number` 
 not disturb each other. A candidate that crashes the worker or runs past `timeout_sec` is a
 failed result (`run_secs == [1e10]`, the reason in `error_msg`); the worker is replaced and the
 next candidate is measured normally.
+
+msdb's runners measure while their caller waits: a future's `result()` (or the runner's
+`as_completed`) measures what comes before it, so a Ctrl-C lands in the tuning process's own
+thread and nothing measures behind its back; `done()` says whether a result is there.
 """
 
 from __future__ import annotations
 
+import abc
 import ctypes
 import json
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Self, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
+from msdb.kinds import load_kind
 from msdb.records.ranking import FAILED_RUN_SECS
+from msdb.tuner.measure.base import Closeable
 from msdb.tuner.measure.worker import Worker, WorkerCrashed, WorkerFailed, WorkerTimeout
 
-__all__ = ["RunnerInput", "RunnerResult", "WorkerRunner", "LocalRunner", "FAILED_RUN_SECS", "random_arguments", "cached_arguments", "time_object"]
+if TYPE_CHECKING:
+    from msdb.tuner.measure.builder import Builder, BuilderInput, BuilderResult
+
+__all__ = ["Runner", "RunnerFuture", "ReadyRunnerFuture", "BatchFuture", "batch_futures", "RunnerInput",
+           "RunnerResult", "WorkerRunner", "LocalRunner", "FAILED_RUN_SECS", "random_arguments",
+           "cached_arguments", "time_object", "device_type"]
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +63,161 @@ class RunnerResult:
     @property
     def ok(self) -> bool:
         return self.error_msg is None
+
+
+class RunnerFuture(abc.ABC):
+    """TVM's RunnerFuture: one candidate's measurement, `result()` when it is there."""
+
+    @abc.abstractmethod
+    def done(self) -> bool:
+        """Whether `result()` would return without measuring or waiting."""
+
+    @abc.abstractmethod
+    def result(self) -> RunnerResult:
+        """The candidate's result (measured or waited for first when it is not there yet)."""
+
+
+class ReadyRunnerFuture(RunnerFuture):
+    """A future whose result is known already: a failed build, or a runner of one's own that
+    computes its results at once (a simulator)."""
+
+    def __init__(self, result: RunnerResult) -> None:
+        self._result = result
+
+    def done(self) -> bool:
+        return True
+
+    def result(self) -> RunnerResult:
+        return self._result
+
+
+class _Batch:
+    """The results of one `run` call, pulled from `source` ((index, result) pairs, in the order
+    they end) while a caller waits; an index the source never gives is a failed result."""
+
+    def __init__(self, n: int, source: Iterator[tuple[int, RunnerResult]], who: str) -> None:
+        self.n = n
+        self.source: Iterator[tuple[int, RunnerResult]] | None = source
+        self.who = who
+        self.results: dict[int, RunnerResult] = {}
+
+    def step(self) -> None:
+        """Pull one more result (measuring or waiting for it)."""
+        if self.source is None:
+            return
+        try:
+            index, result = next(self.source)
+        except StopIteration:
+            self.source = None
+            for i in range(self.n):
+                self.results.setdefault(i, RunnerResult([FAILED_RUN_SECS], f"{self.who}: no result"))
+            return
+        self.results[index] = result
+
+    def wait(self, index: int) -> RunnerResult:
+        while index not in self.results:
+            self.step()
+        return self.results[index]
+
+
+class BatchFuture(RunnerFuture):
+    """One candidate of a batch that the caller drives (`batch_futures`): `result()` pulls the
+    batch's results until this one is there; `advance()` pulls the next to end, whichever it is
+    (`Runner.as_completed`)."""
+
+    def __init__(self, batch: _Batch, index: int) -> None:
+        self._batch = batch
+        self._index = index
+
+    def done(self) -> bool:
+        return self._index in self._batch.results
+
+    def result(self) -> RunnerResult:
+        return self._batch.wait(self._index)
+
+    def advance(self) -> None:
+        self._batch.step()
+
+
+def batch_futures(n: int, source: Iterator[tuple[int, RunnerResult]], who: str) -> list[RunnerFuture]:
+    """Futures for `n` candidates whose results `source` yields as (index, result), each as it
+    ends (a lazy generator: it measures, or waits for a farm, when it is pulled)."""
+    batch = _Batch(n, source, who)
+    return [BatchFuture(batch, i) for i in range(n)]
+
+
+def device_type(target: Any) -> str:
+    """A `RunnerInput`'s device for a build target: "cuda" for CUDA targets, else "cpu"."""
+    from msdb.records.target import Target
+
+    coerced = Target.coerce(target) if target is not None else None
+    return "cuda" if coerced is not None and coerced.kind == "cuda" else "cpu"
+
+
+class Runner(Closeable, abc.ABC):
+    """TVM's Runner: subclass it and implement `run` to plug a runner of one's own (a remote
+    board, a simulator) into `tune_tir` / `tune_tasks` (docs/architecture.md, "Measurement")."""
+
+    @abc.abstractmethod
+    def run(self, runner_inputs: Sequence[RunnerInput]) -> list[RunnerFuture]:
+        """One future per input, in order; failures are results, never exceptions."""
+
+    def as_completed(self, futures: Sequence[RunnerFuture]) -> Iterator[tuple[int, RunnerResult]]:
+        """(index, result) per future, each as it ends, so the tuner commits each at once: what
+        is done first, then a caller-driven batch pulled one result at a time (a farm's in the
+        order its workers end), any other future waited for in order."""
+        pending = list(range(len(futures)))
+        while pending:
+            ready = [i for i in pending if futures[i].done()]
+            if not ready:
+                first = futures[pending[0]]
+                if isinstance(first, BatchFuture):
+                    first.advance()
+                    continue
+                ready = [pending[0]]
+            for i in ready:
+                yield i, futures[i].result()
+            gone = set(ready)
+            pending = [i for i in pending if i not in gone]
+
+    def build_and_run(self, builder: Builder, build_inputs: Sequence[BuilderInput],
+                      args_infos: Sequence[Any]) -> tuple[list[BuilderResult], list[RunnerFuture]]:
+        """Build the inputs with `builder`, then run what was built (TVM's two steps); a failed
+        build is a ready, failed result saying why ("build failed: ..."). A runner that can do
+        both in one step on its own machines overrides this (`DaskRunner` with a `DaskBuilder`
+        on its client)."""
+        from msdb.tuner.profiler import Profiler
+
+        items = list(build_inputs)
+        with Profiler.timeit("build"):
+            built = builder.build(items)
+        futures: list[RunnerFuture | None] = [None] * len(items)
+        to_run = []
+        for i, (item, result, args_info) in enumerate(zip(items, built, args_infos)):
+            if result.artifact_path is None:
+                futures[i] = ReadyRunnerFuture(RunnerResult(None, f"build failed: {result.error_msg}"))
+            else:
+                to_run.append((i, RunnerInput(result.artifact_path, device_type(item.target), args_info)))
+        if to_run:
+            with Profiler.timeit("run"):
+                for (i, _), future in zip(to_run, self.run([inp for _, inp in to_run])):
+                    futures[i] = future
+        return built, [f for f in futures if f is not None]
+
+    @staticmethod
+    def create(kind: str = "local", *args: Any, **kwargs: Any) -> Runner:
+        """A runner by name: "local" (`LocalRunner`, this machine's CPU), "dask" (`DaskRunner`,
+        a Dask cluster's workers; its first argument is the client or the scheduler's address)
+        or "cuda" (`CudaRunner`, this machine's GPU)."""
+        runner: Runner = load_kind(_KINDS, kind, "runner")(*args, **kwargs)
+        return runner
+
+
+_KINDS = {
+    "local": ("msdb.tuner.measure.runner", "LocalRunner"),
+    "dask": ("msdb.tuner.measure.dask", "DaskRunner"),
+    "cuda": ("msdb.tuner.measure.cuda_runner", "CudaRunner"),
+}
 
 
 _args_cache: dict[Any, list[Any]] = {}
@@ -128,30 +297,27 @@ def _preload() -> None:
     jit.ensure_runtime()
 
 
-class WorkerRunner:
+class WorkerRunner(Runner):
     """What the runners that measure in an isolated worker process share (LocalRunner on the
-    CPU, CudaRunner on a GPU): `run` is `run_one` per input, `close` ends the worker, and a
-    runner is a context manager that closes it."""
+    CPU, CudaRunner on a GPU): `run` measures `run_one` per input, one at a time and in order,
+    as its futures are asked for; `close` ends the worker."""
 
     _worker: Any = None
 
+    @abc.abstractmethod
     def run_one(self, item: RunnerInput) -> RunnerResult:
-        raise NotImplementedError
+        """Measure one candidate; failures are results, never exceptions."""
 
-    def run(self, runner_inputs: Sequence[RunnerInput]) -> list[RunnerResult]:
-        """One result per input, in order; failures are results, never exceptions."""
-        return [self.run_one(item) for item in runner_inputs]
+    def run(self, runner_inputs: Sequence[RunnerInput]) -> list[RunnerFuture]:
+        """One future per input, in order; failures are results, never exceptions."""
+        items = list(runner_inputs)
+        return batch_futures(len(items), ((i, self.run_one(item)) for i, item in enumerate(items)),
+                             type(self).__name__)
 
     def close(self) -> None:
         if self._worker is not None:
             self._worker.close()
             self._worker = None
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
 
 class LocalRunner(WorkerRunner):

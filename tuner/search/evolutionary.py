@@ -18,6 +18,7 @@ import numpy as np
 
 from msdb.schedule.trace import Trace
 from msdb.tuner.search.base import SearchStrategy
+from msdb.tuner.profiler import Profiler
 from msdb.tuner.search.replay import ReplayFailures, apply_trace, module_key
 
 if TYPE_CHECKING:
@@ -80,7 +81,8 @@ class EvolutionarySearch(SearchStrategy):
         ranks = self._model_ranks()
         measured, speeds = self._pick_best_from_database(int(self.population_size * self.init_measured_ratio))
         want_unmeasured = self.population_size - len(measured) if ranks else max(self.init_min_unmeasured, wanted)
-        unmeasured = self._sample_init_population(want_unmeasured)
+        with Profiler.timeit("sampling"):
+            unmeasured = self._sample_init_population(want_unmeasured)
         if len(unmeasured) < self.init_min_unmeasured:
             logger.warning("task %r: only %d random samples of the design space succeeded (want %d); the task ends",
                            self._context().task_name, len(unmeasured), self.init_min_unmeasured)
@@ -143,7 +145,9 @@ class EvolutionarySearch(SearchStrategy):
         if self.database is None or count <= 0:
             return [], []
         picked, costs = [], []
-        for record in self.database.get_top_k(context.mod, count, context.target):  # type: ignore[arg-type]
+        with Profiler.timeit("database"):
+            records = self.database.get_top_k(context.mod, count, context.target)  # type: ignore[arg-type]
+        for record in records:
             sch = self._apply(record.trace)
             if sch is not None:
                 picked.append(sch)
@@ -236,8 +240,10 @@ class EvolutionarySearch(SearchStrategy):
             if self.cost_model is None:
                 values = np.array([self.rng.random() for _ in fresh_unique])
             else:
-                values = np.asarray(self.cost_model.predict(
-                    self._context(), [MeasureCandidate.of(population[i]) for i in fresh_unique]), dtype=np.float64)
+                with Profiler.timeit("cost model"):
+                    values = np.asarray(self.cost_model.predict(
+                        self._context(), [MeasureCandidate.of(population[i]) for i in fresh_unique]),
+                        dtype=np.float64)
                 values = np.maximum(np.nan_to_num(values, nan=0.0), 0.0)
             for i, value in zip(fresh_unique, values):
                 cache[keys[i]] = float(value)

@@ -36,16 +36,19 @@ def apply_trace(mod: IRModule, trace: Trace, postprocs: Sequence[Any], seed: int
     replay step or a post-processor fails. Failures are expected (a sampled decision may make a
     later primitive illegal): they are counted, not raised."""
     from msdb.schedule.schedule import Schedule
+    from msdb.tuner.profiler import Profiler
 
     sch = Schedule(mod, seed=seed)
     try:
-        trace.apply_to_schedule(sch, remove_postproc=True)
-        sch.enter_postproc()
-        for postproc in postprocs:
-            if not postproc.apply(sch):
-                if failures is not None:
-                    failures[type(postproc).__name__] += 1
-                return None
+        with Profiler.timeit("replay"):
+            trace.apply_to_schedule(sch, remove_postproc=True)
+        with Profiler.timeit("post-processing"):
+            sch.enter_postproc()
+            for postproc in postprocs:
+                if not postproc.apply(sch):
+                    if failures is not None:
+                        failures[type(postproc).__name__] += 1
+                    return None
     except MsdbError as exc:
         if failures is not None:
             failures[type(exc).__name__] += 1

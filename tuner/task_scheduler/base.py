@@ -1,11 +1,11 @@
 """The task scheduler (docs/architecture.md, "Tuner"): TVM's `TaskScheduler`, which shares one
 trial budget among the tasks of a model, deciding which task's search strategy proposes the next
-round, and sends each round through building, running and the measure callbacks (database,
-cost model).
+round, and sends each round through the builder, the runner and the measure callbacks (database,
+artifacts, cost model; `msdb.tuner.measure.callback`).
 
-Measurement is synchronous here: a round is built (in parallel worker processes) and run (one
-candidate at a time, each result committed to the database at once), so a process killed
-mid-run loses only the candidates of the round in flight.
+Measurement is synchronous here: a round is built (in parallel worker processes) and run, and
+each result goes to the callbacks' `apply_one` as it ends (`AddToDatabase` commits it at once),
+so a process killed mid-run loses only the candidates of the round in flight.
 """
 
 from __future__ import annotations
@@ -22,15 +22,15 @@ from msdb.kinds import UnknownKind, load_kind
 if TYPE_CHECKING:
     from msdb.tuner.candidate import MeasureCandidate
     from msdb.tuner.context import TuneContext
-    from msdb.tuner.measure.runner import RunnerResult
+    from msdb.tuner.measure.builder import Builder, BuilderResult
+    from msdb.tuner.measure.callback import MeasureCallback, RecordSink
+    from msdb.tuner.measure.runner import Runner, RunnerResult
 
-__all__ = ["TaskScheduler", "TaskRecord", "UnknownTaskScheduler", "create", "MeasureFn", "RoundFn", "failed_ms"]
+__all__ = ["TaskScheduler", "TaskRecord", "UnknownTaskScheduler", "create", "RoundFn", "failed_ms"]
 
 logger = logging.getLogger(__name__)
 
-#: Measures one round: candidates of a task -> one result each (building, running, committing).
-MeasureFn = Callable[["TaskRecord", "list[MeasureCandidate]"], "list[RunnerResult]"]
-#: Told after each round: (task, candidates, results).
+#: Told after each round, after the measure callbacks: (task, candidates, results).
 RoundFn = Callable[["TaskRecord", "list[MeasureCandidate]", "list[RunnerResult]"], None]
 
 
@@ -67,19 +67,36 @@ class TaskScheduler:
     def __init__(self, seed: int = 0) -> None:
         self.tasks: list[TaskRecord] = []
         self.rng = random.Random(seed)
+        # what `tune` was given (TVM's task scheduler holds them too; measure callbacks read them)
+        self.builder: Builder | None = None
+        self.runner: Runner | None = None
+        self.measure_callbacks: list[MeasureCallback] = []
+        self.database: Any = None
+        self.cost_model: Any = None
+        self.recorder: RecordSink | None = None  # msdb's: commits under one source row, counts them
 
     def next_task_id(self) -> int:
         """The task whose strategy proposes the next round, or -1 when every task is done."""
         raise NotImplementedError
 
     def tune(self, tasks: Sequence[TuneContext], task_weights: Sequence[float], *, max_trials_global: int,
-             max_trials_per_task: int, num_trials_per_iter: int, measure: MeasureFn, database: Any = None,
-             cost_model: Any = None, on_round: RoundFn | None = None) -> list[TaskRecord]:
-        """Tune every task until the global budget is spent or every task is done."""
+             max_trials_per_task: int, num_trials_per_iter: int, builder: Builder, runner: Runner,
+             measure_callbacks: Sequence[MeasureCallback] | None = None, database: Any = None,
+             cost_model: Any = None, on_round: RoundFn | None = None,
+             recorder: RecordSink | None = None) -> list[TaskRecord]:
+        """Tune every task until the global budget is spent or every task is done. Each round:
+        the task's strategy proposes candidates, `measure` builds and runs them, the strategy
+        hears the results, then each measure callback's `apply` (None: the default list), then
+        `on_round`. `recorder` is where `AddToDatabase` commits (default: one over `database`)."""
         from msdb.ir.flops import estimate_flops
+        from msdb.tuner.measure.callback import RecordSink, callback_list
 
         if len(tasks) != len(task_weights):
             raise ValueError(f"{len(tasks)} tasks but {len(task_weights)} task weights")
+        self.builder, self.runner = builder, runner
+        self.measure_callbacks = callback_list(measure_callbacks)
+        self.database, self.cost_model = database, cost_model
+        self.recorder = recorder if recorder is not None or database is None else RecordSink(database, "tune")
         self.tasks = [TaskRecord(ctx, float(w), float(estimate_flops(ctx.mod) or 0.0))  # type: ignore[arg-type]
                       for ctx, w in zip(tasks, task_weights)]
         for task in self.tasks:
@@ -96,10 +113,10 @@ class TaskScheduler:
                 self._terminate(task)
                 continue
             candidates = candidates[:max_trials_global - total]
-            results = measure(task, candidates) if candidates else []
-            if cost_model is not None and results:
-                cost_model.update(task.ctx, candidates, results)
+            built, results = self.measure(task_id, candidates) if candidates else ([], [])
             task.ctx.search_strategy.notify_runner_results(candidates, results)
+            for callback in self.measure_callbacks:
+                callback.apply(self, task_id, candidates, built, results)
             task.trials += len(results)
             total += len(results)
             task.latency_ms.extend(_latency_ms(r) for r in results)
@@ -113,10 +130,46 @@ class TaskScheduler:
                 self._terminate(task)
         return self.tasks
 
+    def measure(self, task_id: int, candidates: Sequence[MeasureCandidate]) -> tuple[list[BuilderResult],
+                                                                                      list[RunnerResult]]:
+        """Build and run a round of task `task_id` through the builder and runner (the runner's
+        `build_and_run` and `as_completed`: no question asked of their kinds), each result handed
+        to the callbacks' `apply_one` as it ends; one builder and one runner result per
+        candidate, in order."""
+        from msdb.tuner.measure.builder import BuilderInput
+        from msdb.tuner.measure.runner import RunnerResult
+        from msdb.tuner.profiler import Profiler
+
+        assert self.builder is not None and self.runner is not None, "measure runs inside tune"
+        ctx = self.tasks[task_id].ctx
+        if self.recorder is not None:
+            self.recorder.start_round()
+        inputs = [BuilderInput(c.sch.mod, ctx.target) for c in candidates]
+        built, futures = self.runner.build_and_run(self.builder, inputs, [c.args_info for c in candidates])
+        results: list[RunnerResult | None] = [None] * len(candidates)
+        arriving = self.runner.as_completed(futures)
+        while True:
+            with Profiler.timeit("run"):
+                arrived = next(arriving, None)
+            if arrived is None:
+                break
+            i, result = arrived
+            results[i] = result
+            for callback in self.measure_callbacks:
+                callback.apply_one(self, task_id, i, candidates[i], built[i], result)
+        return built, [r if r is not None else RunnerResult(None, "no result") for r in results]
+
     def _after_round(self, task_id: int) -> None:
         """Hook after a task's round was measured (the gradient policy records the best)."""
 
+    def terminate_task(self, task_id: int) -> None:
+        """End task `task_id` now (TVM's `terminate_task`; a measure callback's early stop): it
+        gets no more rounds and its search session ends."""
+        self._terminate(self.tasks[task_id])
+
     def _terminate(self, task: TaskRecord) -> None:
+        if task.is_terminated:
+            return
         task.is_terminated = True
         task.ctx.search_strategy.post_tuning()
 

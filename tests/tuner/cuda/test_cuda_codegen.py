@@ -188,7 +188,7 @@ def test_runner_without_gpu_fails_cleanly(tmp_path, workloads: dict) -> None:
     path = build_cuda_artifact(workloads["softmax"], {"kind": "cuda", "arch": "sm_80"}, str(tmp_path))
     for isolated in (False, True):
         with CudaRunner(isolated=isolated) as runner:
-            first, missing = runner.run([RunnerInput(path, "cuda"), RunnerInput(None, "cuda")])
+            first, missing = [f.result() for f in runner.run([RunnerInput(path, "cuda"), RunnerInput(None, "cuda")])]
         assert first.run_secs == [1e10]
         assert first.error_msg is not None and "CudaRuntimeError" in first.error_msg
         assert "no CUDA driver binding" in first.error_msg or "GPU" in first.error_msg

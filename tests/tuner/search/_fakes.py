@@ -11,8 +11,8 @@ from msdb.hashing import structural_hash
 from msdb.ir import zoo
 from msdb.ir.function import IRModule
 from msdb.schedule import Schedule
-from msdb.tuner.measure.builder import BuilderInput, BuilderResult
-from msdb.tuner.measure.runner import RunnerInput, RunnerResult
+from msdb.tuner.measure.builder import Builder, BuilderInput, BuilderResult
+from msdb.tuner.measure.runner import ReadyRunnerFuture, Runner, RunnerFuture, RunnerInput, RunnerResult
 
 SMALL_GMM = zoo.build("GMM", 1, 32, 32, 32)
 
@@ -39,7 +39,7 @@ class TiledSpace:
         return [sch]
 
 
-class FakeBuilder:
+class FakeBuilder(Builder):
     """Builds nothing: the artifact 'path' is the module's structural hash."""
 
     def __init__(self) -> None:
@@ -53,19 +53,13 @@ class FakeBuilder:
             out.append(BuilderResult(key, None))
         return out
 
-    def close(self) -> None:
-        pass
 
-
-class FakeRunner:
+class FakeRunner(Runner):
     """A deterministic cost from the module's hash (microseconds 10..1010)."""
 
-    def run(self, inputs: Sequence[RunnerInput]) -> list[RunnerResult]:
-        out = []
+    def run(self, inputs: Sequence[RunnerInput]) -> list[RunnerFuture]:
+        out: list[RunnerFuture] = []
         for item in inputs:
             digest = int(hashlib.blake2b(str(item.artifact_path).encode(), digest_size=4).hexdigest(), 16)
-            out.append(RunnerResult([1e-5 + (digest % 1000) * 1e-6], None))
+            out.append(ReadyRunnerFuture(RunnerResult([1e-5 + (digest % 1000) * 1e-6], None)))
         return out
-
-    def close(self) -> None:
-        pass
