@@ -52,10 +52,14 @@ def team_db(path: Path) -> Path:
 
 
 def grow(path: Path, records: int) -> int:
-    """Add copies of the first 384 records until `path` holds about `records`; the count."""
+    """Add copies of the first 384 records that did not fail until `path` holds about `records`;
+    the count. Each copy's run time is scaled a little, so that copies are distinct records; a
+    failed run (TVM's 1e10 mark) is not copied: scaled past the mark, a pull's admission would
+    rightly refuse it."""
     with contextlib.closing(sqlite3.connect(path)) as conn:
         have = conn.execute("SELECT count(*) FROM tuning_record").fetchone()[0]
-        base = 384
+        kept = "r.id <= 384 AND r.mean_run_secs < 1e10"
+        base = int(conn.execute(f"SELECT count(*) FROM tuning_record r WHERE {kept}").fetchone()[0])
         copies = max(0, math.ceil((records - have) / base))
         step = 10_000
         for start in range(1, copies + 1, step):
@@ -68,7 +72,7 @@ def grow(path: Path, records: int) -> int:
                 SELECT workload_id, target_id, source_id, trace, trace_hash,
                        json_array(mean_run_secs * (1 + (i + {offset}) * 1e-7)),
                        mean_run_secs * (1 + (i + {offset}) * 1e-7), is_valid, args_info
-                FROM n, tuning_record r WHERE r.id <= {base} ORDER BY i, r.id""")
+                FROM n, tuning_record r WHERE {kept} ORDER BY i, r.id""")
             conn.commit()
         return int(conn.execute("SELECT count(*) FROM tuning_record").fetchone()[0])
 

@@ -6,6 +6,8 @@ Every import counts, the ones inside functions too: a lazy import is still a dep
 
 from __future__ import annotations
 
+import pytest
+
 import ast
 import pathlib
 
@@ -88,6 +90,7 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
+@pytest.mark.slow
 def test_no_folders_import_each_other_in_a_circle() -> None:
     graph = folder_graph()
     graph.pop("msdb", None)  # the package's __init__ re-exports everything lazily (PEP 562)
@@ -99,6 +102,7 @@ def test_the_cycle_finder_finds_a_cycle_through_a_third_folder() -> None:
     assert _cycle({"a": {"b"}, "b": {"c"}}) is None
 
 
+@pytest.mark.slow
 def test_only_the_database_package_imports_the_table_models() -> None:
     offenders = [f"{path.relative_to(ROOT)} imports {imported}"
                  for name, path in _modules().items() if not name.startswith("msdb.database")
@@ -116,6 +120,7 @@ def test_the_search_does_not_import_compile() -> None:
     assert offenders == []
 
 
+@pytest.mark.slow
 def test_tests_see_every_folder() -> None:
     folders = set(folder_graph())
     assert {"msdb.database", "msdb.interop", "msdb.records", "msdb.schedule", "msdb.ir", "msdb.tuner",

@@ -3,6 +3,8 @@ docs/architecture.md, the public API and the console script."""
 
 from __future__ import annotations
 
+import pytest
+
 import ast
 import json
 import pathlib
@@ -45,6 +47,7 @@ def test_import_msdb_loads_no_heavy_dependency() -> None:
     assert not [m for m in HEAVY_MODULES if m in loaded]
 
 
+@pytest.mark.slow
 def test_library_never_imports_the_tuner_or_the_cli() -> None:
     offenders = []
     for path in (ROOT / "msdb").rglob("*.py"):

@@ -24,6 +24,7 @@ def workload(tmp_path: pathlib.Path) -> pathlib.Path:
     return path
 
 
+@pytest.mark.slow
 def test_tune_commits_prints_the_table_and_resumes(tmp_path: pathlib.Path, workload: pathlib.Path) -> None:
     db = tmp_path / "t.sqlite"
     args = (db, workload, "--target", "llvm -num-cores=1", "--trials", 4, "--per-iter", 4, "--strategy", "replay-trace",

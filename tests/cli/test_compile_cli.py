@@ -37,6 +37,7 @@ def empty_db(tmp_path: pathlib.Path) -> pathlib.Path:
     return path
 
 
+@pytest.mark.slow
 def test_compile_runs_matches_onnxruntime_and_writes_the_report(small_resnet: pathlib.Path, empty_db: pathlib.Path,
                                                                 tmp_path: pathlib.Path) -> None:
     pytest.importorskip("onnxruntime")
@@ -63,6 +64,7 @@ def test_compile_runs_matches_onnxruntime_and_writes_the_report(small_resnet: pa
     assert line.group(1) == slowest["name"] and int(line.group(2)) == slowest["weight"]
 
 
+@pytest.mark.slow
 def test_without_run_the_report_has_no_run_times(small_resnet: pathlib.Path, empty_db: pathlib.Path,
                                                  tmp_path: pathlib.Path) -> None:
     report = tmp_path / "report.json"
@@ -72,6 +74,7 @@ def test_without_run_the_report_has_no_run_times(small_resnet: pathlib.Path, emp
     assert all(r["run_ms"] is None for r in json.loads(report.read_text()))
 
 
+@pytest.mark.slow
 def test_compile_with_winograd_convs_matches_onnxruntime(small_resnet: pathlib.Path, empty_db: pathlib.Path,
                                                         tmp_path: pathlib.Path) -> None:
     """`--fuse winograd`: the 3x3 stride-1 convs of 16 and 32 channels become Winograd
@@ -113,6 +116,7 @@ def test_layered_databases_report_the_answering_db_as_given(small_resnet: pathli
     assert re.search(rf"^{re.escape(name)} .* hit in {re.escape(str(local))} \(structural; ", result.output, re.M)
 
 
+@pytest.mark.slow
 def test_transfer_compiles_another_batch_from_the_tuned_models_records(small_resnet: pathlib.Path,
                                                                       tmp_path: pathlib.Path) -> None:
     """`--transfer`: ResNet-18 at batch 2, which nobody tuned, over the (sampled) records of the
@@ -146,6 +150,7 @@ def test_transfer_compiles_another_batch_from_the_tuned_models_records(small_res
     assert re.search(rf"; transferred: {len(tuned)} functions, \d+ calls", result.output)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["missing model", *BAD_MODELS, "missing db", "not a database", "hub down",
                                   "unknown cpu"])
 def test_bad_input_is_one_line_and_writes_nothing(case: str, small_resnet: pathlib.Path, tmp_path: pathlib.Path) -> None:
@@ -184,6 +189,7 @@ def test_bad_input_is_one_line_and_writes_nothing(case: str, small_resnet: pathl
     assert files_in(work) == before  # no report, no database created or changed
 
 
+@pytest.mark.slow
 def test_relax_script_run_is_compared_with_the_default_schedule_build(tmp_path: pathlib.Path) -> None:
     """The MLC course's MLP (examples/models/mlp.py, weights made beside a copy): with a record of
     linear0 the tuned build is checked against the default-schedule build; without any record

@@ -130,6 +130,7 @@ def ended(proc: subprocess.Popen[str], timeout: float = 60.0) -> tuple[int, str,
     return proc.returncode, out, err
 
 
+@pytest.mark.slow
 def test_killed_publish_leaves_a_folder_the_next_publish_removes(team_db: pathlib.Path,
                                                                  tmp_path: pathlib.Path) -> None:
     out = tmp_path / "hub"
@@ -176,6 +177,7 @@ def test_ctrl_c_of_publish_removes_its_folder_at_once(team_db: pathlib.Path, tmp
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
 
 
+@pytest.mark.slow
 def test_killed_merge_into_a_new_file_leaves_no_file(big_src: pathlib.Path, tmp_path: pathlib.Path) -> None:
     dest = tmp_path / "team.sqlite"
     proc = run_msdb("merge", dest, big_src)
@@ -195,6 +197,7 @@ def test_killed_merge_into_a_new_file_leaves_no_file(big_src: pathlib.Path, tmp_
     assert records(dest) == records(big_src)
 
 
+@pytest.mark.slow
 def test_import_removes_a_killed_merges_folder(big_src: pathlib.Path, tmp_path: pathlib.Path) -> None:
     dest = tmp_path / "team.sqlite"
     proc = run_msdb("merge", dest, big_src)
@@ -208,6 +211,7 @@ def test_import_removes_a_killed_merges_folder(big_src: pathlib.Path, tmp_path: 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["team.sqlite"]
 
 
+@pytest.mark.slow
 def test_ctrl_c_of_merge_into_a_new_file_creates_nothing(big_src: pathlib.Path, tmp_path: pathlib.Path) -> None:
     dest = tmp_path / "team.sqlite"
     proc = run_msdb("merge", dest, big_src, new_session=True)
@@ -218,6 +222,7 @@ def test_ctrl_c_of_merge_into_a_new_file_creates_nothing(big_src: pathlib.Path, 
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_ctrl_c_of_merge_says_what_was_committed(big_src: pathlib.Path, tmp_path: pathlib.Path) -> None:
     dest = make_team_db(tmp_path / "team.sqlite", ("team_b",))
     first = tmp_path / "first.sqlite"

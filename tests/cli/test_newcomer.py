@@ -176,6 +176,7 @@ def test_target_labels_add_only_what_tells_targets_apart() -> None:
 # ---------------------------------------------------------------- the statistics table; names
 
 
+@pytest.mark.slow
 def test_statistics_table_says_which_best_is_this_runs_and_which_the_databases(tmp_path: pathlib.Path,
                                                                                 small: pathlib.Path) -> None:
     """A teammate's record (here: impossibly fast, 0.1 us) is the database's best; this run's

@@ -146,6 +146,7 @@ def test_prune_shrinks_the_file(db: pathlib.Path) -> None:
         conn.close()
 
 
+@pytest.mark.slow
 def test_prune_while_another_process_reads_says_when_the_file_shrinks(db: pathlib.Path) -> None:
     reader = sqlite3.connect(db, isolation_level=None)
     reader.execute("BEGIN")

@@ -200,6 +200,7 @@ def locked(base_db: pathlib.Path) -> Iterator[pathlib.Path]:
         shutil.rmtree(folder)
 
 
+@pytest.mark.slow
 def test_ls_of_a_read_only_file_leaves_no_wal_files(locked: pathlib.Path) -> None:
     locked.chmod(0o444)
     before = locked.read_bytes()
@@ -210,6 +211,7 @@ def test_ls_of_a_read_only_file_leaves_no_wal_files(locked: pathlib.Path) -> Non
     assert locked.read_bytes() == before
 
 
+@pytest.mark.slow
 def test_a_database_in_a_read_only_folder_can_be_browsed(locked: pathlib.Path) -> None:
     locked.parent.chmod(0o555)
     result = as_plain_user("ls", locked, cwd=locked.parent)
@@ -258,6 +260,7 @@ def test_the_library_queries_a_read_only_file_without_being_told(locked: pathlib
     assert locked.read_bytes() == before and companions(locked) == []
 
 
+@pytest.mark.slow
 def test_writing_a_read_only_file_names_it(locked: pathlib.Path) -> None:
     locked.chmod(0o444)
     before = locked.read_bytes()
@@ -319,6 +322,7 @@ def test_the_import_summary_counts_failed_runs_as_stored_records(tmp_path: pathl
     assert result.stdout.startswith("workloads: 2 new, 0 known; records: 128 new, 0 duplicate, 1 failed run (stored); ")
 
 
+@pytest.mark.slow
 def test_no_progress_lines_when_stderr_is_not_a_terminal(tmp_path: pathlib.Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     from msdb.cli import common

@@ -67,6 +67,7 @@ FORGERIES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("forgery", sorted(FORGERIES))
 def test_merge_refuses_a_forged_file_and_changes_nothing(team: Path, dest: Path, tmp_path: Path,
                                                           forgery: str) -> None:
@@ -85,6 +86,7 @@ def test_merge_refuses_a_forged_file_and_changes_nothing(team: Path, dest: Path,
     assert file_digest(dest) == before
 
 
+@pytest.mark.slow
 def test_merge_skip_bad_merges_the_rest_and_lists_the_bad(team: Path, dest: Path, tmp_path: Path) -> None:
     forged = _forged(team, tmp_path, FORGERIES["script"][0])
     with contextlib.closing(sqlite3.connect(forged)) as conn:

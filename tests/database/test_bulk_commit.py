@@ -133,6 +133,7 @@ def test_a_failing_batch_leaves_nothing_and_the_database_usable(tmp_path):
     db.close()
 
 
+@pytest.mark.slow
 def test_the_larger_page_cache_lasts_only_for_the_bulk_transaction(tmp_path, monkeypatch):
     db = SQLiteDatabase(tmp_path / "t.db")
     workload = db.commit_workload(matmul())

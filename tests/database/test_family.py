@@ -36,6 +36,7 @@ def fill(db: Database) -> tuple[Workload, Workload, Workload, Workload]:
     return small, mid, large, other
 
 
+@pytest.mark.slow
 def test_relatives_are_the_family_without_itself_with_their_best_record(view: Callable[..., Database]) -> None:
     db = view()
     small, mid, large, other = fill(db)

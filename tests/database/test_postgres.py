@@ -53,6 +53,7 @@ def test_downgrade_to_base_and_upgrade_again(db):
     reopened.close()
 
 
+@pytest.mark.slow
 def test_top_k_is_an_index_scan_without_sorting(db):
     w = db.commit_workload(matmul())
     db.commit_tuning_records([record(w, [1e-3 * (i + 1)], CPU if i % 2 else GPU, inner=1 << (i % 5))
@@ -137,6 +138,7 @@ def test_eight_processes_commit_twenty_thousand_records_lose_none_duplicate_none
     db.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("count", [1, 257, 1000])
 def test_copied_columns_are_what_the_record_api_says(db, count):
     from .test_bulk_commit import COLUMNS, _batch, _expected

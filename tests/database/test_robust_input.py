@@ -238,6 +238,7 @@ def test_an_18_kb_dag_payload_costs_linear_time() -> None:
     assert isinstance(reason, str) and "expands to more than" in reason
 
 
+@pytest.mark.slow
 def test_hashing_and_printing_a_dag_stop_with_one_error() -> None:
     func = _func(_dag(300))
     with _deadline(60):
@@ -415,6 +416,7 @@ def test_the_fit_check_accepts_every_fixture_log(tmp_path: pathlib.Path) -> None
 # ---------------------------------------------------------------- 8. merge and concurrent writers
 
 
+@pytest.mark.slow
 def test_a_concurrent_writer_succeeds_during_a_long_merge(tmp_path: pathlib.Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     src, dest = tmp_path / "src.sqlite", tmp_path / "dest.sqlite"

@@ -69,6 +69,7 @@ def test_get_top_k_checks_and_coerces_once_for_a_view_that_implements_only_the_q
     assert db.asked[-1][2] is None  # no target: any target, as in TVM
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bad", ["2", 2.0, False])
 def test_every_view_refuses_a_top_k_that_is_not_an_int(view, bad):
     db = view()

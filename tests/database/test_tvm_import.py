@@ -446,6 +446,7 @@ def test_a_record_committed_through_the_api_and_the_same_record_imported_are_one
 # ---------------------------------------------------------------- the streaming import
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [1, 2])
 def test_the_replay_pass_hands_on_every_row_that_replays(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch,
                                                          workers: int) -> None:

@@ -158,6 +158,7 @@ def test_context_stack(view):
     assert Database.current() is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["structural", "ignore-tensor", "ignore-ndarray", "anchor-block"])
 def test_top_k_of_the_committed_token_in_every_mode(view, mode):
     db = view(mode)

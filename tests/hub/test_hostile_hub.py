@@ -186,6 +186,7 @@ def existing(team: Path, tmp_path: Path) -> Path:
     return copy_db(team, tmp_path / "local.sqlite")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode, match, options", [
     ("endless", "answered more than 268,435,456 bytes", ()),
     ("huge-length", "answered more than 268,435,456 bytes", ()),
@@ -234,6 +235,7 @@ FORGERIES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("forgery", sorted(FORGERIES))
 def test_a_forged_page_is_refused(team: Path, existing: Path, tmp_path: Path, forgery: str) -> None:
     forge, match = FORGERIES[forgery]
@@ -287,6 +289,7 @@ pull(sys.argv[1], sys.argv[2], timeout_s=600)
 """
 
 
+@pytest.mark.slow
 def test_a_killed_pull_into_a_new_file_leaves_nothing_the_next_pull_keeps(team: Path, tmp_path: Path) -> None:
     """A pull killed while it creates DB (here, waiting on a hub that trickles) leaves no DB and
     a staging folder that the next pull removes."""

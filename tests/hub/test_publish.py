@@ -106,6 +106,7 @@ def test_publish_is_atomic(team_db: Path, tmp_path: Path, monkeypatch: pytest.Mo
     assert [p.name for p in other.iterdir()] == ["notes.txt"]
 
 
+@pytest.mark.slow
 def test_cli_prints_the_command_that_serves_it_read_only(team_db: Path, tmp_path: Path) -> None:
     out = tmp_path / "hub"
     result = CliRunner().invoke(cli, ["publish", str(team_db), str(out)])
@@ -147,6 +148,7 @@ def test_cli_prints_the_command_that_serves_it_read_only(team_db: Path, tmp_path
         proc.wait(10)
 
 
+@pytest.mark.slow
 def test_msdb_serve_serves_the_manifest(team_db: Path, tmp_path: Path) -> None:
     out = tmp_path / "hub"
     publish(team_db, out)

@@ -66,6 +66,7 @@ def pages(base: str) -> list[str]:
     return [base + url for url in urls]
 
 
+@pytest.mark.slow
 def test_no_page_or_json_of_a_published_hub_names_a_server_path(hub: str, outdir: Path) -> None:
     where = {str(outdir), str(outdir.resolve()), str(outdir.parent), str(Path.cwd())}
     for url in pages(hub):
@@ -78,6 +79,7 @@ def test_no_page_or_json_of_a_published_hub_names_a_server_path(hub: str, outdir
     assert "path" not in listed
 
 
+@pytest.mark.slow
 def test_a_published_hub_answers_writes_405(hub: str, outdir: Path) -> None:
     digest = (outdir / "snapshot.sqlite").read_bytes()
     targets = [f"/snapshot/{name}" for name in QUERIES] + [f"/snapshot/{name}.json" for name in QUERIES]
@@ -93,6 +95,7 @@ def test_a_published_hub_answers_writes_405(hub: str, outdir: Path) -> None:
     assert (outdir / "snapshot.sqlite").read_bytes() == digest
 
 
+@pytest.mark.slow
 def test_refused_sql_is_json_when_json_was_asked(hub: str) -> None:
     for url, params in (("/snapshot.json", {"sql": "select 1"}), ("/snapshot.json", {"sql": "select * from source"}),
                         ("/snapshot", {"sql": "select 1", "_format": "json"})):
@@ -148,6 +151,7 @@ def test_long_legends_wrap_inside_the_chart_and_ticks_clear_the_axis_title() -> 
     _check_chart(curve_svg(curves), labels)
 
 
+@pytest.mark.slow
 def test_the_workload_page_chart_of_sources_with_long_import_paths(tmp_path: Path) -> None:
     """A live hub (a snapshot leaves import paths out) of logs imported from deep folders; it
     also still lists its file's path in /-/databases.json (for the team, on its own machine)."""

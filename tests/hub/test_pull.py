@@ -39,6 +39,7 @@ def _pull_sources(db: Path) -> list[tuple[str, str]]:
         return conn.execute("SELECT kind, location FROM source WHERE kind = 'pull'").fetchall()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("server", SERVERS)
 def test_pull_equals_local_import_and_again_adds_nothing(team: tuple[Path, Path], tmp_path: Path,
                                                          server: str) -> None:
@@ -58,6 +59,7 @@ def test_pull_equals_local_import_and_again_adds_nothing(team: tuple[Path, Path]
         assert file_digest(local) == before
 
 
+@pytest.mark.slow
 def test_pull_fetches_only_new_records(tmp_path: Path) -> None:
     hub_db = make_team_db(tmp_path / "hub.sqlite", ("team_a",))
     hub = published(hub_db, tmp_path / "hub")
@@ -121,6 +123,7 @@ pull.pull(sys.argv[1], sys.argv[2], progress=progress)
 """
 
 
+@pytest.mark.slow
 def test_killed_pull_resumes(team: tuple[Path, Path], tmp_path: Path) -> None:
     db, hub = team
     local = tmp_path / "pulled.sqlite"
@@ -163,6 +166,7 @@ def _refused(url: str, db: Path, match: str, **options: object) -> None:
     assert file_digest(db) == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode, match", [
     ("down", "cannot be reached"), ("html", "text/html, not JSON"), ("wrong-json", "is not a list of databases"),
     ("no-msdb", "has a tuning_record table"), ("silent", "no answer within 0.5 s"),
@@ -182,6 +186,7 @@ def test_bad_hub_is_one_clear_error_and_changes_nothing(existing: Path, tmp_path
         assert not (tmp_path / "new.sqlite").exists()
 
 
+@pytest.mark.slow
 def test_checksum_mismatch_is_refused(team: tuple[Path, Path], existing: Path, tmp_path: Path) -> None:
     import shutil
 
@@ -202,6 +207,7 @@ def test_cli_pull_prints_one_error_line(existing: Path) -> None:
     assert result.output.count("\n") == 1 and result.output.startswith(f"Error: hub {url}: ")
 
 
+@pytest.mark.slow
 def test_cli_pull(team: tuple[Path, Path], tmp_path: Path) -> None:
     local = tmp_path / "pulled.sqlite"
     with hub_server(team[1], tmp_path / "serve.log") as url:
@@ -212,6 +218,7 @@ def test_cli_pull(team: tuple[Path, Path], tmp_path: Path) -> None:
     assert contents(local) == contents(team[0])
 
 
+@pytest.mark.slow
 def test_records_another_writer_adds_meanwhile_stay_deduplicated(team: tuple[Path, Path], tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """Between two batches of a pull, another writer commits a record the hub sends later: the

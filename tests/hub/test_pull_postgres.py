@@ -4,6 +4,8 @@ publish directory, and a real PostgreSQL server (tests/postgres_server.py)."""
 
 from __future__ import annotations
 
+import pytest
+
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +39,7 @@ def _server_contents(url: str) -> tuple[list[tuple[Any, ...]], ...]:
         engine.dispose()
 
 
+@pytest.mark.slow
 def test_pull_into_postgresql_holds_the_hubs_records_and_again_adds_nothing(
         tmp_path: Path, postgres_server: Any) -> None:  # noqa: F811 - the fixture imported above
     team = make_team_db(tmp_path / "team.sqlite", ("team_a",))

@@ -39,6 +39,7 @@ def _key(records: list[TuningRecord]) -> list[tuple[object, ...]]:
             for r in records]
 
 
+@pytest.mark.slow
 def test_remote_answers_as_the_published_database(team: tuple[Path, Path], hub: str) -> None:
     local = SQLiteDatabase(team[0], read_only=True)
     remote = RemoteDatabase(hub)
@@ -64,6 +65,7 @@ def test_remote_answers_as_the_published_database(team: tuple[Path, Path], hub: 
         local.close()
 
 
+@pytest.mark.slow
 def test_remote_is_read_only(team: tuple[Path, Path], hub: str) -> None:
     local = SQLiteDatabase(team[0], read_only=True)
     remote = RemoteDatabase(hub)
@@ -77,6 +79,7 @@ def test_remote_is_read_only(team: tuple[Path, Path], hub: str) -> None:
         local.close()
 
 
+@pytest.mark.slow
 def test_remote_lists_relatives_and_transfers_as_the_published_database(team: tuple[Path, Path], hub: str) -> None:
     """Transfer over a hub: the relatives of a workload nobody tuned (GMM at other sizes and
     batch; the hub has GMM 1x128x128x128) are the published database's, with the same best
@@ -103,6 +106,7 @@ def test_remote_lists_relatives_and_transfers_as_the_published_database(team: tu
         local.close()
 
 
+@pytest.mark.slow
 def test_ordered_union_answers_from_local_first_then_the_hub(team: tuple[Path, Path], tmp_path: Path) -> None:
     published_db = SQLiteDatabase(team[0], read_only=True)
     local = SQLiteDatabase(tmp_path / "local.sqlite")

@@ -55,6 +55,7 @@ def count(db: Path, table: str) -> int:
         return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("table", TABLES)
 def test_every_table_answers_with_all_its_rows(live: str, team_db: Path, table: str) -> None:
     assert httpx.get(f"{live}/team/{table}", timeout=30).status_code == 200
@@ -62,6 +63,7 @@ def test_every_table_answers_with_all_its_rows(live: str, team_db: Path, table: 
     assert len(got) == count(team_db, table) > 0
 
 
+@pytest.mark.slow
 def test_index_database_and_row_pages_answer(live: str) -> None:
     for path in ("/", "/team", "/team/workload/1", "/team/tuning_record/1", "/-/metadata.json"):
         assert httpx.get(live + path, timeout=30).status_code == 200, path
@@ -122,6 +124,7 @@ def test_shared_workloads_are_the_ones_two_models_use(live: str) -> None:
         (GMM, ["bert", "resnet"], 128)]
 
 
+@pytest.mark.slow
 def test_records_since_pages_through_every_record_in_id_order(live: str, team_db: Path) -> None:
     seen: list[dict[str, Any]] = []
     after = ""
@@ -167,6 +170,7 @@ def test_every_canned_query_page_answers(live: str, name: str) -> None:
     assert httpx.get(f"{live}/team/{name}", params=params, timeout=30).status_code == 200
 
 
+@pytest.mark.slow
 def test_workload_page_has_schedule_code_script_and_one_curve_per_source(live: str, team_db: Path) -> None:
     page = httpx.get(f"{live}/-/msdb/team/workload/{GMM}", timeout=30)
     assert page.status_code == 200
@@ -186,6 +190,7 @@ def test_workload_page_has_schedule_code_script_and_one_curve_per_source(live: s
     assert httpx.get(f"{live}/-/msdb/nosuchdb/workload/{GMM}", timeout=30).status_code == 404
 
 
+@pytest.mark.slow
 def test_workload_page_and_canned_query_list_the_relatives_and_their_best_records(tmp_path: Path) -> None:
     """Workload families on the hub: the same matmul at three sizes is one family; each page lists the other two,
     linked, with the best record per target, and the `relatives` canned query answers what the
@@ -223,6 +228,7 @@ def test_workload_page_and_canned_query_list_the_relatives_and_their_best_record
     assert [r["record_id"] for r in cpu_only] == [expected[0].best[0].record_id]
 
 
+@pytest.mark.slow
 def test_live_database_takes_writes_while_served(tmp_path: Path) -> None:
     db = make_team_db(tmp_path / "growing.sqlite", teams=("team_a",))
     with running_hub(db, tmp_path / "serve.log") as base:
@@ -255,6 +261,7 @@ def test_continued_tuning_curves_equal_curves_computed_afresh(tmp_path: Path) ->
     assert [len(c.best_us) for c in fresh] == [64, 64]
 
 
+@pytest.mark.slow
 def test_published_hub_answers_pages_and_canned_queries(published: tuple[str, Path], team_db: Path) -> None:
     base, out = published
     for table in TABLES:
@@ -267,6 +274,7 @@ def test_published_hub_answers_pages_and_canned_queries(published: tuple[str, Pa
     assert manifest["sha256"] == hashlib.sha256((out / "snapshot.sqlite").read_bytes()).hexdigest()
 
 
+@pytest.mark.slow
 def test_published_hub_refuses_sql_and_writes(published: tuple[str, Path]) -> None:
     base, out = published
     snapshot = out / "snapshot.sqlite"
@@ -295,6 +303,7 @@ def test_published_hub_refuses_sql_and_writes(published: tuple[str, Path]) -> No
     assert hashlib.sha256(snapshot.read_bytes()).hexdigest() == digest
 
 
+@pytest.mark.slow
 def test_serve_refuses_what_is_not_an_msdb_database(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("hello")
     sqlite3.connect(tmp_path / "other.sqlite").execute("CREATE TABLE t (x)").connection.close()
@@ -309,6 +318,7 @@ def test_serve_refuses_what_is_not_an_msdb_database(tmp_path: Path) -> None:
         assert result.stderr.startswith("Error: ") and message in result.stderr, result.stderr
 
 
+@pytest.mark.slow
 def test_plain_datasette_picks_up_the_plugin_by_its_entry_point(team_db: Path) -> None:
     """`pip install msdb` registers the plugin with datasette itself: no `msdb serve` needed."""
     def get(path: str) -> str:

@@ -10,6 +10,7 @@ import json
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+import pytest
 
 from msdb.interop.tvm.grammar import LineParser
 from tests.cli.helpers import RECORD_FILE, TEAMS, WORKLOAD_FILE
@@ -70,6 +71,7 @@ def edited_lines(draw: st.DrawFn) -> str:
     return compact[:at] + draw(st.sampled_from(['"', "[", "]", ",", " ", "\\", "0", "Split", "\t"])) + compact[at + 1:]
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(edited_lines())
 def test_a_line_the_quick_path_accepts_gets_the_general_paths_row(line: str) -> None:

@@ -113,6 +113,7 @@ def _check(expr: E.PrimExpr, seed: int, bounded: bool, order: str) -> None:
             assert got == want, (show(expr), show(out), env)
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(index_exprs(VARS), st.integers(0, 10**6), st.booleans(), st.sampled_from(["canonical", "binding"]))
 def test_simplified_expressions_evaluate_like_the_original(expr, seed, bounded, order) -> None:
@@ -146,6 +147,7 @@ def linear_sums(draw: st.DrawFn, depth: int = 0) -> E.PrimExpr:
     return (E.Add if kind == "add" else E.Sub)(a, draw(linear_sums(depth + 1)))
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(linear_sums(), linear_sums(), st.booleans(), st.sampled_from(["canonical", "binding"]))
 def test_the_fast_path_for_linear_sums_gives_the_general_result(a, b, add, order) -> None:

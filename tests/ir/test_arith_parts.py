@@ -42,6 +42,7 @@ def _value(expr: E.PrimExpr, env: dict[E.Var, int]) -> int | None:
 # ---- keys ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(index_exprs(VARS), index_exprs(VARS))
 def test_expr_key_agrees_with_expr_equal_and_with_the_old_key_on_integers(a, b) -> None:
@@ -71,6 +72,7 @@ def test_floats_are_keyed_by_their_bits() -> None:
 # ---- intervals -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(index_exprs(VARS), st.integers(0, 10**6))
 def test_bounds_contain_every_value(expr, seed) -> None:
@@ -81,6 +83,7 @@ def test_bounds_contain_every_value(expr, seed) -> None:
             assert lo <= value <= hi
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(index_exprs(VARS, divisors=(1, 2, 3, 4, 8)))
 def test_numeric_range_is_at_least_as_tight_as_the_schedules_old_one(expr) -> None:
@@ -121,6 +124,7 @@ def affine_candidates(draw: st.DrawFn) -> E.PrimExpr:
     return expr
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(affine_candidates(), st.integers(0, 10**6))
 def test_affine_form_is_exact(expr, seed) -> None:
@@ -131,6 +135,7 @@ def test_affine_form_is_exact(expr, seed) -> None:
             assert _value(form.render(expr.dtype), env) == value
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(affine_candidates())
 def test_as_affine_agrees_with_the_schedules_old_reader(expr) -> None:
@@ -140,6 +145,7 @@ def test_as_affine_agrees_with_the_schedules_old_reader(expr) -> None:
         assert new.terms == old[0] and new.const == old[1]
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(affine_candidates())
 def test_affine_form_agrees_with_the_code_generators_old_reader(expr) -> None:
@@ -150,6 +156,7 @@ def test_affine_form_agrees_with_the_code_generators_old_reader(expr) -> None:
         {expr_key(t.expr if isinstance(t, Atom) else t): coef for t, coef in form.terms.items()}
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(affine_candidates(), st.sampled_from(VARS))
 def test_stride_of_matches_a_unit_step(expr, var) -> None:
@@ -164,6 +171,7 @@ def test_stride_of_matches_a_unit_step(expr, var) -> None:
         assert after - before == stride
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(index_exprs(VARS, divisors=(1, 2, 4)), st.integers(0, 10**6))
 def test_split_linear_takes_affine_forms_coefficients_and_keeps_the_rest(expr, seed) -> None:

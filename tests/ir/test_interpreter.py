@@ -675,6 +675,7 @@ def int_exprs(draw, leaves, dtype, depth=0):
     return getattr(E, kind)(a, b)
 
 
+@pytest.mark.slow
 @settings(max_examples=80, deadline=None, derandomize=True)
 @given(data=st.data(), dtype=st.sampled_from(["int8", "int32"]))
 def test_integer_expressions_match_python_reference(data, dtype):
@@ -866,6 +867,7 @@ def test_aliased_arguments_keep_sequential_semantics():
     run_both(f, y, z)
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, derandomize=True)
 @given(data=st.data(), dtype=st.sampled_from(["int8", "int32"]))
 def test_vectorized_integer_expressions_match_python_reference(data, dtype):

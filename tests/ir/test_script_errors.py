@@ -123,6 +123,7 @@ _TOKENS = ["T.", "(", ")", "[", "]", ",", ":", "0", "1.5", "-", "i", "vi", "A", 
            "{}", "T.Buffer", "T.grid(", "x.y", "A[:]", "A[::2]", "\n", "    ", "@", "yield", "*a"]
 
 
+@pytest.mark.slow
 def test_mutated_scripts_fail_only_with_script_errors() -> None:
     """Seeded random edits of real scripts: each either parses (and then round-trips) or raises
     ScriptError; nothing else escapes."""

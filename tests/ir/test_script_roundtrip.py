@@ -86,6 +86,7 @@ def one_block(value_fn, out_dtype: str = "float32", name: str = "B") -> PrimFunc
 # shipped scripts and zoo
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", ALL_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_data_files_roundtrip(path: Path) -> None:
     roundtrip(from_script(path.read_text(), str(path)))

@@ -33,6 +33,7 @@ def resnet18_graph() -> OpGraph:
     return from_onnx(zoo.resnet(18))
 
 
+@pytest.mark.slow
 def test_resnet18_tvm_mode_has_tvms_27_functions_and_call_counts(resnet18_graph):
     model = lower(resnet18_graph, "tvm")
     assert dict(model.call_counts()) == RESNET18_TVM
@@ -55,6 +56,7 @@ def test_resnet18_tvm_groups(resnet18_graph):
     assert [n.op for n in part.folded] == ["permute_dims"]
 
 
+@pytest.mark.slow
 def test_fused_function_blocks_are_named_as_fusetir_names_them(resnet18_graph):
     from msdb.ir import stmt as S
     from msdb.ir.functor import post_order_visit
@@ -69,6 +71,7 @@ def test_fused_function_blocks_are_named_as_fusetir_names_them(resnet18_graph):
                      "T_multiply", "T_reshape_3", "T_add_1", "T_multiply_1", "T_multiply_2", "compute1", "root"]
 
 
+@pytest.mark.slow
 def test_resnet34_shares_resnet18_layers():
     m18 = lower(from_onnx(zoo.resnet(18, image=32, width=4, num_classes=10)), "tvm")
     m34 = lower(from_onnx(zoo.resnet(34, image=32, width=4, num_classes=10)), "tvm")
@@ -141,6 +144,7 @@ def test_fold_mode_groups_conv_bias_residual_relu_with_the_conv_first():
     assert len(part.groups) == 24
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fuse", ["tvm", "fold", "packed", "winograd"])
 def test_small_resnet_runs_as_onnxruntime_in_every_mode(fuse):
     proto = zoo.resnet(18, image=16, width=4, num_classes=10)
@@ -191,6 +195,7 @@ def test_packed_mode_leaves_grouped_and_depthwise_convs_alone():
     np.testing.assert_allclose(run_model(model, feeds)[0], ort_run(proto, feeds)[0], rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_packed_conv_functions_fuse_their_epilogue_as_fold_does():
     fold = lower(from_onnx(zoo.resnet(18, image=32, width=16, num_classes=10)), "fold")
     packed = lower(from_onnx(zoo.resnet(18, image=32, width=16, num_classes=10)), "packed")
@@ -260,6 +265,7 @@ def test_winograd_mode_transforms_exactly_the_3x3_stride_1_convs_with_whole_tile
                for n, o in zip(packed.nodes, folded.nodes))  # the 1x1-output 3x3 convs
 
 
+@pytest.mark.slow
 def test_winograd_mode_computes_what_onnxruntime_computes():
     """The unscheduled functions (msdb's interpreter) of a small ResNet in winograd mode against
     onnxruntime: the transforms are exact up to float rounding."""

@@ -20,6 +20,7 @@ MODELS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fuse", ["tvm", "fold"])
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_zoo_model_matches_onnxruntime(name, fuse, check_against_ort):

@@ -214,6 +214,7 @@ def test_cache_stage_inside_a_cut_tile_is_predicated(primitive: str) -> None:
     _assert_same_results(mod, sch.mod)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("factor", [5, 7, 19])
 @pytest.mark.parametrize("primitive", ["cache_write", "cache_read"])
 @pytest.mark.parametrize("move", [None, "i0", "i1"])
@@ -883,6 +884,7 @@ def _check_random_trials(seeds: range, steps: int) -> None:
     assert skipped <= len(seeds) // 10, f"{skipped} of {len(seeds)} schedules too expensive to check"
 
 
+@pytest.mark.slow
 def test_random_schedules_keep_results() -> None:
     _check_random_trials(range(0, 100), steps=8)
 

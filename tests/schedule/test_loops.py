@@ -423,6 +423,7 @@ def _apply_program(sch: Schedule, steps: list[tuple]) -> int:
     return applied
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, derandomize=True)
 @given(loop_programs(), st.sampled_from(["batch", "chain", "k10"]))
 def test_random_loop_programs_keep_the_meaning(steps: list[tuple], which: str) -> None:

@@ -119,6 +119,7 @@ def test_the_fixture_workloads_are_the_zoo_workloads() -> None:
         assert structural_equal(fixture_records(team)[0][index], zoo.workload(name))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("label", RELATIVES)
 def test_a_record_refitted_to_a_relative_computes_the_relatives_numbers(label: str) -> None:
     team, index, name, params = RELATIVES[label]

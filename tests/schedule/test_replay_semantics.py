@@ -137,6 +137,7 @@ def _check_well_formed(folder: str, lines: list[int]) -> int:
     return checked
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder", REPLAY_DIRS)
 def test_replayed_modules_are_well_formed_sample(folder: str) -> None:
     assert _check_well_formed(folder, _sample_lines(folder)) == 2 * 3 * 2
@@ -214,11 +215,13 @@ def _best_cases() -> list[Any]:
     return cases
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("folder", "line"), _best_cases())
 def test_the_best_records_compute_the_workload(folder: str, line: int) -> None:
     _check_numbers(folder, line)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("folder", "workload_index"), sorted(QUICK))
 def test_the_best_records_without_postprocessing_compute_the_workload(folder: str, workload_index: int) -> None:
     for line in _best_lines(folder, workload_index, BEST_COUNT):

@@ -166,6 +166,7 @@ def _in_fresh_process(seed: int, hash_seed: str) -> dict:
     return json.loads(out.stdout)
 
 
+@pytest.mark.slow
 def test_same_seed_same_module_in_fresh_processes() -> None:
     first = _in_fresh_process(1234, "0")
     second = _in_fresh_process(1234, "4242")

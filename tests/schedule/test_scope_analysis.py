@@ -157,6 +157,7 @@ def scopes(draw: Any) -> S.Block:
     return S.Block((), (), (), "root", body)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(scopes())
 def test_the_analysis_gives_what_the_old_copies_gave(root: S.Block) -> None:

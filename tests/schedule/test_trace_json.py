@@ -117,6 +117,7 @@ json_values = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(json_values)
 def test_json_round_trip_property(value: object) -> None:
@@ -139,6 +140,7 @@ def _same(a: object, b: object) -> bool:
 # ---------------------------------------------------------------- fixtures round trip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", RECORD_FILES, ids=lambda p: p.relative_to(FIXTURES).as_posix())
 def test_every_record_trace_round_trips_byte_for_byte(path: Path) -> None:
     lines = record_lines(path)
@@ -156,6 +158,7 @@ def _traces(path: Path) -> list[Trace]:
     return [Trace.from_json(tvm_json.loads(line)[1][0]) for line in record_lines(path)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("generation", ["team_a_pre0.24", "team_a_pre0.17"])
 def test_legacy_traces_normalize_to_tvm_027(generation: str) -> None:
     legacy_path = FIXTURES / "tvm-legacy" / generation / "database_tuning_record.json"

@@ -38,6 +38,7 @@ def tvm_printing() -> dict:
 # ---------------------------------------------------------------- against TVM's prints
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("team", TEAMS)
 def test_every_fixture_trace_prints_like_tvm(team: str, tvm_traces: dict) -> None:
     expected = tvm_traces[team]

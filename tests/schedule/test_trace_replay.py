@@ -244,6 +244,7 @@ def _replay_and_check(folder: str, every: int) -> int:
     return checked
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder", REPLAY_DIRS)
 def test_fixture_traces_replay_on_their_workloads_sample(folder: str) -> None:
     assert _replay_and_check(folder, every=16) == 8
@@ -259,6 +260,7 @@ def _tvm_replays() -> list[Path]:
     return sorted((DERIVED / "replayed").glob("*.py"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", _tvm_replays(), ids=lambda p: p.stem)
 def test_replay_gives_the_module_tvm_gives(path: Path) -> None:
     _needs_primitives()

@@ -42,6 +42,7 @@ def _claim_rows(db: SQLiteDatabase) -> dict[str, tuple[str, float | None]]:
                 for row in conn.execute(select(c.module_key, c.owner, c.expires_at))}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["memory", "sql", "sql-portable", "union"])
 def test_a_claim_is_won_once_and_a_measured_one_stays(kind: str, shared_url: str,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:

@@ -69,6 +69,7 @@ def test_a_crashing_kernel_fails_and_the_batch_goes_on(builder) -> None:
     assert "crash" in crash.error_msg and "SIGSEGV" in crash.error_msg
 
 
+@pytest.mark.slow
 def test_a_hanging_kernel_times_out_and_the_batch_goes_on(builder) -> None:
     hang = _measure_batch(builder, hanging_module(), timeout_sec=2)
     assert hang.run_secs == [FAILED_RUN_SECS] and "timeout after 2s" in hang.error_msg

@@ -87,6 +87,7 @@ def test_reference_of_the_unscheduled_conv2d_matches_numpy(isa_target: Target) -
     np.testing.assert_allclose(actual[-1], expected, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("team,index,record", _cases(limit=2))
 def test_best_fixture_traces_compute_the_workload(team: str, index: int, record: list, isa_target: Target) -> None:
     _check(team, index, record, isa_target)

@@ -16,6 +16,7 @@ def test_every_zoo_workload_has_a_reduced_shape() -> None:
     assert sorted(SMALL_ZOO) == sorted(zoo.names())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", zoo.names())
 def test_zoo_workload_matches_the_interpreter(name: str, isa_target: Target) -> None:
     mod = zoo.build(name, *SMALL_ZOO[name])

@@ -53,6 +53,7 @@ def _records(db: Any) -> list[Any]:
     return list(db.get_all_tuning_records())  # failed ones included
 
 
+@pytest.mark.slow
 def test_tuning_on_the_cluster_commits_valid_records(client: Any) -> None:
     db = MemoryDatabase()
     with DaskBuilder(client) as builder, DaskRunner(client, number=2, min_repeat_ms=5, num_threads=1) as runner:
@@ -88,6 +89,7 @@ def _kill_a_worker_mid(client: Any, prefix: str) -> tuple[threading.Thread, list
     return killer, killed
 
 
+@pytest.mark.slow
 def test_separate_build_and_run_tasks(client: Any) -> None:
     """DaskBuilder's artifacts land in the tuner's folder and DaskRunner ships them back."""
     mod = zoo.build("GMM", 1, 16, 16, 16)
@@ -101,6 +103,7 @@ def test_separate_build_and_run_tasks(client: Any) -> None:
     assert "build failed" in (results[3].error_msg or "")
 
 
+@pytest.mark.slow
 def test_a_worker_killed_in_a_separate_run_task_fails_that_candidate(client: Any) -> None:
     mod = zoo.build("GMM", 1, 16, 16, 16)
     with DaskBuilder(client) as builder, DaskRunner(client, number=1, min_repeat_ms=1500, num_threads=1) as runner:
@@ -114,6 +117,7 @@ def test_a_worker_killed_in_a_separate_run_task_fails_that_candidate(client: Any
     client.wait_for_workers(2, timeout=180)  # the nanny brings the worker back for the next test
 
 
+@pytest.mark.slow
 def test_a_worker_killed_mid_measurement_is_a_failed_record(client: Any) -> None:
     killer, killed = _kill_a_worker_mid(client, "msdb-measure-")
     db = MemoryDatabase()
@@ -133,6 +137,7 @@ def test_a_worker_killed_mid_measurement_is_a_failed_record(client: Any) -> None
     client.wait_for_workers(2, timeout=180)  # the nanny brings the worker back for the next test
 
 
+@pytest.mark.slow
 def test_a_candidate_past_its_timeout_is_a_failed_result(client: Any) -> None:
     mod = zoo.build("GMM", 1, 16, 16, 16)
     with DaskBuilder(client) as builder, DaskRunner(client, timeout_sec=0.5, number=1, min_repeat_ms=1500,
@@ -204,6 +209,7 @@ def test_a_cluster_without_measuring_workers_is_refused() -> None:
             DaskRunner(c)
 
 
+@pytest.mark.slow
 def test_cli_tune_on_a_cluster(cluster: Any, tmp_path: pathlib.Path) -> None:
     workload = tmp_path / "small_gmm.py"
     workload.write_text(to_script(zoo.build("GMM", 1, 16, 16, 16)))
@@ -219,6 +225,7 @@ def test_cli_tune_on_a_cluster(cluster: Any, tmp_path: pathlib.Path) -> None:
     assert all(len(r.run_secs) == 1 for r in records)  # one workload: TVM's warm timing, one repeat
 
 
+@pytest.mark.slow
 def test_cli_tune_a_model_on_a_cluster_times_it_cold(cluster: Any, tmp_path: pathlib.Path) -> None:
     """A model's tasks on the cluster are timed as `tune_model` times them locally: ten single
     calls, caches flushed before each (`MODEL_TIMING`)."""

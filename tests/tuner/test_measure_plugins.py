@@ -101,6 +101,7 @@ def test_a_users_builder_runner_and_callback_in_a_real_search() -> None:
     assert not builder.closed  # the caller's builder is the caller's to close
 
 
+@pytest.mark.slow
 def test_a_list_without_add_to_database_commits_nothing() -> None:
     """As in TVM, a list of one's own replaces the default: without AddToDatabase no record."""
     db = MemoryDatabase()
@@ -111,6 +112,7 @@ def test_a_list_without_add_to_database_commits_nothing() -> None:
     assert db.get_all_tuning_records() == []
 
 
+@pytest.mark.slow
 def test_an_early_stop_callback_ends_the_task() -> None:
     db = MemoryDatabase()
     target = tuning_target(TARGET, 1)

@@ -4,6 +4,8 @@ tune --profile` prints the table. No timing is asserted but that sum, a ratio wi
 
 from __future__ import annotations
 
+import pytest
+
 import time
 from typing import Any
 
@@ -20,6 +22,7 @@ from msdb.tuner.tune import tune_tir
 TARGET = "llvm -num-cores=1"
 
 
+@pytest.mark.slow
 def test_the_phases_add_up_to_the_wall_time() -> None:
     db = MemoryDatabase()
     with LocalBuilder(max_workers=1) as builder, LocalRunner(number=1, min_repeat_ms=0) as runner:
@@ -61,6 +64,7 @@ def test_timeit_without_a_profiler_does_nothing() -> None:
     assert Profiler.current() is None
 
 
+@pytest.mark.slow
 def test_msdb_tune_profile_prints_the_table(tmp_path: Any) -> None:
     db = tmp_path / "t.sqlite"
     result = CliRunner().invoke(cli, ["tune", str(db), "--zoo", "GMM", "--target", TARGET, "--trials", "2",

@@ -182,6 +182,7 @@ def test_post_processing_tvms_candidates_gives_tvms_traces(name: str) -> None:
             f"{name} candidate {i}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", WORKLOADS)
 def test_sampled_candidates_replay_and_run_every_block_on_bound_threads(name: str) -> None:
     context, spaces = _spaces(name)

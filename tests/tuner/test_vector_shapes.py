@@ -73,6 +73,7 @@ REGRESSIONS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("c,hw,f,k,stride,pad,groups,epilogue", REGRESSIONS + _conv_cases(CONV_SEED, 16, packed=False))
 def test_random_convolutions_compute_what_numpy_computes(c: int, hw: int, f: int, k: int, stride: int, pad: int,
                                                          groups: int, epilogue: str, isa_target: Target) -> None:
@@ -82,6 +83,7 @@ def test_random_convolutions_compute_what_numpy_computes(c: int, hw: int, f: int
     np.testing.assert_allclose(run(func, inputs, isa_target), expected, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("c,hw,f,k,stride,pad,groups,epilogue", REGRESSIONS[1:] + _conv_cases(PACKED_SEED, 10, packed=True))
 def test_random_packed_convolutions_compute_what_numpy_computes(c: int, hw: int, f: int, k: int, stride: int, pad: int,
                                                                 groups: int, epilogue: str, isa_target: Target) -> None:
@@ -104,6 +106,7 @@ def test_random_max_pools_compute_what_numpy_computes(c: int, hw: int, k: int, s
     np.testing.assert_array_equal(run(max_pool_func(1, c, hw, k, stride, pad), [x], isa_target), expected)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("m,n,k,bias", _matmul_cases(MATMUL_SEED, 10))
 def test_random_matmuls_compute_what_numpy_computes(m: int, n: int, k: int, bias: bool, isa_target: Target) -> None:
     a, b = rand(m, k), rand(k, n)
@@ -113,6 +116,7 @@ def test_random_matmuls_compute_what_numpy_computes(m: int, n: int, k: int, bias
                                rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fuse", ["tvm", "fold", "packed", "winograd"])
 def test_a_stem_and_max_pool_match_onnxruntime_in_every_fuse_mode(fuse: str, isa_target: Target,
                                                                   tmp_path: Path) -> None:

@@ -140,6 +140,7 @@ def _db_with(path: Path, func_name: str, trace: Any, run_secs: list[float], targ
 # ---------------------------------------------------------------- tests
 
 
+@pytest.mark.slow
 def test_empty_database_compiles_with_default_schedules_and_matches_numpy(tmp_path: Path) -> None:
     model = tiny_resnet()
     db = SQLiteDatabase(tmp_path / "empty.sqlite")
@@ -152,11 +153,13 @@ def test_empty_database_compiles_with_default_schedules_and_matches_numpy(tmp_pa
     _check_numbers(compiled, model)
 
 
+@pytest.mark.slow
 def test_without_a_database_every_function_says_so() -> None:
     compiled = compile_model(tiny_resnet(), None)
     assert {e.reason for e in compiled.report} == {MissReason.NO_DATABASE}
 
 
+@pytest.mark.slow
 def test_tuned_record_hits_structurally_and_by_anchor_block(tuned_db: Path) -> None:
     model = tiny_resnet()
     compiled = compile_model(model, [str(tuned_db)])
@@ -171,6 +174,7 @@ def test_tuned_record_hits_structurally_and_by_anchor_block(tuned_db: Path) -> N
     _check_numbers(compiled, model)
 
 
+@pytest.mark.slow
 def test_the_package_is_callable_as_compile(tuned_db: Path) -> None:
     import msdb.tuner
 
@@ -178,6 +182,7 @@ def test_the_package_is_callable_as_compile(tuned_db: Path) -> None:
     assert [e.hit for e in compiled.report] == [False, True, True, False]
 
 
+@pytest.mark.slow
 def test_layers_first_with_a_record_wins(tuned_db: Path, tmp_path: Path) -> None:
     trace = _best_trace(tuned_db)
     slow = _db_with(tmp_path / "slow.sqlite", "fused_conv2d1_add1_relu1", trace, [5e-3])
@@ -195,6 +200,7 @@ def test_layers_first_with_a_record_wins(tuned_db: Path, tmp_path: Path) -> None
             db.close()
 
 
+@pytest.mark.slow
 def test_layers_given_as_locations_are_named_as_given(tuned_db: Path, tmp_path: Path) -> None:
     empty = tmp_path / "empty.sqlite"
     SQLiteDatabase(empty).close()
@@ -203,6 +209,7 @@ def test_layers_given_as_locations_are_named_as_given(tuned_db: Path, tmp_path: 
     assert json.loads(compiled.report_json())[1]["db"] == str(tuned_db)
 
 
+@pytest.mark.slow
 def test_a_structural_database_still_answers_by_anchor_block_from_memory(tuned_db: Path) -> None:
     """A memory database indexes workloads under its own equality: the anchor query scans it."""
     from msdb.database.memory import MemoryDatabase
@@ -214,6 +221,7 @@ def test_a_structural_database_still_answers_by_anchor_block_from_memory(tuned_d
     assert _entry(compiled, "fused_conv2d1_add1_add2_relu1").matched_by == "anchor-block"
 
 
+@pytest.mark.slow
 def test_miss_no_record_for_this_target_lists_the_targets(tuned_db: Path, tmp_path: Path) -> None:
     gpu = Target("cuda -arch=sm_80")
     db = _db_with(tmp_path / "gpu.sqlite", "fused_conv2d1_add1_relu1", _best_trace(tuned_db), [1e-5], gpu)
@@ -225,6 +233,7 @@ def test_miss_no_record_for_this_target_lists_the_targets(tuned_db: Path, tmp_pa
     assert entry.targets_with_records == [str(gpu)] and str(gpu) in entry.detail
 
 
+@pytest.mark.slow
 def test_miss_only_failed_records(tuned_db: Path, tmp_path: Path) -> None:
     db = _db_with(tmp_path / "failed.sqlite", "fused_conv2d1_add1_relu1", _best_trace(tuned_db), [1e10])
     try:
@@ -236,6 +245,7 @@ def test_miss_only_failed_records(tuned_db: Path, tmp_path: Path) -> None:
     assert _entry(compiled, "fused_conv2d1_add1_add2_relu1").reason == MissReason.ONLY_FAILED
 
 
+@pytest.mark.slow
 def test_miss_trace_does_not_apply_quotes_the_error(tmp_path: Path) -> None:
     """A trace tuned on a plain conv that only parallelizes it leaves the fused function's pad
     and relu blocks unscheduled: TVM's anchor-trace procedure refuses (TVM aborts the compile;
@@ -257,6 +267,7 @@ def test_miss_trace_does_not_apply_quotes_the_error(tmp_path: Path) -> None:
     _check_numbers(compiled, model)  # the default schedule took over
 
 
+@pytest.mark.slow
 def test_workload_known_without_records(tmp_path: Path) -> None:
     db = SQLiteDatabase(tmp_path / "known.sqlite")
     db.commit_workload(as_workload(_functions()["max_pool2d"]))
@@ -267,6 +278,7 @@ def test_workload_known_without_records(tmp_path: Path) -> None:
     assert entry.reason == MissReason.NO_RECORD_FOR_TARGET and "no target has a valid record" in entry.detail
 
 
+@pytest.mark.slow
 def test_report_json_has_the_documented_keys() -> None:
     compiled = compile_model(tiny_resnet(), None)
     rows = json.loads(compiled.report_json())
@@ -276,6 +288,7 @@ def test_report_json_has_the_documented_keys() -> None:
         assert isinstance(row["hit"], bool) and len(row["hash"]) == 16
 
 
+@pytest.mark.slow
 def test_run_checks_its_inputs() -> None:
     compiled = compile_model(tiny_resnet(), None)
     x = _input()
@@ -289,6 +302,7 @@ def test_run_checks_its_inputs() -> None:
         compiled.run([x])  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 def test_buffers_are_reused_and_outputs_are_fresh_arrays() -> None:
     model = tiny_resnet()
     compiled = compile_model(model, None)
@@ -302,6 +316,7 @@ def test_buffers_are_reused_and_outputs_are_fresh_arrays() -> None:
     assert len(timing.results) == 2 and all(t > 0 for t in timing.results)
 
 
+@pytest.mark.slow
 def test_profile_splits_a_run_by_function_and_leaves_the_outputs_right() -> None:
     """`profile` names every function once with its call count (the 8->8 conv twice), times
     them per run, slowest first, and a run after it still computes the model."""
@@ -325,6 +340,7 @@ def test_a_non_cpu_target_is_refused() -> None:
         compile_model(tiny_resnet(), None, "cuda -arch=sm_80")
 
 
+@pytest.mark.slow
 def test_kernels_built_in_worker_processes_compute_the_same(tuned_db: Path) -> None:
     model = tiny_resnet()
     compiled = compile_model(model, str(tuned_db), build_workers=2)
@@ -332,6 +348,7 @@ def test_kernels_built_in_worker_processes_compute_the_same(tuned_db: Path) -> N
     _check_numbers(compiled, model)
 
 
+@pytest.mark.slow
 def test_a_schedule_function_layer_answers_the_functions_it_accepts(tuned_db: Path) -> None:
     """TVM's ScheduleFnDatabase as the first layer: it schedules max_pool2d (by task name) and
     declines the rest, which fall through to the next layer."""

@@ -54,6 +54,7 @@ def test_small_resnet_with_an_empty_database_matches_onnxruntime(models: dict[in
     _check_against_onnxruntime(compiled, models[18], 32)
 
 
+@pytest.mark.slow
 def test_a_mobilenet_with_clip_bounds_compiles_and_matches_onnxruntime(tmp_path: Path) -> None:
     """ReLU6's Clip bounds reach the kernels as 0-d parameters (TVM's where(isnan(b), ...) folded
     to a scalar): they stay 0-d buffers (a 1-d copy was refused: "parameter 'stem.relu6.where'

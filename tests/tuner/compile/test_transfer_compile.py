@@ -35,6 +35,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[st
     return other, db, names
 
 
+@pytest.mark.slow
 def test_a_model_nobody_tuned_compiles_from_its_relatives_records(setup: tuple[Path, Path, list[str]]) -> None:
     model, db_path, tuned = setup
     db = SQLiteDatabase(db_path, read_only=True)
@@ -69,6 +70,7 @@ def test_a_model_nobody_tuned_compiles_from_its_relatives_records(setup: tuple[P
         compiled.close()
 
 
+@pytest.mark.slow
 def test_without_transfer_the_relatives_are_not_used(setup: tuple[Path, Path, list[str]]) -> None:
     model, db_path, _ = setup
     db = SQLiteDatabase(db_path, read_only=True)
@@ -84,6 +86,7 @@ def test_without_transfer_the_relatives_are_not_used(setup: tuple[Path, Path, li
         compiled.close()
 
 
+@pytest.mark.slow
 def test_transfer_trials_measure_commit_and_the_next_compile_hits_exactly(setup: tuple[Path, Path, list[str]],
                                                                           tmp_path: Path) -> None:
     """`transfer_trials=1`: per conv the nearest re-fitted candidate and the default schedule are
@@ -134,6 +137,7 @@ def test_transfer_trials_measure_commit_and_the_next_compile_hits_exactly(setup:
         second.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("trials", [-1, 1.5, True])
 def test_bad_transfer_trials_are_one_clear_error(setup: tuple[Path, Path, list[str]], trials: object) -> None:
     from msdb.errors import MsdbError
@@ -142,6 +146,7 @@ def test_bad_transfer_trials_are_one_clear_error(setup: tuple[Path, Path, list[s
         compile_model(setup[0], None, transfer_trials=trials)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 def test_transfer_trials_without_a_database_or_over_a_hub_are_one_clear_error(setup: tuple[Path, Path, list[str]]
                                                                              ) -> None:
     from msdb.errors import MsdbError
@@ -158,6 +163,7 @@ def test_transfer_trials_without_a_database_or_over_a_hub_are_one_clear_error(se
         read_only.close()
 
 
+@pytest.mark.slow
 def test_transfer_trials_open_a_database_given_by_path_for_writing(setup: tuple[Path, Path, list[str]],
                                                                    tmp_path: Path) -> None:
     """A first database given as a path (not an open `Database`) is opened writable when the

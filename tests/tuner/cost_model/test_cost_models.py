@@ -144,6 +144,7 @@ def test_xgb_is_deterministic_and_round_trips(tmp_path: Path) -> None:
     assert fresh.booster is None and fresh.data_size == 0
 
 
+@pytest.mark.slow
 def test_xgb_pretrains_from_records_of_the_target_kind() -> None:
     mod = gmm()
     pairs = [(fi, fj) for fi in TILES for fj in TILES]

@@ -32,6 +32,7 @@ def workloads() -> dict:
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("name", ["matmul", "softmax", "conv2d", "dense_int8"])
 def test_kernels_compile_for_arch(workloads: dict, name: str, arch: str) -> None:
@@ -47,6 +48,7 @@ def test_kernels_compile_for_arch(workloads: dict, name: str, arch: str) -> None
     assert json.loads(json.dumps(meta)) == meta
 
 
+@pytest.mark.slow
 def test_matmul_source_has_the_schedule(workloads: dict) -> None:
     src = cuda_source(workloads["matmul"], "cuda -arch=sm_90")
     assert 'extern "C" __global__ void __launch_bounds__(256) main_kernel(' in src
@@ -237,12 +239,14 @@ EMULATED = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not __import__("shutil").which("g++"), reason="the CPU emulation compiles with g++")
 @pytest.mark.parametrize("name", sorted(EMULATED))
 def test_generated_kernels_compute_the_workload(name: str) -> None:
     _emulated_matches_interpreter(EMULATED[name]())
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not __import__("shutil").which("g++"), reason="the CPU emulation compiles with g++")
 def test_two_kernels_share_a_workspace_correctly() -> None:
     sch = Schedule(zoo.build("matmul_relu", 32, 32, 32))
@@ -321,6 +325,7 @@ def main(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
 '''
 
 
+@pytest.mark.slow
 def test_barrier_between_write_and_read_of_other_threads() -> None:
     from msdb.ir.script import from_script
 

@@ -103,6 +103,7 @@ def _accepted(func: PrimFunc, seed: int = 0) -> tuple[list[Schedule], ReplayFail
     return accepted, failures
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n.startswith("conv2d") else n
                                   for n in sorted(WORKLOADS)])
 def test_legalized_workloads_give_candidates_that_compile_for_sm90(name: str) -> None:
@@ -137,6 +138,7 @@ def test_thread_loops_of_two_index_dtypes_share_one_hardware_index() -> None:
     assert [(k.grid, k.block) for k in lowered.kernels] == [((16, 1, 1), (16, 1, 1))]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not shutil.which("g++"), reason="the CPU emulation compiles with g++")
 def test_a_kernel_with_both_index_dtypes_on_threadIdx_computes_the_matmul() -> None:
     from tests.tuner.cuda.test_cuda_codegen import _emulated_matches_interpreter

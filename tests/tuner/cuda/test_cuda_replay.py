@@ -130,6 +130,7 @@ def test_the_dp4a_fixture_records_replay_fully_to_tvms_module() -> None:
         assert [m.source.buffer.scope for m in update.match_buffers] == ["shared", "shared", "local"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("item", [s for s in SHIPPED if s.workload == "softmax"], ids=lambda s: s.id)
 def test_the_softmax_schedules_compute_softmax(item: Shipped) -> None:
     """msdb's interpreter runs TVM's softmax schedules (cross-thread reductions into shared

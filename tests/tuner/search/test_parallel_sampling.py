@@ -42,6 +42,7 @@ def _sample(workers: int, monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], d
     return [json.dumps(sch.trace.as_json()) for sch in found], dict(search.failures)
 
 
+@pytest.mark.slow
 def test_forked_workers_find_the_samples_of_the_serial_loop(monkeypatch: pytest.MonkeyPatch) -> None:
     serial, serial_failures = _sample(1, monkeypatch)
     forked, forked_failures = _sample(3, monkeypatch)
@@ -51,6 +52,7 @@ def test_forked_workers_find_the_samples_of_the_serial_loop(monkeypatch: pytest.
     assert 0 < len(serial) < 96
 
 
+@pytest.mark.slow
 def test_a_search_whose_samples_survive_stays_in_one_process(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("sampling forked workers although most samples survive")
@@ -60,6 +62,7 @@ def test_a_search_whose_samples_survive_stays_in_one_process(monkeypatch: pytest
     assert len(search._sample_init_population(64)) >= 32
 
 
+@pytest.mark.slow
 def test_a_worker_that_dies_leaves_the_samples_to_the_parent(monkeypatch: pytest.MonkeyPatch) -> None:
     """A forked worker killed mid-round (out of memory, a signal) breaks the pool: the round is
     sampled in the tuning process instead, with the serial loop's samples."""

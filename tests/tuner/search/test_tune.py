@@ -35,6 +35,7 @@ def _traces(db: SQLiteDatabase) -> list[str]:
     return [r.storage_fields()[0] for r in db.get_all_tuning_records()]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["replay-trace", "evolutionary"])
 def test_every_measurement_is_a_record_that_replays_builds_and_computes(tmp_path: Path, strategy: str) -> None:
     db = SQLiteDatabase(tmp_path / "t.sqlite")
@@ -77,6 +78,7 @@ def test_a_resumed_run_measures_no_module_twice(tmp_path: Path) -> None:
     assert len(set(keys)) == len(keys)
 
 
+@pytest.mark.slow
 def test_the_same_seed_and_costs_give_the_same_candidates(tmp_path: Path) -> None:
     runs = []
     for name in ("a", "b"):

@@ -33,6 +33,7 @@ def ranking_model() -> XGBModel:
     return XGBModel(seed=0, num_warmup_samples=0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["replay-trace", "evolutionary"])
 @pytest.mark.parametrize("name", sorted(SMALL))
 def test_every_record_of_a_real_tuning_run_replays_builds_and_computes(name: str, strategy: str) -> None:
@@ -50,6 +51,7 @@ def test_every_record_of_a_real_tuning_run_replays_builds_and_computes(name: str
     assert len({str(r.trace.as_json()) for r in records}) == 6  # never the same candidate twice
 
 
+@pytest.mark.slow
 def test_the_same_seed_gives_the_same_candidates_with_the_default_space() -> None:
     def run(seed: int) -> list[str]:
         db = MemoryDatabase()
@@ -63,6 +65,7 @@ def test_the_same_seed_gives_the_same_candidates_with_the_default_space() -> Non
     assert run(6) != first
 
 
+@pytest.mark.slow
 def test_tuning_pretrains_the_cost_model_on_the_databases_records_of_other_workloads() -> None:
     from pathlib import Path
 
@@ -117,6 +120,7 @@ def test_a_users_mutator_and_postproc_plug_into_the_evolutionary_search() -> Non
     assert SwapFirstTile.calls > 0 and CountingPostproc.seen > 0
 
 
+@pytest.mark.slow
 def test_the_first_round_measures_the_default_schedule_so_tuning_never_loses_to_compile() -> None:
     """The evolutionary search measures msdb's default schedule (what `msdb compile` gives a
     function without a record) in its first round, once per database: its record is real, it
@@ -177,6 +181,7 @@ def test_a_default_schedule_that_breaks_does_not_end_the_tuning(monkeypatch: pyt
     assert "the default schedule failed; tuning goes on without it" in caplog.text
 
 
+@pytest.mark.slow
 def test_a_task_nobody_tuned_starts_from_its_relatives_records() -> None:
     """The warm start from relatives: a C2D at another resolution and batch size, with no record of its
     own, measures its relatives' best records re-fitted to it in its first round (real builds

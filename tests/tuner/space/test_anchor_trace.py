@@ -76,6 +76,7 @@ def loops_of(mod: IRModule, block: str) -> list[S.For]:
     return [sch.get(rv) for rv in sch.get_loops(sch.get_block(block))]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("seed", [0, 1])
 def test_a_sampled_trace_schedules_the_other_fusion_and_keeps_its_numbers(case: str, seed: int) -> None:

@@ -74,6 +74,7 @@ def with_epilogue(inputs: list[np.ndarray], expected: np.ndarray, epilogue: str)
     return inputs, expected
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("c,hw,f,k,stride,pad,groups,epilogue", [
     (8, 12, 16, 3, 1, 1, 1, ""),        # 3x3 conv, a 12-wide row (masked 12-lane vector)
     (8, 16, 16, 3, 1, 1, 1, "bu"),      # conv + bias + relu (epilogue under the tile)
@@ -135,6 +136,7 @@ def test_a_packed_conv_vectorizes_output_channels_with_its_epilogue_under_the_ti
         assert len(sch.get_loops(sch.get_block(name))) > 4
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("c,hw,f,m,epilogue,cores", [
     (16, 24, 16, "4", "bu", 1),    # 36 tiles, 16 channels: the tile row outside, data_pack under it
     (16, 8, 32, "4", "bru", 1),    # 4 tiles, 32 channels: the channel block outside, data_pack first

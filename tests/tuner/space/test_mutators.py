@@ -87,6 +87,7 @@ def test_create_llvm_gives_tvms_cpu_mutators_and_probabilities() -> None:
 # ---------------------------------------------------------------- on TVM's traces
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("team", TEAMS)
 def test_tile_size_mutations_of_tvms_traces(team: str) -> None:
     for n, record in enumerate(fixture_records(team)[::4]):
@@ -114,6 +115,7 @@ def test_unroll_mutations_of_tvms_traces(team: str) -> None:
         replays(record.workload.mod, new)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("team", TEAMS)
 def test_compute_location_mutations_of_tvms_traces(team: str) -> None:
     mutated = 0

@@ -57,6 +57,7 @@ def hinted(mod: IRModule, **hints: int) -> Schedule:
 # ---------------------------------------------------------------- parity with TVM 0.27
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("team", TEAMS)
 def test_every_fixture_record_postprocesses_exactly_as_tvm_did(team: str) -> None:
     records = JSONDatabase(work_dir=FIXTURES / team, allow_missing=False).get_all_tuning_records()
