@@ -86,3 +86,22 @@ def block_names(func: Any) -> list[str]:
 
     walk(func.body)
     return found[1:]
+
+
+def tvm_legalized_script(builder: Any) -> str:
+    """The one PrimFunc real TVM 0.27 legalizes a Relax block builder's function into (with
+    its op pattern annotated), as TVMScript: what msdb's legalization is compared with."""
+    import tvm
+    from tvm import relax
+
+    mod = relax.transform.AnnotateTIROpPattern()(relax.transform.LegalizeOps()(builder.get()))
+    funcs = [f for f in mod.functions.values() if isinstance(f, tvm.tirx.PrimFunc)]
+    assert len(funcs) == 1, [gv.name_hint for gv in mod.functions]
+    return funcs[0].script()
+
+
+def int64_shape(shape: tuple[int, ...]) -> tuple[Any, ...]:
+    """A shape as int64 constants, as TVM's Relax shapes are."""
+    from msdb.ir import expr as E
+
+    return tuple(E.make_const(d, "int64") for d in shape)

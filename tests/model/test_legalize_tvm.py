@@ -11,11 +11,10 @@ import numpy as np
 import pytest
 
 from msdb.hashing import structural_hash
-from msdb.ir import expr as E
 from msdb.ir import from_script, te
 from msdb.ir.function import IRModule, PrimFunc
 from msdb.model.legalize import legalize_op, op_pattern, tir_op_pattern
-from tests.model.conftest import block_names
+from tests.model.conftest import block_names, int64_shape, tvm_legalized_script
 
 pytestmark = pytest.mark.tvm
 
@@ -129,16 +128,13 @@ def _tvm_primfunc(op: str, shapes: list[tuple[int, ...]], relax_call: Any, scala
                 out = bb.emit(relax_call(R, *args))
             gv = bb.emit_output(out)
         bb.emit_func_output(gv)
-    mod = relax.transform.AnnotateTIROpPattern()(relax.transform.LegalizeOps()(bb.get()))
-    funcs = [f for f in mod.functions.values() if isinstance(f, tvm.tirx.PrimFunc)]
-    assert len(funcs) == 1, [gv.name_hint for gv in mod.functions]
-    return funcs[0].script()
+    return tvm_legalized_script(bb)
 
 
 def _msdb_primfunc(op: str, shapes: list[tuple[int, ...]], attrs: dict[str, Any], constants: dict[str, np.ndarray],
                    scalars: dict[int, float], pattern: bool) -> PrimFunc:
     names = ["x", "g", "b", "m", "v"] if op == "nn.batch_norm" else list(NAMES[: len(shapes)])
-    holders = [te.placeholder(_i64(s), F, n) for n, s in zip(names, shapes)]
+    holders = [te.placeholder(int64_shape(s), F, n) for n, s in zip(names, shapes)]
     operands: list[Any] = list(holders)
     for position, value in sorted(scalars.items()):
         operands.insert(position, value)
@@ -148,10 +144,6 @@ def _msdb_primfunc(op: str, shapes: list[tuple[int, ...]], attrs: dict[str, Any]
     if pattern:
         func = func.with_attrs(op_pattern=int(tir_op_pattern(func)))
     return func
-
-
-def _i64(shape: tuple[int, ...]) -> tuple[Any, ...]:
-    return tuple(E.make_const(d, "int64") for d in shape)
 
 
 @pytest.mark.parametrize("op,shapes,attrs,relax_call,constants,scalars", CASES)
@@ -266,7 +258,7 @@ def test_fused_functions_match_tvm_fusetir(case):
     inputs, relax_body, stages_of = FUSED[case]
     name, script = _tvm_fused(inputs, relax_body)
     theirs = IRModule.coerce(from_script(script)).main
-    holders = {n: te.placeholder(_i64(s), F, n) for n, s in inputs.items()}
+    holders = {n: te.placeholder(int64_shape(s), F, n) for n, s in inputs.items()}
     stages = stages_of(holders)
     param_names = [buf.name for buf in theirs.buffers][:-1]
     ours = te.create_fused_prim_func([holders[n] for n in param_names] + [stages[-1][0]], stages)

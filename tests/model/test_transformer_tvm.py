@@ -10,11 +10,10 @@ import numpy as np
 import pytest
 
 from msdb.hashing import structural_hash
-from msdb.ir import expr as E
 from msdb.ir import from_script, te
 from msdb.ir.function import IRModule
 from msdb.model.legalize import legalize_op, tir_op_pattern
-from tests.model.conftest import block_names
+from tests.model.conftest import block_names, int64_shape, tvm_legalized_script
 
 pytestmark = pytest.mark.tvm
 
@@ -90,14 +89,7 @@ def _tvm_primfunc(inputs: list[tuple[tuple[int, ...], str]], relax_call: Any, op
                 out = bb.emit(relax_call(R, *args))
             gv = bb.emit_output(out)
         bb.emit_func_output(gv)
-    mod = relax.transform.AnnotateTIROpPattern()(relax.transform.LegalizeOps()(bb.get()))
-    funcs = [f for f in mod.functions.values() if isinstance(f, tvm.tirx.PrimFunc)]
-    assert len(funcs) == 1
-    return funcs[0].script()
-
-
-def _i64(shape: tuple[int, ...]) -> tuple[Any, ...]:
-    return tuple(E.make_const(d, "int64") for d in shape)
+    return tvm_legalized_script(bb)
 
 
 # A 0-d output gets a dummy `vi` iter var in TVM's create_prim_func and none in msdb's. Such a
@@ -111,7 +103,7 @@ def test_new_op_legalizes_as_tvm(case):
     op, inputs, attrs, relax_call, consts = OPS[case]
     script = _tvm_primfunc(inputs, relax_call, op, consts)
     theirs = IRModule.coerce(from_script(script)).main
-    holders = [te.placeholder(_i64(s), d, f"x{i}") for i, (s, d) in enumerate(inputs)]
+    holders = [te.placeholder(int64_shape(s), d, f"x{i}") for i, (s, d) in enumerate(inputs)]
     operands: list[Any] = list(holders)
     constants = {}
     for pos, value in consts.items():
