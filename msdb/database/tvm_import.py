@@ -194,7 +194,8 @@ def import_tvm(db: SQLiteDatabase, paths: Sequence[str | Path], *, skip_bad: boo
         with db.write_transaction(records=total) as conn:
             writer = ImportWriter(db, conn, summary, user=user, host=host, model=model)
             replay = ReplayCheck(writer) if verify else None
-            plan = read_import(paths, sink=replay or writer, opaque=opaque, progress=progress, workers=workers,
+            sink: RecordSink = writer if replay is None else replay
+            plan = read_import(paths, sink=sink, opaque=opaque, progress=progress, workers=workers,
                                unknown_kinds=unknown_kinds, phase="importing")
             failures = replay.failures if replay is not None else []
             _refuse_bad(plan.bad_lines, failures, resolved, skip_bad)
