@@ -24,9 +24,9 @@ if TYPE_CHECKING:
     from msdb.database.base import Database
     from msdb.records.record import TuningRecord
     from msdb.records.workload import Workload
-    from msdb.tuner.measure.builder import Builder, BuilderResult
+    from msdb.tuner.measure.builder import Builder
     from msdb.tuner.measure.callback import MeasureCallback, RecordSink
-    from msdb.tuner.measure.runner import Runner, RunnerResult
+    from msdb.tuner.measure.runner import Runner
 
     #: what `measure_callbacks=` takes: None (TVM's default list), a kind name, one callback or a list
     MeasureCallbacks = Sequence[MeasureCallback] | MeasureCallback | str | None
@@ -329,23 +329,6 @@ def _pretrain(model: Any, database: Database, target: Target | None) -> None:
     if records:
         added = learn(records, target, max_per_workload=per_workload)
         logger.info("cost model pretrained on %d stored records of %s targets", added, target.kind)
-
-
-def run_built(runner: Runner, built: Sequence[BuilderResult], args_infos: Sequence[Any]) -> list[RunnerResult]:
-    """Run each built artifact in turn on a CPU runner and delete it; an artifact that did not
-    build is a failed result saying why (the builder's error), never a crash."""
-    from msdb.tuner.measure.callback import remove_artifact
-    from msdb.tuner.measure.runner import RunnerInput, RunnerResult
-
-    results = []
-    for build, args_info in zip(built, args_infos):
-        if build.artifact_path is None:
-            results.append(RunnerResult(None, f"build failed: {build.error_msg}"))
-            continue
-        (future,) = runner.run([RunnerInput(build.artifact_path, "cpu", args_info)])
-        results.append(future.result())
-        remove_artifact(build.artifact_path)
-    return results
 
 
 def _task_result(task: TaskRecord, database: Database, sink: RecordSink, check_best: bool) -> TaskResult:

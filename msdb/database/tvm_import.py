@@ -30,7 +30,7 @@ from msdb.database.rows import (
 from msdb.errors import MsdbError
 from msdb.interop.progress import ProgressFn
 from msdb.interop.tvm.import_data import Discard, ImportAborted, ImportSummary, ParsedWorkDir, RecordRow, RecordSink
-from msdb.interop.tvm.import_reader import expected_records, in_file_order, read_import
+from msdb.interop.tvm.import_reader import expected_records, in_file_order, read_pairs
 from msdb.interop.tvm.replay_check import ReplayCheck
 from msdb.interop.tvm.workdir import BadLine, resolve_import_paths
 
@@ -195,8 +195,8 @@ def import_tvm(db: SQLiteDatabase, paths: Sequence[str | Path], *, skip_bad: boo
             writer = ImportWriter(db, conn, summary, user=user, host=host, model=model)
             replay = ReplayCheck(writer) if verify else None
             sink: RecordSink = writer if replay is None else replay
-            plan = read_import(paths, sink=sink, opaque=opaque, progress=progress, workers=workers,
-                               unknown_kinds=unknown_kinds, phase="importing")
+            plan = read_pairs(resolved, total, sink=sink, opaque=opaque, progress=progress, workers=workers,
+                              unknown_kinds=unknown_kinds, phase="importing")
             failures = replay.failures if replay is not None else []
             _refuse_bad(plan.bad_lines, failures, resolved, skip_bad)
             summary.bad_lines = plan.bad_lines
@@ -214,10 +214,11 @@ def check_import(paths: Sequence[str | Path], *, skip_bad: bool = False, opaque:
     """A reading pass that writes nothing and keeps nothing: raises `ImportAborted` when
     `import_tvm` with the same options would (bad lines, and with `verify` replay failures)."""
     resolved = resolve_import_paths(paths)
-    sink: RecordSink = ReplayCheck(None) if verify else Discard()
-    plan = read_import(paths, sink=sink, opaque=opaque, progress=progress, unknown_kinds=unknown_kinds,
-                       phase="checking")
-    _refuse_bad(plan.bad_lines, sink.failures if isinstance(sink, ReplayCheck) else [], resolved, skip_bad)
+    replay = ReplayCheck(None) if verify else None
+    sink: RecordSink = Discard() if replay is None else replay
+    plan = read_pairs(resolved, expected_records(resolved), sink=sink, opaque=opaque, progress=progress,
+                      unknown_kinds=unknown_kinds, phase="checking")
+    _refuse_bad(plan.bad_lines, [] if replay is None else replay.failures, resolved, skip_bad)
 
 
 def _refuse_bad(bad: list[BadLine], failures: list[BadLine], resolved: list[tuple[Path, Path]],

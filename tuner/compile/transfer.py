@@ -108,24 +108,27 @@ def measure_transfer(name: str, func: PrimFunc, workload: Workload, target: Targ
     under its own `transfer` source naming the record it came from ("default schedule" for the
     default), so the next compile hits exactly. Returns the chosen module, the transfer
     provenance when a transferred candidate won (else None), and a line on what was measured."""
-    from msdb.records.ranking import FAILED_RUN_SECS
     from msdb.records.record import ArgInfo, TuningRecord
     from msdb.tuner.space.default_schedule import default_schedule
     from msdb.tuner.measure.builder import BuilderInput
-    from msdb.tuner.tune import run_built
+    from msdb.tuner.measure.callback import remove_artifact
 
     candidates: list[tuple[str, Schedule, TransferredRecord | None]] = [
         (f"transferred from {record.transfer.workload.shash}", sch, record)
         for record, sch in list(zip(answer.records, answer.schedules))[:trials]]
     candidates.append(("default schedule", default_schedule(func, target), None))
-    built = builder.build([BuilderInput(sch.mod, target) for _, sch, _ in candidates])
     args_info = ArgInfo.from_prim_func(workload.mod)
-    results = run_built(runner, built, [args_info] * len(built))
+    built, futures = runner.build_and_run(builder, [BuilderInput(sch.mod, target) for _, sch, _ in candidates],
+                                          [args_info] * len(candidates))
+    results = [future.result() for future in futures]
+    for build in built:
+        if build.artifact_path is not None:
+            remove_artifact(build.artifact_path)
     stored = database.commit_workload(workload)
     add_source = getattr(database, "add_source", None)
     timed: list[tuple[float, int]] = []
     for index, ((label, sch, origin), result) in enumerate(zip(candidates, results)):
-        run_secs = list(result.run_secs) if result.error_msg is None and result.run_secs else [FAILED_RUN_SECS]
+        run_secs = result.recorded_run_secs
         record = TuningRecord(sch.trace, stored, run_secs, target, args_info)
         if add_source is None:  # a view without a source table (memory, JSON): the record alone
             database.commit_tuning_record(record)

@@ -165,10 +165,10 @@ class RecordSink:
         return any(c is candidate for _, c, _ in self.in_flight)
 
     def commit(self, task: TuneContext, candidate: MeasureCandidate, result: RunnerResult) -> None:
-        from msdb.records.ranking import FAILED_RUN_SECS, ran
+        from msdb.records.ranking import ran
         from msdb.records.record import TuningRecord
 
-        run_secs = list(result.run_secs) if result.error_msg is None and result.run_secs else [FAILED_RUN_SECS]
+        run_secs = result.recorded_run_secs
         record = TuningRecord(candidate.sch.trace, self.workload(task), run_secs, task.target, candidate.args_info)
         with Profiler.timeit("database"):
             add_source: Any = getattr(self.database, "add_source", None)

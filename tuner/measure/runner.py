@@ -64,6 +64,12 @@ class RunnerResult:
     def ok(self) -> bool:
         return self.error_msg is None
 
+    @property
+    def recorded_run_secs(self) -> list[float]:
+        """The run_secs a tuning record of this result stores: the measured ones, or TVM's
+        failure mark [1e10] for a failed build or run (as TVM records failures)."""
+        return list(self.run_secs) if self.error_msg is None and self.run_secs else [FAILED_RUN_SECS]
+
 
 class RunnerFuture(abc.ABC):
     """TVM's RunnerFuture: one candidate's measurement, `result()` when it is there."""

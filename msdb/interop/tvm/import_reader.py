@@ -33,7 +33,7 @@ from msdb.lifeline import close_write_end, ignore_sigint, lifeline_fds, sigint_b
 if TYPE_CHECKING:
     from msdb.records import Target
 
-__all__ = ["ImportWorkerError", "WorkDirReader", "read_import", "expected_records", "in_file_order", "estimated_lines"]
+__all__ = ["ImportWorkerError", "WorkDirReader", "read_import", "read_pairs", "expected_records", "in_file_order", "estimated_lines"]
 
 
 class ImportWorkerError(MsdbError):
@@ -54,14 +54,22 @@ def read_import(paths: Sequence[str | Path], *, sink: RecordSink | None = None, 
     for files of more than 4,000 lines; 1: none); the result does not depend on it.
     `unknown_kinds`: keep trace instructions of kinds TVM does not have instead of refusing
     their lines. `phase` names the progress reports. Bad lines come in file order."""
-    resolved = resolve_import_paths(paths)
-    reader = WorkDirReader(opaque=opaque, progress=progress, total=expected_records(resolved), workers=workers,
-                           unknown_kinds=unknown_kinds)
+    pairs = resolve_import_paths(paths)
+    return read_pairs(pairs, expected_records(pairs), sink=sink, opaque=opaque, progress=progress, workers=workers,
+                      unknown_kinds=unknown_kinds, phase=phase)
+
+
+def read_pairs(pairs: list[tuple[Path, Path]], total: int, *, sink: RecordSink | None = None, opaque: bool = False,
+               progress: ProgressFn | None = None, workers: int | None = None, unknown_kinds: bool = False,
+               phase: str = "reading") -> ImportPlan:
+    """`read_import` of work_dirs already resolved into (workload file, record file) pairs,
+    `total` their `expected_records` (for a caller that needs both before reading)."""
+    reader = WorkDirReader(opaque=opaque, progress=progress, total=total, workers=workers, unknown_kinds=unknown_kinds)
     reader.phase = phase
-    workdirs = [reader.read(workload, record, sink) for workload, record in resolved]
+    workdirs = [reader.read(workload, record, sink) for workload, record in pairs]
     if progress is not None:
         progress(reader.phase, reader.total, reader.total)
-    return ImportPlan(workdirs, reader.targets, in_file_order(reader.bad, resolved))
+    return ImportPlan(workdirs, reader.targets, in_file_order(reader.bad, pairs))
 
 
 def expected_records(pairs: list[tuple[Path, Path]]) -> int:
