@@ -90,7 +90,10 @@ class _TuneProgress:
 @click.option("--per-iter", type=click.IntRange(min=1), default=64, show_default=True, help="Measurements per search round.")
 @click.option("--strategy", type=click.Choice(["evolutionary", "replay-trace", "replay-func"]), default="evolutionary",
               show_default=True)
-@click.option("--cost-model", type=click.Choice(["xgb", "random"]), default="xgb", show_default=True)
+@click.option("--cost-model", metavar="KIND|FILE", default="xgb", show_default=True,
+              help="xgb (TVM's default), mlp (pip install -e '.[mlp]'), random, none (no model: candidates drawn at "
+                   "random from the evolved population), or a model file from `msdb train-cost-model` or `msdb pull` "
+                   "(refused when trained for another target kind or feature layout).")
 @click.option("--seed", type=int, default=None, help="Seed of every random choice (default: from the clock).")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Build processes (default: the cores, at most 4).")
 @click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True, help="Threads a kernel may use.")
@@ -164,6 +167,11 @@ def tune_command(db: str, script: str | None, zoo_name: str | None, target: Targ
         if module_equality != "structural":
             raise OptionError("--module-equality applies to a MODEL's tasks, not to one workload")
         name, mod = load_workload(script, zoo_name)
+    from msdb.tuner.tune import cost_model_of, tuning_target
+
+    # before anything is opened: an unknown kind, or a file that is not a model or was trained
+    # for another target kind, is one error line and DB is not created
+    chosen_model = cost_model_of(cost_model, seed=seed, num_threads=threads, target=tuning_target(target, threads))
     runner: Any = None
     if cluster is None and target is not None and target.kind == "cuda":
         runner = _cuda_runner(target)
@@ -181,7 +189,7 @@ def tune_command(db: str, script: str | None, zoo_name: str | None, target: Targ
             with profiler:
                 result = _tune(model, mod if model is None else None, target, database, trials, per_iter,
                                max_trials_per_task=max_trials_per_task, module_equality=module_equality,
-                               strategy=strategy, cost_model=cost_model, seed=seed, name=name if model is None else "",
+                               strategy=strategy, cost_model=chosen_model, seed=seed, name=name if model is None else "",
                                threads=threads, builder=builder, runner=runner, on_round=progress)
         finally:
             progress.close()
@@ -208,7 +216,7 @@ def tune_command(db: str, script: str | None, zoo_name: str | None, target: Targ
 
 
 def _tune(model: Model | None, mod: IRModule | None, target: Target | None, database: Any, trials: int, per_iter: int,
-          *, max_trials_per_task: int | None, module_equality: str, strategy: str, cost_model: str, seed: int | None,
+          *, max_trials_per_task: int | None, module_equality: str, strategy: str, cost_model: Any, seed: int | None,
           name: str, threads: int, builder: Any, runner: Any, on_round: Any) -> Any:
     """One tuning run: a model's tasks (`tune_model`) or one workload (`tune_tir`)."""
     from msdb.tuner.tune import tune_tir

@@ -21,9 +21,11 @@ import click
 from msdb import __version__
 from msdb.cli.commands_browse import ls_command, show_command
 from msdb.cli.commands_compile import compile_command
+from msdb.cli.commands_cost_model import train_cost_model_command
 from msdb.cli.commands_hub import serve_command
 from msdb.cli.commands_interop import export_command, import_command, merge_command
 from msdb.cli.commands_maintain import migrate_command, prune_command, verify_command
+from msdb.cli.commands_sample import sample_command
 from msdb.cli.commands_share import publish_command, pull_command
 from msdb.cli.commands_tune import plot_command, tune_command
 from msdb.errors import MsdbError
@@ -109,7 +111,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
 for _command in (import_command, merge_command, export_command, ls_command, show_command, verify_command,
                  prune_command, migrate_command, tune_command, plot_command, publish_command, pull_command,
-                 serve_command, compile_command):
+                 serve_command, compile_command, train_cost_model_command, sample_command):
     cli.add_command(_command)
 
 

@@ -189,7 +189,7 @@ def tune_tasks(tasks: Sequence[TuneContext], task_weights: Sequence[float], data
         if task.mod is None or task.target is None:
             raise ValueError(f"task {task.task_name!r} needs a module and a target")
     threads = max((t.num_threads for t in tasks), default=1)
-    model = _cost_model(cost_model, seed, threads)
+    model = cost_model_of(cost_model, seed=seed, num_threads=threads, target=tasks[0].target if tasks else None)
     if pretrain and tasks:
         _pretrain(model, database, tasks[0].target)
     scheduler = task_scheduler if isinstance(task_scheduler, TaskScheduler) else \
@@ -292,12 +292,19 @@ def make_context(mod: IRModule | PrimFunc, target: Target, space: Any, strategy:
                        num_threads=num_threads)
 
 
-def _cost_model(cost_model: Any, seed: int | None, num_threads: int) -> Any:
-    if cost_model is None or not isinstance(cost_model, str):
+def cost_model_of(cost_model: Any, *, seed: int | None, num_threads: int, target: Target | None) -> Any:
+    """The search's model: a `CostModel` (or None) as given, a kind by name (`CostModel.create`),
+    or a trained model's file (`saved.load_cost_model`, refused when it was trained for other
+    features or another target kind than `target`)."""
+    if cost_model is None or not isinstance(cost_model, (str, os.PathLike)):
         return cost_model
-    from msdb.tuner.cost_model.base import CostModel
+    from msdb.tuner.cost_model.base import KINDS, CostModel
+    from msdb.tuner.cost_model.saved import load_cost_model
 
-    return CostModel.create(cost_model, seed=seed or 0, num_threads=num_threads)
+    name = os.fspath(cost_model)
+    if name in KINDS or not (os.path.exists(name) or os.sep in name or "." in name):
+        return CostModel.create(name, seed=seed or 0, num_threads=num_threads)
+    return load_cost_model(cost_model, target=target, seed=seed or 0, num_threads=num_threads)
 
 
 #: Pretraining reads at most this many stored records in all, spread over the workloads (at most

@@ -3,8 +3,8 @@ and pull from, on datasette.
 
 - `serve`: `msdb serve` (datasette with msdb's metadata, canned queries and plugin);
 - `metadata`, `canned`, `plugin`: what datasette shows and how;
-- `publish`: a read-only, provenance-free snapshot with a manifest;
-- `pull`: incremental, resumable sync from a hub's JSON API into a local database;
+- `publish`: a read-only, provenance-free snapshot with a manifest (and pretrained cost models);
+- `pull`: incremental, resumable sync from a hub's JSON API into a local database (and its models);
 - `remote`: `RemoteDatabase`, a read-only `Database` view of a hub.
 
 Names load on first use (`import msdb.hub` does not import datasette). The commands' functions

@@ -12,7 +12,8 @@ a hub trickling a byte a second is cut there, not only one that stops), a body i
 chunks up to `MAX_RESPONSE_BYTES` (a bigger `Content-Length` is refused before reading, an
 endless body is cut at the limit), and `all_rows` follows a table's pages only while its ids
 advance, up to `MAX_TABLE_ROWS` rows. So what a pull holds is bounded by one response, whatever
-the hub sends.
+the hub sends. A file a manifest names (a cost model) is streamed to disk by `download`,
+up to the size the manifest gives and at most `MAX_MODEL_BYTES`.
 """
 
 from __future__ import annotations
@@ -28,17 +29,21 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from msdb.errors import MsdbError
 
-__all__ = ["HubError", "HubClient", "TIMEOUT_S", "normalize_url", "parse_time"]
+__all__ = ["HubError", "HubClient", "TIMEOUT_S", "MAX_MODEL_BYTES", "normalize_url", "parse_time"]
 
 #: Seconds one HTTP request to a hub may take, all of it (connect, headers, body).
 TIMEOUT_S = 30.0
 #: The largest response body read from a hub, in bytes: a page of 1,000 records of big traces,
 #: or 200 workloads with their scripts, blobs and payloads, is a few tens of MB.
 MAX_RESPONSE_BYTES = 256 << 20
+#: The largest cost model file a hub may ship with a snapshot (`msdb publish --cost-model`) and a
+#: pull fetches (`HubClient.download`, streamed to disk): an XGBoost model keeps the feature rows
+#: of every record it learned from, about 7 KB each, so this is some 150,000 records.
+MAX_MODEL_BYTES = 1 << 30
 #: The most rows `HubClient.all_rows` gathers from one table (its targets, tasks, models).
 MAX_TABLE_ROWS = 1_000_000
 _CHUNK_BYTES = 1 << 16
@@ -91,15 +96,49 @@ class HubClient:
         docstring), or raises `HubError`."""
         query = urllib.parse.urlencode(list(params))
         address = self.url + path.lstrip("/") + (f"?{query}" if query else "")
-        request = urllib.request.Request(address, headers={"Accept": "application/json"})
+        too_big = HubError(f"hub {self.url}: {address} answered more than {self.max_bytes:,} bytes; msdb reads at "
+                           f"most that much per request (is this an msdb hub?)")
+        body = bytearray()
+        content_type = self._get(address, "application/json", body.extend, self.max_bytes, too_big)
+        if "json" not in content_type.lower():
+            kind = content_type.split(";")[0] or "no content type"
+            raise HubError(f"hub {self.url}: {address} answered {kind}, not JSON; is this the base URL of a "
+                           f"datasette hub (msdb serve / msdb publish)?")
+        try:
+            return json.loads(bytes(body))
+        except ValueError as exc:
+            raise HubError(f"hub {self.url}: {address} answered malformed JSON ({exc})") from None
+
+    def download(self, path: str, sink: Callable[[bytes], object], max_bytes: int) -> int:
+        """GET the file at `path` (relative to the base URL), handing its body to `sink` chunk by
+        chunk (nothing is held in memory); how many bytes it had. Bounded like `get_json`, but in
+        size by the caller's `max_bytes` (the size a manifest gives): a longer body is a `HubError`."""
+        address = self.url + path.lstrip("/")
+        too_big = HubError(f"hub {self.url}: {address} answered more than {max_bytes:,} bytes, the size its manifest "
+                           f"gives; the file changed after `msdb publish`, or the hub is not to be trusted")
+        received = 0
+
+        def counted(chunk: bytes) -> None:
+            nonlocal received
+            received += len(chunk)
+            sink(chunk)
+
+        self._get(address, "application/octet-stream", counted, max_bytes, too_big)
+        return received
+
+    def _get(self, address: str, accept: str, sink: Callable[[bytes], object], max_bytes: int,
+             too_big: HubError) -> str:
+        """GET `address` under one deadline, its body handed to `sink` in chunks up to
+        `max_bytes` (`too_big` past it); its Content-Type. Every failure is a `HubError`."""
+        request = urllib.request.Request(address, headers={"Accept": accept})
         slow = HubError(f"hub {self.url}: no answer within {self.timeout_s:g} s ({address}); the hub is down, "
                         f"overloaded or too slow (--timeout sets the limit), try again later")
         deadline = _Deadline(self.timeout_s)
         try:
             opener = urllib.request.build_opener(_DeadlineHTTPHandler(deadline), _DeadlineHTTPSHandler(deadline))
             with opener.open(request, timeout=self.timeout_s) as response:
-                content_type = response.headers.get("Content-Type", "")
-                body = self._body(response, address, deadline)
+                content_type = str(response.headers.get("Content-Type", ""))
+                self._body(response, deadline, sink, max_bytes, too_big)
         except urllib.error.HTTPError as exc:
             raise HubError(f"hub {self.url}: {address} answered HTTP {exc.code} {exc.reason}; check the URL and "
                            f"that it serves an msdb database") from None
@@ -119,30 +158,25 @@ class HubClient:
             deadline.cancel()
         if deadline.expired:
             raise slow
-        if "json" not in content_type.lower():
-            kind = content_type.split(";")[0] or "no content type"
-            raise HubError(f"hub {self.url}: {address} answered {kind}, not JSON; is this the base URL of a "
-                           f"datasette hub (msdb serve / msdb publish)?")
-        try:
-            return json.loads(body)
-        except ValueError as exc:
-            raise HubError(f"hub {self.url}: {address} answered malformed JSON ({exc})") from None
+        return content_type
 
-    def _body(self, response: Any, address: str, deadline: _Deadline) -> bytes:
-        """The body of `response`, read in chunks until its end, `max_bytes` or the deadline."""
-        too_big = HubError(f"hub {self.url}: {address} answered more than {self.max_bytes:,} bytes; msdb reads at "
-                           f"most that much per request (is this an msdb hub?)")
+    @staticmethod
+    def _body(response: Any, deadline: _Deadline, sink: Callable[[bytes], object], max_bytes: int,
+              too_big: HubError) -> None:
+        """Read the body of `response` in chunks into `sink` until its end, `max_bytes` (a bigger
+        Content-Length is refused before reading) or the deadline."""
         length = response.headers.get("Content-Length")
-        if length is not None and length.strip().isdigit() and int(length) > self.max_bytes:
+        if length is not None and length.strip().isdigit() and int(length) > max_bytes:
             raise too_big
-        body = bytearray()
+        received = 0
         while True:
             chunk = response.read1(_CHUNK_BYTES)
             if not chunk:
-                return bytes(body)
-            body += chunk
-            if len(body) > self.max_bytes:
+                return
+            received += len(chunk)
+            if received > max_bytes:
                 raise too_big
+            sink(chunk)
             if deadline.expired:
                 raise TimeoutError
 

@@ -2,7 +2,8 @@
 
 Registered as an ordinary datasette plugin (entry point `datasette`, name `msdb`), so a plain
 `datasette team.sqlite` renders msdb's tables as `msdb serve` does: `render_cell` (traces as
-schedule code, TVMScript, run times, workload links) and `register_routes` (the workload page).
+schedule code, TVMScript, run times, workload links) and `register_routes` (the workload page,
+and a published snapshot's cost model files for `msdb pull`).
 Only HTML changes: the JSON API returns stored values untouched, and a value a renderer cannot
 read is shown raw. See docs/architecture.md, "Hub".
 """
@@ -14,6 +15,7 @@ import json
 import logging
 import threading
 from collections import OrderedDict
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -27,7 +29,7 @@ if TYPE_CHECKING:
     from msdb.database.sql import SQLiteDatabase
 
 __all__ = ["render_cell", "register_routes", "forbidden", "asgi_wrapper", "trace_html", "script_html", "curve_svg",
-           "workload_url", "WORKLOAD_ROUTE"]
+           "workload_url", "WORKLOAD_ROUTE", "COST_MODEL_ROUTE"]
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +43,10 @@ MAX_CELL_LINES = 400
 PAYLOAD_CHARS = 80
 
 WORKLOAD_ROUTE = r"^/-/msdb/(?P<database>[^/]+)/workload/(?P<hash>[0-9A-Za-z]{1,20})$"
+#: A cost model file shipped with a published snapshot (`msdb publish --cost-model`).
+COST_MODEL_ROUTE = r"^/-/msdb/(?P<database>[^/]+)/cost-models/(?P<name>[0-9A-Za-z_.-]{1,120})$"
+#: Bytes per chunk a cost model file is sent in.
+_FILE_CHUNK_BYTES = 1 << 16
 
 
 def workload_url(datasette: Any, database: str, shash: str) -> str:
@@ -348,6 +354,19 @@ abstracted). Their latencies were measured on them, not on this workload.</p>
 """
 
 
+async def _served_database(datasette: Any, request: Any) -> tuple[str, Any]:
+    """(name, datasette's Database) of the route's `database`, once the actor may view it; a
+    name datasette does not serve is a 404."""
+    from datasette.utils.asgi import NotFound
+
+    name = request.url_vars["database"]
+    await datasette.ensure_permissions(request.actor, [("view-database", name), "view-instance"])
+    try:
+        return name, datasette.get_database(name)
+    except KeyError:
+        raise NotFound(f"no database {name!r}") from None
+
+
 async def workload_page(datasette: Any, request: Any) -> Any:
     """`/-/msdb/<database>/workload/<hash>` (see the module docstring)."""
     from datasette.utils.asgi import NotFound, Response
@@ -355,12 +374,7 @@ async def workload_page(datasette: Any, request: Any) -> Any:
     from msdb.database.catalog import AmbiguousHash, WorkloadNotFound, target_labels
     from msdb.errors import MsdbError
 
-    name = request.url_vars["database"]
-    await datasette.ensure_permissions(request.actor, [("view-database", name), "view-instance"])
-    try:
-        served = datasette.get_database(name)
-    except KeyError:
-        raise NotFound(f"no database {name!r}") from None
+    name, served = await _served_database(datasette, request)
     if served.path is None:
         raise NotFound(f"database {name!r} is not a file")
     text = request.url_vars["hash"]
@@ -399,8 +413,6 @@ async def workload_page(datasette: Any, request: Any) -> Any:
 def _unplaced(message: str, path: str, name: str) -> str:
     """`message` with the served file's path (as msdb's errors name it) replaced by datasette's
     name for it: a page says where things are on the hub, never on the server's disk."""
-    from pathlib import Path
-
     for shown in sorted({path, str(Path(path).resolve()), quote(path)}, key=len, reverse=True):
         message = message.replace(shown, name)
     return message
@@ -454,11 +466,53 @@ def databases_view(datasette: Any) -> Any:
     return JsonDataView.as_view(datasette, "databases.json", listed)
 
 
+class _FileDownload:
+    """A file sent in `_FILE_CHUNK_BYTES` chunks with its length (datasette's own download sends
+    4 KB chunks)."""
+
+    def __init__(self, path: Path, name: str) -> None:
+        self.path, self.name = path, name
+
+    async def asgi_send(self, send: Any) -> None:
+        from datasette.utils.asgi import asgi_send_file
+
+        await asgi_send_file(send, self.path, filename=self.name, content_type="application/octet-stream",
+                             chunk_size=_FILE_CHUNK_BYTES)
+
+
+async def cost_model_file(datasette: Any, request: Any) -> Any:
+    """`/-/msdb/<database>/cost-models/<name>`: a cost model file the publish manifest (served in
+    the metadata as `msdb_manifest`) names, from the folder of the published snapshot it was
+    shipped with (docs/architecture.md, "Hub"). Anything else answers 404: a live database
+    ships no model, and no other file of the server can be reached this way."""
+    from datasette.utils.asgi import NotFound
+
+    from msdb.hub.publish import manifest_cost_models
+
+    name, served = await _served_database(datasette, request)
+    manifest = datasette.metadata("msdb_manifest")
+    if served.is_mutable or served.path is None or not isinstance(manifest, dict) \
+            or manifest.get("snapshot") != Path(served.path).name:
+        raise NotFound(f"database {name!r} is not a published snapshot: it ships no cost model")
+    try:
+        models = manifest_cost_models(manifest)
+    except ValueError as exc:
+        log.warning("cost models of %s: %s", name, exc)
+        models = []
+    wanted = f"cost-models/{request.url_vars['name']}"
+    model = next((m for m in models if m.file == wanted), None)
+    file = Path(served.path).parent / wanted
+    if model is None or not file.is_file():
+        raise NotFound(f"this hub ships no cost model {request.url_vars['name']!r}")
+    return _FileDownload(file, model.name)
+
+
 @hookimpl
 def register_routes(datasette: Any) -> list[tuple[str, Any]]:
-    """Datasette's hook: the workload page, and `/-/databases(.json)` without snapshot paths
-    (plugin routes come before datasette's own)."""
-    return [(WORKLOAD_ROUTE, workload_page), (DATABASES_ROUTE, databases_view(datasette))]
+    """Datasette's hook: the workload page, a published snapshot's cost model files, and
+    `/-/databases(.json)` without snapshot paths (plugin routes come before datasette's own)."""
+    return [(WORKLOAD_ROUTE, workload_page), (COST_MODEL_ROUTE, cost_model_file),
+            (DATABASES_ROUTE, databases_view(datasette))]
 
 
 @hookimpl

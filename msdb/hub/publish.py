@@ -1,9 +1,11 @@
 """`msdb publish DB OUTDIR`: a read-only snapshot of a database for a hub.
 
 OUTDIR receives `snapshot.sqlite` (a consistent copy, private provenance blanked unless
-`keep_provenance`), `manifest.json` and `metadata.json`, written into a staging folder and renamed
-into place, so a failed or killed publish leaves OUTDIR as it was. See docs/architecture.md,
-"Hub" and "Processes, temporary files and interrupts".
+`keep_provenance`), `manifest.json` and `metadata.json`, and with `cost_models` the pretrained
+cost model files under `cost-models/` (named in the manifest with their sha256, size and stamp,
+so a team that pulls the records gets the model they taught), written into a staging folder and
+renamed into place, so a failed or killed publish leaves OUTDIR as it was. See
+docs/architecture.md, "Hub" and "Processes, temporary files and interrupts".
 """
 
 from __future__ import annotations
@@ -19,15 +21,18 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from msdb.database.errors import DatabaseError
+from msdb.hub.client import MAX_MODEL_BYTES
 
 if TYPE_CHECKING:
     from msdb.staging import StagingDir
+    from msdb.model_file import ModelStamp
 
 __all__ = ["PublishResult", "publish", "serve_command", "SNAPSHOT_NAME", "MANIFEST_NAME", "METADATA_NAME",
-           "PRIVATE_SOURCE_COLUMNS", "file_sha256"]
+           "PRIVATE_SOURCE_COLUMNS", "file_sha256", "SharedCostModel", "manifest_cost_models", "COST_MODELS_DIR",
+           "MAX_COST_MODELS"]
 
 SNAPSHOT_NAME = "snapshot.sqlite"
 MANIFEST_NAME = "manifest.json"
@@ -41,6 +46,79 @@ BUSY_TIMEOUT_S = 30.0
 #: The folders a publish leaves beside OUTDIR while it runs, for any OUTDIR: its staging folder and
 #: an earlier publish moved aside (`msdb.staging` names: eight characters of [a-z0-9_]).
 _LEFTOVER = re.compile(r"\.(?P<out>.+)\.(?P<kind>publish|old)-[a-z0-9_]{8}")
+#: The folder of a publish directory that holds its cost model files, one per model kind and
+#: target kind: `cost-models/<kind>-<target kind>.npz`.
+COST_MODELS_DIR = "cost-models"
+#: The manifest's spelling of a cost model file (what a hub may name, what a pull writes beside DB).
+_COST_MODEL_FILE = re.compile(r"cost-models/(?P<name>[a-z0-9_]{1,32}-[A-Za-z0-9_]{1,64}\.npz)")
+#: The most cost models one snapshot ships (and a pull accepts from a manifest).
+MAX_COST_MODELS = 16
+
+
+@dataclass(frozen=True)
+class SharedCostModel:
+    """A cost model file a snapshot ships, as its manifest names it: `file` relative to the
+    publish directory, its sha256 and size, its kind (`xgb`, `mlp`), its file format and its
+    stamp (`msdb.model_file.ModelStamp` as JSON: feature layout, target kind,
+    workloads and records learned from)."""
+
+    file: str
+    sha256: str
+    size: int
+    kind: str
+    format: str
+    stamp: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        """The file's name (`xgb-llvm.npz`)."""
+        return self.file.rsplit("/", 1)[-1]
+
+    def model_stamp(self) -> ModelStamp:
+        """The stamp as the model file's reader spells it (`manifest_cost_models` checked it)."""
+        from msdb.model_file import ModelStamp
+
+        return ModelStamp.from_json(self.stamp, self.file)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"file": self.file, "sha256": self.sha256, "size": self.size, "kind": self.kind,
+                "format": self.format, "stamp": self.stamp}
+
+
+def manifest_cost_models(manifest: dict[str, Any]) -> list[SharedCostModel]:
+    """The cost models a manifest names (none for a manifest without `cost_models`); a
+    `ValueError` saying what is wrong with an entry (a hub's manifest is not trusted: a file
+    outside `cost-models/`, no sha256, a size past `MAX_MODEL_BYTES`, too many entries)."""
+    from msdb.model_file import MODEL_FORMATS, CostModelFileError, ModelStamp
+
+    entries = manifest.get("cost_models", [])
+    if not isinstance(entries, list) or len(entries) > MAX_COST_MODELS:
+        raise ValueError(f"cost_models is not a list of at most {MAX_COST_MODELS} entries")
+    models: list[SharedCostModel] = []
+    for entry in entries:
+        if not isinstance(entry, dict):
+            raise ValueError("a cost_models entry is not an object")
+        file, sha, size, fmt, stamp = (entry.get(k) for k in ("file", "sha256", "size", "format", "stamp"))
+        if not isinstance(file, str) or _COST_MODEL_FILE.fullmatch(file) is None:
+            raise ValueError(f"cost model file {file!r} is not {COST_MODELS_DIR}/<kind>-<target kind>.npz")
+        if not isinstance(sha, str) or re.fullmatch(r"[0-9a-f]{64}", sha) is None:
+            raise ValueError(f"cost model {file}: sha256 {sha!r} is not 64 hex digits")
+        if type(size) is not int or not 0 < size <= MAX_MODEL_BYTES:
+            raise ValueError(f"cost model {file}: size {size!r} is not between 1 and {MAX_MODEL_BYTES:,} bytes "
+                             f"(the most msdb fetches)")
+        if fmt not in MODEL_FORMATS or entry.get("kind") != MODEL_FORMATS[fmt]:
+            raise ValueError(f"cost model {file}: format {fmt!r} and kind {entry.get('kind')!r} are not msdb's")
+        bad_stamp = ValueError(f"cost model {file}: its stamp {stamp!r:.200} is not msdb's")
+        if not isinstance(stamp, dict) or not isinstance(stamp.get("target_kind"), str):
+            raise bad_stamp
+        try:
+            ModelStamp.from_json(stamp, file)
+        except (CostModelFileError, TypeError, ValueError):
+            raise bad_stamp from None
+        if any(m.file == file for m in models):
+            raise ValueError(f"cost model {file} is named twice")
+        models.append(SharedCostModel(file, sha, size, MODEL_FORMATS[fmt], fmt, stamp))
+    return models
 
 
 @dataclass
@@ -78,8 +156,12 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def publish(db: str | os.PathLike[str], outdir: str | os.PathLike[str], *, keep_provenance: bool = False) -> PublishResult:
-    """Write a publish directory for the SQLite database file `db` into `outdir` (module docstring)."""
+def publish(db: str | os.PathLike[str], outdir: str | os.PathLike[str], *, keep_provenance: bool = False,
+            cost_models: Sequence[str | os.PathLike[str]] = ()) -> PublishResult:
+    """Write a publish directory for the SQLite database file `db` into `outdir` (module
+    docstring). `cost_models`: model files to ship with the snapshot, each checked first (a file
+    that is not a trained cost model is a `CostModelFileError` naming it, before anything is
+    written)."""
     import msdb
     from msdb.database.location import database_file
     from msdb.database.migrate import schema_state, SchemaState
@@ -88,6 +170,7 @@ def publish(db: str | os.PathLike[str], outdir: str | os.PathLike[str], *, keep_
     server = str(db) if source is None and "://" in str(db) and not str(db).startswith("sqlite") else None
     if server is None and (source is None or not source.is_file()):
         raise DatabaseError(f"cannot publish {db}: not an SQLite database file or a server URL; pass the path of one")
+    shipped = _check_cost_models(cost_models)
     out = Path(outdir)
     if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / MANIFEST_NAME).is_file())):
         raise DatabaseError(f"cannot publish into {out}: it exists and is not an earlier publish directory; "
@@ -125,11 +208,13 @@ def publish(db: str | os.PathLike[str], outdir: str | os.PathLike[str], *, keep_
             counts = {table: int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]) for table in _COUNTED}
             max_record_id = int(conn.execute("SELECT coalesce(max(id), 0) FROM tuning_record").fetchone()[0])
         conn.close()
-        manifest = {
+        manifest: dict[str, Any] = {
             "msdb_version": msdb.__version__, "schema_revision": revision, "counts": counts,
             "max_record_id": max_record_id, "snapshot": SNAPSHOT_NAME, "sha256": file_sha256(snapshot),
             "provenance": "kept" if keep_provenance else "private columns removed",
         }
+        if shipped:
+            manifest["cost_models"] = [model.to_json() for model in _copy_cost_models(shipped, staging)]
         (staging / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
         metadata = _metadata(source if source is not None else Path(_server_name(str(server))))
         metadata["msdb_manifest"] = manifest
@@ -140,6 +225,55 @@ def publish(db: str | os.PathLike[str], outdir: str | os.PathLike[str], *, keep_
         raise
     stage.release()
     return PublishResult(out, manifest)
+
+
+def _check_cost_models(files: Sequence[str | os.PathLike[str]]) -> list[tuple[Path, SharedCostModel]]:
+    """Each file to ship, read as a cost model file, with the manifest entry its copy gets (its
+    sha256 and size are the copy's: `_copy_cost_models`). Refused, naming the file: what is not
+    a cost model file, a model that learned nothing, one past `MAX_MODEL_BYTES` (no pull would
+    fetch it), two of the same kind and target kind (they would share a name)."""
+    if not files:
+        return []
+    from msdb.model_file import MODEL_FORMATS, CostModelFileError, ModelStamp, read_model_file
+
+    if len(files) > MAX_COST_MODELS:
+        raise CostModelFileError(f"{len(files)} cost model files: a snapshot ships at most {MAX_COST_MODELS}")
+    shipped: dict[str, tuple[Path, SharedCostModel]] = {}
+    for given in files:
+        path = Path(given)
+        meta, _arrays = read_model_file(path)
+        stamp = ModelStamp.from_json(meta.get("stamp"), str(path))
+        if stamp.target_kind is None or stamp.records == 0:
+            raise CostModelFileError(f"{path}: the cost model has learned nothing (no target kind, no records); "
+                                     f"ship one trained with `msdb train-cost-model DB -o FILE`")
+        size = path.stat().st_size
+        if size > MAX_MODEL_BYTES:
+            raise CostModelFileError(f"{path}: {size:,} bytes; a hub ships cost models of at most "
+                                     f"{MAX_MODEL_BYTES:,} bytes (what `msdb pull` fetches)")
+        kind = MODEL_FORMATS[meta["format"]]
+        name = f"{kind}-{re.sub(r'[^A-Za-z0-9_]', '_', stamp.target_kind)[:64]}.npz"
+        if name in shipped:
+            raise CostModelFileError(f"{path}: {shipped[name][0]} is also a {kind!r} cost model of "
+                                     f"{stamp.target_kind!r} measurements; a snapshot ships one of each kind per "
+                                     f"target kind")
+        shipped[name] = (path, SharedCostModel(f"{COST_MODELS_DIR}/{name}", "", size, kind, meta["format"],
+                                               stamp.to_json()))
+    return [shipped[name] for name in sorted(shipped)]
+
+
+def _copy_cost_models(shipped: list[tuple[Path, SharedCostModel]], staging: Path) -> list[SharedCostModel]:
+    """Copy the checked model files into `staging`; their manifest entries, with the sha256 and
+    size of the copies (what the hub serves)."""
+    from dataclasses import replace
+
+    (staging / COST_MODELS_DIR).mkdir(mode=0o755)
+    entries = []
+    for source, entry in shipped:
+        copy = staging / entry.file
+        shutil.copyfile(source, copy)
+        os.chmod(copy, 0o644)
+        entries.append(replace(entry, sha256=file_sha256(copy), size=copy.stat().st_size))
+    return entries
 
 
 def _server_name(url: str) -> str:

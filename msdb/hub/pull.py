@@ -3,38 +3,63 @@
 Keyset pages of the hub's records are staged in memory and merged into DB by
 `msdb.database.merge.merge_databases` (one implementation of dedup), in committed batches with a
 cursor in the `source` row of kind `pull`; every row passes the admission rule, and every read
-and write of DB's tables is `msdb.database.pulled`'s: this module speaks HTTP. See
-docs/architecture.md, "Hub".
+and write of DB's tables is `msdb.database.pulled`'s: this module speaks HTTP. The cost model
+files a published snapshot ships (its manifest's `cost_models`) are fetched into a staging folder
+beside their destination, checked against the manifest (size, sha256, a model file with the
+stamp it names) before the records are read, and renamed into place once the records are in.
+See docs/architecture.md, "Hub".
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import hashlib
 import math
 import os
 import time
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from msdb.database.pulled import (RECORD_FIELDS, WORKLOAD_FIELDS, add_pulled_tasks, cursor_location, find_pull_cursor,
                                   move_pull_cursor, new_pull_source, stage_rows, staging_database)
-from msdb.hub.client import HubClient, HubError, TIMEOUT_S, parse_time
+from msdb.hub.client import MAX_MODEL_BYTES, HubClient, HubError, TIMEOUT_S, parse_time
 from msdb.interop.progress import ProgressFn
 
 if TYPE_CHECKING:
     from msdb.database.admission import Admission, AdmittedWorkload
     from msdb.database.merge import DedupCache
     from msdb.database.sql import SQLiteDatabase
+    from msdb.hub.publish import SharedCostModel
     from msdb.ir.function import IRModule
+    from msdb.staging import StagingDir
 
-__all__ = ["PullSummary", "pull", "pull_into", "cursor_location", "PAGE_SIZE", "MERGE_RECORDS", "HubError"]
+__all__ = ["PullSummary", "PulledCostModel", "pull", "pull_into", "cursor_location", "PAGE_SIZE", "MERGE_RECORDS",
+           "HubError"]
 
 #: Records per page: None for the hub's `max_returned_rows` (datasette's default 1000).
 PAGE_SIZE: int | None = None
 #: Records merged (and committed, with the cursor) at once: pages are gathered up to this many,
 #: so a merge's fixed costs are paid once per batch, not once per page.
 MERGE_RECORDS = 5000
+
+
+@dataclass(frozen=True)
+class PulledCostModel:
+    """A cost model file a pull put in place (`fetched`), or found there already identical."""
+
+    path: Path
+    kind: str
+    target_kind: str
+    workloads: int
+    records: int
+    fetched: bool
+
+    def line(self) -> str:
+        how = "" if self.fetched else " (unchanged)"
+        return (f"cost model {self.kind} for {self.target_kind} ({self.records} records of {self.workloads} "
+                f"workloads): {self.path}{how}")
 
 
 @dataclass
@@ -54,6 +79,8 @@ class PullSummary:
     seconds: float = 0.0
     #: what was left out, one `record N: reason` line each (N: the hub's id)
     refused: list[str] = field(default_factory=list)
+    #: the cost model files the hub ships, where they are now
+    cost_models: list[PulledCostModel] = field(default_factory=list)
 
     def line(self) -> str:
         rate = f", {self.records_read / self.seconds:.0f} records/s" if self.seconds > 0 and self.records_read else ""
@@ -64,27 +91,146 @@ class PullSummary:
 
 
 def pull(url: str, db: str | os.PathLike[str], *, timeout_s: float = TIMEOUT_S, user: str | None = None,
-         host: str | None = None, progress: ProgressFn | None = None, skip_bad: bool = False) -> PullSummary:
+         host: str | None = None, progress: ProgressFn | None = None, skip_bad: bool = False,
+         cost_model_out: str | os.PathLike[str] | None = None, max_model_bytes: int = MAX_MODEL_BYTES) -> PullSummary:
     """`msdb pull URL DB`: check the hub, then open (or create, staged) DB and pull into it.
     `timeout_s`: the most one request to the hub may take, all of it; `skip_bad`: leave out
-    (and list) what the admission rule refuses instead of stopping (module docstring)."""
+    (and list) what the admission rule refuses instead of stopping (module docstring).
+
+    The hub's cost model files go beside DB as `<DB stem>.<kind>-<target kind>.npz` (in the
+    current folder for a server DB), or to `cost_model_out`: an existing folder, or the file for
+    the one model of a hub that ships one. `max_model_bytes`: the largest model file fetched."""
     from msdb.database.location import database_file, open_database
 
     client = HubClient(url, timeout_s=timeout_s)
     _ = client.database  # the hub is checked before DB is opened: a bad hub creates and changes nothing
-    client.check_manifest()
+    manifest = client.check_manifest()
     file = database_file(os.fspath(db))
-    if file is not None and not file.exists():
-        return _pull_into_new_file(file, client, user=user, host=host, progress=progress, skip_bad=skip_bad)
-    if file is not None:
-        from msdb.staging import sweep_new_database
-
-        sweep_new_database(file)  # what a pull (import, merge) killed while creating it left
-    local = open_database(db, create=True)
+    models = _StagedModels(client, manifest, file, cost_model_out, max_model_bytes)
     try:
-        return pull_into(local, client, user=user, host=host, progress=progress, skip_bad=skip_bad)
+        models.fetch()  # checked before DB is opened, placed once the records are in
+        if file is not None and not file.exists():
+            summary = _pull_into_new_file(file, client, user=user, host=host, progress=progress, skip_bad=skip_bad)
+        else:
+            if file is not None:
+                from msdb.staging import sweep_new_database
+
+                sweep_new_database(file)  # what a pull (import, merge) killed while creating it left
+            local = open_database(db, create=True)
+            try:
+                summary = pull_into(local, client, user=user, host=host, progress=progress, skip_bad=skip_bad)
+            finally:
+                local.close()
+        summary.cost_models = models.place()
     finally:
-        local.close()
+        models.remove()
+    return summary
+
+
+class _StagedModels:
+    """The cost model files a hub's manifest names, fetched into staging folders beside their
+    destinations and checked (`fetch`), then renamed into place (`place`); `remove` drops what
+    was not placed (module docstring)."""
+
+    def __init__(self, client: HubClient, manifest: dict[str, Any] | None, db_file: Path | None,
+                 out: str | os.PathLike[str] | None, max_bytes: int) -> None:
+        from msdb.hub.publish import manifest_cost_models
+
+        self.client = client
+        self.max_bytes = max_bytes
+        try:
+            self.models = manifest_cost_models(manifest) if manifest is not None else []
+        except ValueError as exc:
+            raise client.wrong(f"its manifest's {exc}") from None
+        self.destinations = [_model_destination(client, model, db_file, out, len(self.models))
+                             for model in self.models]
+        self.staged: list[tuple[StagingDir, Path] | None] = []
+
+    def fetch(self) -> None:
+        from msdb.hub.publish import file_sha256
+
+        for model, destination in zip(self.models, self.destinations):
+            if destination.is_file() and destination.stat().st_size == model.size \
+                    and file_sha256(destination) == model.sha256:
+                self.staged.append(None)  # what the hub ships is already there
+                continue
+            self.staged.append(self._fetch(model, destination))
+
+    def _fetch(self, model: SharedCostModel, destination: Path) -> tuple[StagingDir, Path]:
+        """`model` downloaded into a staging folder beside `destination` and checked: its size and
+        sha256 the manifest's, a cost model file whose format and stamp the manifest's."""
+        from msdb.staging import StagingDir
+        from msdb.model_file import CostModelFileError, ModelStamp, read_model_file
+
+        client = self.client
+        path = f"-/msdb/{urllib.parse.quote(client.database)}/{model.file}"
+        address = client.url + path
+        if model.size > self.max_bytes:
+            raise HubError(f"hub {client.url}: its manifest gives cost model {model.file} {model.size:,} bytes; msdb "
+                           f"fetches at most {self.max_bytes:,}")
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        stage = StagingDir.create(destination.parent, f".{destination.name}.pull-")
+        try:
+            temp = stage.path / destination.name
+            digest = hashlib.sha256()
+            with open(temp, "wb") as f:
+                def sink(chunk: bytes) -> None:
+                    digest.update(chunk)
+                    f.write(chunk)
+
+                size = client.download(path, sink, model.size)
+            if size != model.size or digest.hexdigest() != model.sha256:
+                raise HubError(f"hub {client.url}: {address} is {size:,} bytes of sha256 {digest.hexdigest()}, its "
+                               f"manifest says {model.size:,} bytes of sha256 {model.sha256}; the cost model changed "
+                               f"after `msdb publish`: publish it again")
+            try:
+                meta, _arrays = read_model_file(temp)
+                stamp = ModelStamp.from_json(meta.get("stamp"), str(temp))
+            except CostModelFileError as exc:
+                why = str(exc).replace(f"{temp}: ", "")
+                raise HubError(f"hub {client.url}: {address} is not a usable cost model file ({why})") from None
+            if meta["format"] != model.format or stamp != model.model_stamp():
+                raise HubError(f"hub {client.url}: {address} is a {meta['format']} model of stamp {stamp}, not what "
+                               f"its manifest says; publish it again")
+        except BaseException:
+            stage.remove()
+            raise
+        return stage, temp
+
+    def place(self) -> list[PulledCostModel]:
+        placed = []
+        for i, (model, destination) in enumerate(zip(self.models, self.destinations)):
+            staged = self.staged[i]
+            if staged is not None:
+                os.replace(staged[1], destination)
+                staged[0].remove()
+                self.staged[i] = None
+            stamp = model.model_stamp()
+            placed.append(PulledCostModel(destination, model.kind, str(stamp.target_kind), stamp.workloads,
+                                          stamp.records, fetched=staged is not None))
+        return placed
+
+    def remove(self) -> None:
+        for staged in self.staged:
+            if staged is not None:
+                staged[0].remove()
+        self.staged = []
+
+
+def _model_destination(client: HubClient, model: SharedCostModel, db_file: Path | None,
+                       out: str | os.PathLike[str] | None, count: int) -> Path:
+    """Where a pull puts `model`, one of `count` (see `pull`)."""
+    if out is None:
+        if db_file is None:
+            return Path.cwd() / model.name
+        return db_file.parent / f"{db_file.stem}.{model.name}"
+    given = Path(out)
+    if given.is_dir():
+        return given / model.name
+    if count > 1:
+        raise HubError(f"hub {client.url} ships {count} cost models; the cost model destination {given} must be an "
+                       f"existing folder to hold them all")
+    return given
 
 
 class _NewFile:

@@ -6,7 +6,9 @@ PATH is one of two things, served differently:
   arbitrary SQL stays on, for the team on this machine or network;
 - a `msdb publish` directory (`manifest.json` beside `snapshot.sqlite`): served immutable
   (datasette's `-i`: no locks, no journal, cacheable) with arbitrary SQL off, so a published
-  hub answers only its pages, the JSON API and the canned queries. Nothing writes to it.
+  hub answers only its pages, the JSON API and the canned queries. Nothing writes to it. The
+  cost model files its manifest names (`cost-models/`) are served too, by the plugin's route
+  `/-/msdb/<database>/cost-models/<name>` (`msdb pull` fetches them).
 
 The server is datasette's ASGI app on uvicorn in this process, built with datasette's Python API
 (`build_datasette`) with msdb's metadata and plugin registered even when the plugin's entry point
@@ -78,6 +80,22 @@ def _snapshot_of(directory: Path, manifest: dict[str, Any]) -> Path:
     return snapshot
 
 
+def _check_cost_models(directory: Path, manifest: dict[str, Any]) -> None:
+    """Refuse a publish directory whose manifest names cost model files it lacks (or names them
+    in a way `msdb pull` would refuse)."""
+    from msdb.hub.publish import manifest_cost_models
+
+    manifest_path = directory / MANIFEST_NAME
+    try:
+        models = manifest_cost_models(manifest)
+    except ValueError as exc:
+        raise ServeError(f"{manifest_path}: {exc}; run `msdb publish DB {directory} --cost-model FILE` again") from None
+    for model in models:
+        if not (directory / model.file).is_file():
+            raise ServeError(f"{directory} has a manifest naming cost model {model.file} but no such file; run "
+                             f"`msdb publish DB {directory} --cost-model FILE` again")
+
+
 def _check_msdb_file(path: Path) -> None:
     """Refuse a file that is not an SQLite database with msdb's tables, read without writing."""
     try:
@@ -119,6 +137,7 @@ def plan_serve(path: str | Path) -> ServePlan:
         manifest = _read_manifest(given)
         snapshot = _snapshot_of(given, manifest)
         _check_msdb_file(snapshot)
+        _check_cost_models(given, manifest)
         return ServePlan(snapshot.resolve(), snapshot.stem, True, manifest)
     if not given.is_file():
         raise ServeError(f"{given}: no such database file or publish directory")

@@ -23,7 +23,7 @@ from msdb.model.graph import ModelError
 if TYPE_CHECKING:  # pragma: no cover
     import onnx
 
-__all__ = ["resnet", "mobilenet_like", "mlp", "bert", "gpt2"]
+__all__ = ["resnet", "mobilenet_like", "mlp", "bert", "gpt2", "NAMED", "named"]
 
 #: the default-domain opset every builder writes
 OPSET = 13
@@ -446,3 +446,20 @@ def gpt2(layers: int = 12, hidden: int = 768, heads: int = 12, seq: int = 128, b
         x = b.op("Add", [y, x], f"{p}.Add")
     x = b.layer_norm(x, hidden, "ln_f")
     return b.transformer_model("gpt2", [("input_ids", [batch, seq])], x, [batch, seq, hidden])
+
+
+#: The models by name, at their full sizes (what `msdb sample --zoo NAME` builds; see
+#: docs/architecture.md, "Sampling").
+NAMED: dict[str, Any] = {
+    "resnet18": lambda: resnet(18), "resnet34": lambda: resnet(34), "resnet50": lambda: resnet(50),
+    "mobilenet": mobilenet_like, "mlp": mlp, "bert": bert, "gpt2": gpt2,
+}
+
+
+def named(name: str) -> onnx.ModelProto:
+    """The model `name` of `NAMED` at its default sizes; `ModelError` naming the known ones."""
+    build = NAMED.get(name)
+    if build is None:
+        raise ModelError(f"no zoo model named {name!r}; known models: {', '.join(NAMED)}")
+    proto: onnx.ModelProto = build()
+    return proto

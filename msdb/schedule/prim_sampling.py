@@ -8,7 +8,6 @@ to rewind it if the primitive fails). The distributions are `msdb.schedule.sampl
 
 from __future__ import annotations
 
-import bisect
 import logging
 import random
 from typing import Callable, Sequence
@@ -71,18 +70,26 @@ def sample_compute_location(state: ScheduleState, func_name: str, block_name: st
                             rng: Rng) -> tuple[int, LoopTarget]:
     """(decision, what the sampled LoopRV stands for): -2 inline, -1 root, i the i-th loop
     around the block's first consumer. A given decision is kept if it is still a candidate,
-    else the nearest candidate before it."""
-    indices, targets = compute_location_candidates(state, func_name, block_name)
+    else the nearest candidate before it.
+
+    A given decision needs no list of every candidate: the loops at or before it are tried
+    nearest first and the first that takes the block answers (root when none does). Trying a
+    location is a compute-at on a copy of the state, the bulk of a trace's replay, so a replay
+    tries one location where drawing anew tries them all; the answer is the one the full list
+    gives (docs/architecture.md, "Tuner")."""
     if decision is None:
+        indices, targets = compute_location_candidates(state, func_name, block_name)
         pick = sampling.sample_int(rng(), 0, len(indices))
         return indices[pick], targets[pick]
     if isinstance(decision, bool) or not isinstance(decision, int):
         raise ScheduleError(f"sample_compute_location: decision {decision!r} is not an int")
-    pos = bisect.bisect_left(indices, decision)
-    if pos < len(indices) and indices[pos] == decision:
-        return decision, targets[pos]
-    if pos > 0:
-        return indices[pos - 1], targets[pos - 1]
+    if decision == -2 and _succeeds(lambda s: prim_inline.compute_inline(s, func_name, block_name), state):
+        return -2, INLINE_MARK
+    if decision < 0:
+        return -1, ROOT_MARK
+    for i, var in reversed([(i, var) for i, var in _eligible_loops(state, func_name, block_name) if i <= decision]):
+        if _succeeds(_compute_at_loop(func_name, block_name, var), state):
+            return i, var
     return -1, ROOT_MARK
 
 
@@ -106,10 +113,29 @@ def compute_location_candidates(state: ScheduleState, func_name: str, block_name
         targets.append(INLINE_MARK)
     indices.append(-1)
     targets.append(ROOT_MARK)
+    for i, var in _eligible_loops(state, func_name, block_name):
+        if _succeeds(_compute_at_loop(func_name, block_name, var), state):
+            indices.append(i)
+            targets.append(var)
+    return indices, targets
+
+
+def _compute_at_loop(func_name: str, block_name: str, var: E.Var) -> Callable[[ScheduleState], object]:
+    """The compute-at that decides whether loop `var` is a location for the block."""
+    def attempt(s: ScheduleState) -> None:
+        prim_compute_at.compute_at(s, func_name, block_name, var, preserve_unit_loops=True, index=-1, reverse=False)
+    return attempt
+
+
+def _eligible_loops(state: ScheduleState, func_name: str, block_name: str) -> list[tuple[int, E.Var]]:
+    """The loops around the block's first consumer that CollectComputeLocation tries, in order
+    (index, loop variable): up to the consumers' common loop, skipping unit loops, stopping at a
+    spatial loop after a reduction or a reduction after the last spatial loop. Whether the block
+    can move there is not checked here."""
     block = state.block(func_name, block_name)
     consumers = A.scope_of(state, func_name, block).consumers(block)
     if not consumers:
-        return indices, targets
+        return []
     boundary: object | None
     if len(consumers) == 1:
         boundary = A.sref_parent(state, func_name, consumers[0])
@@ -119,15 +145,16 @@ def compute_location_candidates(state: ScheduleState, func_name: str, block_name
         others = [{id(x) for x in c} for c in chains[1:]]
         boundary = next((x for x in chains[0] if all(id(x) in o for o in others)), None)
     if not isinstance(boundary, S.For):
-        return indices, targets
+        return []
     loops = A.loops_above(state, func_name, state.realize(func_name, consumers[0].name_hint))
     pos = next((i for i, loop in enumerate(loops) if loop is boundary), None)
     if pos is None:
-        return indices, targets
+        return []
     n_candidate = pos + 1
     iter_types = [A.loop_iter_type(loops[i]) for i in range(n_candidate)]
     last_datapar = max((i for i, t in enumerate(iter_types) if t == S.IterType.DATA_PAR), default=-1)
     visited_reduce = False
+    out = []
     for i in range(n_candidate):
         if E.const_int(loops[i].extent) == 1:
             continue
@@ -138,13 +165,5 @@ def compute_location_candidates(state: ScheduleState, func_name: str, block_name
             visited_reduce = True
             if i > last_datapar:
                 break
-        var = loops[i].loop_var
-
-        def attempt(s: ScheduleState, var: E.Var = var) -> None:
-            prim_compute_at.compute_at(s, func_name, block_name, var, preserve_unit_loops=True, index=-1,
-                                       reverse=False)
-
-        if _succeeds(attempt, state):
-            indices.append(i)
-            targets.append(var)
-    return indices, targets
+        out.append((i, loops[i].loop_var))
+    return out

@@ -275,7 +275,7 @@ def test_plot_legend_of_long_paths_stays_in_the_figure_clear_of_the_axes() -> No
 def test_readme_lists_every_command_and_installs_extras_from_the_checkout() -> None:
     text = README.read_text()
     table = [line for line in text.splitlines() if line.startswith("| `msdb ")]
-    listed = {name for line in table for name in re.findall(r"`msdb (\w+)", line)}
+    listed = {name for line in table for name in re.findall(r"`msdb ([\w-]+)", line)}
     assert listed >= set(cli.commands), sorted(set(cli.commands) - listed)
     assert "pip install 'msdb[" not in text  # that installs whatever the registry has under the name
     assert "pip install -e '.[plot]'" in text

@@ -189,3 +189,36 @@ def test_sample_compute_location_candidates_and_decisions() -> None:
     sch = Schedule(mod, seed=0)
     sch.sample_compute_location(sch.get_block("C"))
     assert sch.trace.decisions[sch.trace.insts[-1]] == -1
+
+
+def _decided_reference(state: object, block: str, decision: int) -> int:
+    """The decision the full candidate list gives: kept if a candidate, else the nearest below."""
+    from msdb.schedule.prim_sampling import compute_location_candidates
+
+    indices, _ = compute_location_candidates(state, "main", block)  # type: ignore[arg-type]
+    return max((i for i in indices if i <= decision), default=-1)
+
+
+def test_a_decided_compute_location_equals_the_full_candidate_list() -> None:
+    """Replay tries one location (nearest first) instead of listing every candidate; for every
+    decision, on every block of a conv and a conv-bn-relu (as built and with the last block's
+    loops tiled), the answer is the full list's."""
+    from msdb.ir import zoo
+    from msdb.schedule.prim_sampling import sample_compute_location
+
+    schedules = [Schedule(zoo.build("C2D", 1, 8, 8, 4, 8, 3, 1, 1), seed=0)]
+    for tiled in (False, True):
+        sch = Schedule(zoo.build("CBR", 1, 8, 8, 4, 8, 3, 1, 1), seed=0)
+        if tiled:
+            last = sch.get_child_blocks(sch.get_block("root"))[-1]
+            sch.split(sch.get_loops(last)[1], [None, 2])
+            sch.split(sch.get_loops(last)[3], [None, 2])
+        schedules.append(sch)
+    answers = Counter()
+    for sch in schedules:
+        for block in [sch.get(b).name_hint for b in sch.get_child_blocks(sch.get_block("root"))]:
+            for decision in range(-3, 9):
+                got, _ = sample_compute_location(sch.state, "main", block, decision, lambda: random.Random(0))
+                assert got == _decided_reference(sch.state, block, decision), (block, decision)
+                answers[got] += 1
+    assert answers[-2] and answers[-1] and sum(n for d, n in answers.items() if d >= 0) > 20  # every kind of answer

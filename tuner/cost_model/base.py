@@ -54,23 +54,33 @@ class CostModel(abc.ABC):
         """Replace the model's state by what `save` wrote to `path`."""
 
     @staticmethod
-    def create(kind: str = "xgb", *, seed: int = 0, num_threads: int = 1, **kwargs: Any) -> CostModel:
-        """A model by name: "xgb" (TVM's default) or "random"."""
+    def create(kind: str = "xgb", *, seed: int = 0, num_threads: int = 1, **kwargs: Any) -> CostModel | None:
+        """A model by name: "xgb" (TVM's default), "mlp" (needs the `mlp` extra: PyTorch),
+        "random", or "none" (None: no model; see `create`)."""
         return create(kind, seed=seed, num_threads=num_threads, **kwargs)
 
 
 #: kind -> (module, class), imported on first use (xgboost loads only when asked for).
 _KINDS = {
     "xgb": ("msdb.tuner.cost_model.xgb_model", "XGBModel"),
+    "mlp": ("msdb.tuner.cost_model.mlp_model", "MLPModel"),
     "random": ("msdb.tuner.cost_model.random_model", "RandomModel"),
 }
 
+#: every name `create` takes: the model kinds and "none".
+KINDS = (*_KINDS, "none")
 
-def create(kind: str = "xgb", *, seed: int = 0, num_threads: int = 1, **kwargs: Any) -> CostModel:
+
+def create(kind: str = "xgb", *, seed: int = 0, num_threads: int = 1, **kwargs: Any) -> CostModel | None:
     """A model by name, seeded; `num_threads` is what the model may use to train (XGBoost's
-    nthread); other keyword arguments go to its constructor."""
-    cls = load_kind(_KINDS, kind, "cost model")
+    nthread); other keyword arguments go to its constructor. "none" is TVM's kind without a
+    model: None, and the evolutionary search then picks the candidates to measure at random
+    from its population (docs/architecture.md, "Tuner")."""
+    if kind == "none":
+        return None
+    cls = load_kind(_KINDS, kind, "cost model", alternative='or "none": no model')
     if kind == "random":
+        kwargs.pop("extractor", None)
         model: CostModel = cls(seed=seed, **kwargs)
     else:
         model = cls(seed=seed, num_threads=num_threads, **kwargs)

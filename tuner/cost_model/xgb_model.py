@@ -6,23 +6,21 @@ the same target kind. See docs/architecture.md, "Features and cost model".
 
 from __future__ import annotations
 
-import io
-import json
 import logging
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
 
-from msdb.errors import MsdbError
-from msdb.records.ranking import FAILED_RUN_SECS
 from msdb.tuner.cost_model.base import CostModel
+from msdb.model_file import CostModelFileError, ModelStamp, read_model_file, write_model_file
+from msdb.tuner.cost_model.learning import Group, MeasuredGroups, WorkloadKeys, measured_round, note_target
+from msdb.tuner.cost_model.training_data import WorkloadSamples, workload_samples
 from msdb.tuner.features.base import FeatureExtractor
 
 if TYPE_CHECKING:
     import xgboost as xgb
 
-    from msdb.ir.function import IRModule
     from msdb.records.record import TuningRecord
     from msdb.records.target import Target
     from msdb.tuner.candidate import MeasureCandidate
@@ -44,24 +42,6 @@ class XGBConfig:
     gamma: float = 0.001
     min_child_weight: float = 0
     eta: float = 0.2
-
-
-class _Group:
-    """The measured candidates of one workload: their feature packs and costs."""
-
-    __slots__ = ("features", "costs")
-
-    def __init__(self) -> None:
-        self.features: list[np.ndarray] = []
-        self.costs: list[float] = []
-
-    def labels(self) -> np.ndarray:
-        """`best cost / cost` (0 for a zero cost, as TVM's division guard gives)."""
-        costs = np.asarray(self.costs, dtype=np.float64)
-        best = costs.min()
-        out = np.zeros_like(costs)
-        np.divide(best, costs, out=out, where=costs != 0)
-        return out
 
 
 class _Packs:
@@ -119,27 +99,37 @@ class XGBModel(CostModel):
         self.early_stopping_rounds = early_stopping_rounds
         self.average_peak_n = average_peak_n
         self.adaptive_training = adaptive_training
-        self.data: dict[str, _Group] = {}
-        self.data_size = 0
+        self.measured = MeasuredGroups()
         self.last_train_size = 0
+        self.prior_size = 0  # candidates learned before this session: pretrained or loaded
         self.booster: xgb.Booster | None = None
         self.rng = np.random.default_rng(seed)
-        self._hashed: tuple[IRModule, str] | None = None
+        self._keys = WorkloadKeys()
+        self.target_kind: str | None = None  # of the measurements learned (the stamp's)
+
+    @property
+    def data(self) -> dict[str, Group]:
+        """The measured candidates by workload key."""
+        return self.measured.groups
+
+    @property
+    def data_size(self) -> int:
+        """How many measured candidates the model holds."""
+        return self.measured.size
 
     # ---- the CostModel interface ---------------------------------------------------------
     def update(self, context: TuneContext, candidates: Sequence[MeasureCandidate],
                results: Sequence[RunnerResult]) -> None:
-        if len(candidates) != len(results):
-            raise ValueError(f"update: {len(candidates)} candidates but {len(results)} results")
-        if not candidates:
+        measured = measured_round(self.target_kind, context, candidates, results, self._features)
+        if measured is None:
             return
-        features = self._features(context, candidates)
-        costs = [_cost(r.run_secs if r.error_msg is None else None) for r in results]
-        key = self._workload_key(context)
+        self.target_kind, features, costs = measured
+        key = self._keys.key(context)
         if self.booster is not None and key in self.data and logger.isEnabledFor(logging.DEBUG):
             self._log_validation(key, features, costs)
         self._add(key, features, costs)
-        if self.adaptive_training and self.data_size - self.last_train_size < self.last_train_size / 5:
+        online, trained = self.data_size - self.prior_size, self.last_train_size - self.prior_size
+        if self.adaptive_training and online - trained < trained / 5:
             return  # not enough new data to be worth a retraining (TVM's adaptive training)
         self._train()
 
@@ -152,101 +142,73 @@ class XGBModel(CostModel):
         return self._predict(self._features(context, candidates))
 
     def save(self, path: str) -> None:
-        """One .npz file (no pickles): the booster as XGBoost's JSON, every group's feature
-        rows and costs, the counters and the warm-up generator's state."""
-        groups = list(self.data.items())
-        features = [f for _, g in groups for f in g.features]
-        width = features[0].shape[1] if features else 0
+        """One .npz model file (`saved.write_model_file`, no pickles): the booster as
+        XGBoost's JSON, every group's feature rows and costs, the counters, the warm-up
+        generator's state, and the stamp (feature layout, target kind) a loader checks."""
         meta = {
-            "format": _FORMAT, "data_size": self.data_size, "last_train_size": self.last_train_size,
-            "rng": self.rng.bit_generator.state, "config": asdict(self.config),
+            "format": _FORMAT, "stamp": self.stamp().to_json(), "data_size": self.data_size,
+            "last_train_size": self.last_train_size, "rng": self.rng.bit_generator.state,
+            "config": asdict(self.config),
         }
-        arrays: dict[str, Any] = {
-            "meta": np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
-            "group_keys": np.array([k for k, _ in groups], dtype=str),
-            "group_sizes": np.array([len(g.costs) for _, g in groups], dtype=np.int64),
-            "rows": np.array([f.shape[0] for f in features], dtype=np.int64),
-            "features": np.concatenate(features, axis=0) if features else np.zeros((0, width), np.float32),
-            "costs": np.array([c for _, g in groups for c in g.costs], dtype=np.float64),
+        arrays: dict[str, np.ndarray] = {
+            **self.measured.arrays(),
             "booster": np.frombuffer(bytes(self.booster.save_raw("json")), dtype=np.uint8)
             if self.booster is not None else np.zeros(0, dtype=np.uint8),
         }
-        with open(path, "wb") as f:
-            np.savez(f, **arrays)
+        write_model_file(path, meta, arrays)
         logger.info("saved XGBModel (%d measured candidates) to %s", self.data_size, path)
 
     def load(self, path: str) -> None:
+        """Replace the state by a saved model's; `CostModelFileError` (naming `path`) for a
+        file that is not an XGB model or whose features are not this model's extractor's."""
         import xgboost as xgb
 
-        with open(path, "rb") as f:
-            saved = np.load(io.BytesIO(f.read()), allow_pickle=False)
-            meta = json.loads(saved["meta"].tobytes().decode())
-            if meta.get("format") != _FORMAT:
-                raise ValueError(f"{path} is not a saved XGBModel (format {meta.get('format')!r})")
-            rows = saved["rows"]
-            starts = np.concatenate([[0], np.cumsum(rows)])
-            all_features = saved["features"]
-            costs = saved["costs"]
-            data: dict[str, _Group] = {}
-            index = 0
-            for key, size in zip(saved["group_keys"], saved["group_sizes"]):
-                group = data[str(key)] = _Group()
-                for i in range(index, index + int(size)):
-                    group.features.append(all_features[starts[i]:starts[i + 1]])
-                    group.costs.append(float(costs[i]))
-                index += int(size)
+        meta, saved = read_model_file(path, _FORMAT)
+        stamp = ModelStamp.from_json(meta.get("stamp"), path)
+        stamp.check(path, self.extractor, None)
+        try:
+            measured = MeasuredGroups.from_arrays(saved)
             raw = saved["booster"].tobytes()
-        booster = None
-        if raw:
-            booster = xgb.Booster()
-            booster.load_model(bytearray(raw))
-        self.data, self.booster = data, booster
-        self.data_size, self.last_train_size = int(meta["data_size"]), int(meta["last_train_size"])
+            booster = None
+            if raw:
+                booster = xgb.Booster()
+                booster.load_model(bytearray(raw))
+            last_train_size = int(meta["last_train_size"])
+        except (KeyError, ValueError, xgb.core.XGBoostError) as exc:
+            raise CostModelFileError(f"{path}: a damaged XGB model file ({type(exc).__name__}: {exc})") from None
+        self.measured, self.booster, self.last_train_size = measured, booster, last_train_size
+        self.prior_size = self.data_size
+        self.target_kind = stamp.target_kind
         self.rng.bit_generator.state = meta["rng"]
+
+    def stamp(self) -> ModelStamp:
+        """What this model's numbers are about (see `saved.ModelStamp`)."""
+        return ModelStamp(self.extractor.layout(), self.target_kind, len(self.data), self.data_size)
 
     # ---- beyond TVM: learning from a database ----------------------------------------------
     def pretrain(self, records: Iterable[TuningRecord], target: Target | str | dict[str, Any] | None = None, *,
                  max_per_workload: int | None = None) -> int:
-        """Learn from existing measurements: each record of `target`'s kind (any, without a
-        target) is replayed on its workload, featurized and labelled within its workload like a
-        measured candidate, then the model is trained. `max_per_workload` keeps that many
-        records of each workload, spread evenly over its ranking (best to worst), to bound the
-        time a large database takes. Records that do not replay are skipped. Returns how many
-        records were added."""
-        from msdb.records.target import Target
-        from msdb.schedule.schedule import Schedule
-        from msdb.tuner.candidate import MeasureCandidate
-        from msdb.tuner.context import TuneContext
+        """Learn from existing measurements: each record that ran, of `target`'s kind (any,
+        without a target), is replayed on its workload, featurized and labelled within its
+        workload like a measured candidate (`training_data.workload_samples`, where
+        `max_per_workload` is explained), then the model is trained. Returns how many records
+        were added."""
+        return self.learn(workload_samples(records, target, max_per_workload=max_per_workload, seed=self.seed))
 
-        wanted = Target.coerce(target)
-        by_workload: dict[str, list[TuningRecord]] = {}
-        for record in records:
-            if not record.run_secs or (wanted is not None and (record.target is None
-                                                               or record.target.kind != wanted.kind)):
-                continue
-            by_workload.setdefault(record.workload.hash("structural"), []).append(record)
+    def learn(self, samples: Sequence[WorkloadSamples]) -> int:
+        """Add replayed workloads' candidates and costs, then train; returns how many were added.
+        What it learned counts as prior knowledge: adaptive training then waits for a fifth more
+        of the session's own measurements, not of the whole data, so a pretrained model
+        learns the new workload from its first rounds."""
         added = 0
-        for key, group in by_workload.items():
-            group = _spread(group, max_per_workload)
-            workload = group[0].workload.mod
-            candidates, costs = [], []
-            for record in group:
-                sch = Schedule(workload)
-                try:
-                    record.trace.apply_to_schedule(sch, remove_postproc=False)
-                except (MsdbError, ValueError, KeyError) as exc:
-                    logger.debug("pretrain: a record of workload %s does not replay (%s); skipped", key, exc)
-                    continue
-                candidates.append(MeasureCandidate.of(sch))
-                costs.append(_cost(record.run_secs))
-            if not candidates:
-                continue
-            context = TuneContext(mod=workload, target=group[0].target, rand_state=self.seed)
-            self._add(key, self._features(context, candidates), costs)
-            added += len(candidates)
+        for group in samples:
+            self.target_kind = note_target(self.target_kind, group.context.target)
+            self._add(group.key, self._features(group.context, group.candidates), group.costs)
+            added += len(group.candidates)
         if added:
             self._train()
-        logger.info("pretrained on %d records of %d workloads", added, len(by_workload))
+        self.prior_size = self.data_size
+        logger.info("trained on %d records of %d workloads", added, len(samples))
         return added
 
     # ---- internals -------------------------------------------------------------------------
@@ -257,28 +219,8 @@ class XGBModel(CostModel):
         with Profiler.timeit("features"):
             return list(self.extractor.extract_from(context, candidates))
 
-    def _workload_key(self, context: TuneContext) -> str:
-        """The group of a task: the structural hash of its workload (hashed once per module)."""
-        from msdb.hashing import structural_hash
-
-        mod = context.mod
-        if mod is None:
-            raise ValueError("XGBModel.update needs a TuneContext with a module")
-        if self._hashed is None or self._hashed[0] is not mod:
-            self._hashed = (mod, structural_hash(mod))
-        return self._hashed[1]
-
     def _add(self, key: str, features: Sequence[np.ndarray], costs: Sequence[float]) -> None:
-        """Add measured candidates to a workload's group (candidates without rows say nothing
-        and are left out, as in TVM)."""
-        group = self.data.get(key)
-        if group is None:
-            group = self.data[key] = _Group()
-        for x, cost in zip(features, costs):
-            if len(x):
-                group.features.append(np.asarray(x, dtype=np.float32))
-                group.costs.append(cost)
-                self.data_size += 1
+        self.measured.add(key, features, costs)
 
     def _train(self) -> None:
         import xgboost as xgb
@@ -319,19 +261,3 @@ class XGBModel(CostModel):
         predictions = self.booster.predict(packs.dmatrix, output_margin=True)
         logger.debug("XGB validation: p-rmse %.6f, a-peak@%d %.6f", packs.rmse(predictions, None)[1],
                      self.average_peak_n, packs.average_peak(predictions, self.average_peak_n))
-
-
-def _cost(run_secs: Sequence[float] | None) -> float:
-    """TVM's cost of a measurement: the median of its run times, 1e10 when it has none."""
-    if not run_secs:
-        return FAILED_RUN_SECS
-    return float(np.median(np.asarray(run_secs, dtype=np.float64)))
-
-
-def _spread(records: list[TuningRecord], limit: int | None) -> list[TuningRecord]:
-    """At most `limit` records spread evenly over the ranking (all of them without a limit)."""
-    if limit is None or len(records) <= limit:
-        return records
-    ranked = sorted(records, key=lambda r: r.mean_run_secs)
-    picks = np.unique(np.linspace(0, len(ranked) - 1, num=max(limit, 1)).round().astype(int))
-    return [ranked[i] for i in picks]

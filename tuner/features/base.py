@@ -35,6 +35,12 @@ class FeatureExtractor(abc.ABC):
     def extract_from(self, context: TuneContext, candidates: Sequence[MeasureCandidate]) -> list[np.ndarray]:
         """One float32 array of shape (n_rows, n_features) per candidate, in order."""
 
+    def layout(self) -> str:
+        """What the columns mean, as one string: a model trained on one layout is refused by an
+        extractor of another (docs/architecture.md, "Features and cost model"). Subclasses
+        with options name them."""
+        return type(self).__name__
+
     @staticmethod
     def create(kind: str = "per-store-feature", **kwargs: Any) -> FeatureExtractor:
         """An extractor by name: "per-store-feature" (TVM's default) or "random"."""

@@ -50,6 +50,10 @@ class PerStoreFeature(FeatureExtractor):
         # id(mod) -> (mod, is_gpu, rows); holding the module keeps its id from being reused.
         self._cache: OrderedDict[int, tuple[IRModule, bool, np.ndarray]] = OrderedDict()
 
+    def layout(self) -> str:
+        return (f"per-store-feature(buffers={self.buffers_per_store},curve={self.arith_intensity_curve_num_samples},"
+                f"cache_line={self.cache_line_bytes},columns={self.feature_vector_length})")
+
     def feature_names(self) -> list[str]:
         """The name of each column."""
         return feature_names(self.buffers_per_store, self.arith_intensity_curve_num_samples)

@@ -27,6 +27,9 @@ class RandomFeatureExtractor(FeatureExtractor):
         self.max_block_num = max_block_num
         self.rng = np.random.default_rng(seed)
 
+    def layout(self) -> str:
+        return f"random(columns={self.feature_size})"
+
     def extract_from(self, context: TuneContext, candidates: Sequence[MeasureCandidate]) -> list[np.ndarray]:
         out = []
         for _ in candidates:

@@ -17,7 +17,7 @@ from msdb.schedule.schedule import Schedule
 from msdb.tuner.candidate import MeasureCandidate
 from msdb.tuner.context import TuneContext
 from msdb.tuner.cost_model import CostModel, RandomModel, UnknownCostModel, XGBModel
-from msdb.tuner.cost_model.xgb_model import _cost
+from msdb.tuner.cost_model.training_data import cost_of
 from msdb.tuner.measure.runner import RunnerResult
 
 N = 32
@@ -64,8 +64,8 @@ def test_create_and_unknown_kind() -> None:
     assert isinstance(CostModel.create("random", seed=3), RandomModel)
     model = CostModel.create("xgb", seed=3, num_threads=2)
     assert isinstance(model, XGBModel) and model.seed == 3 and model.num_threads == 2
-    with pytest.raises(UnknownCostModel, match=r"unknown cost model 'mlp'; known: xgb, random"):
-        CostModel.create("mlp")
+    with pytest.raises(UnknownCostModel, match=r"unknown cost model 'gbm'; known: xgb, mlp, random"):
+        CostModel.create("gbm")
 
 
 def test_random_model_is_seeded_and_saves_its_state(tmp_path: Path) -> None:
@@ -82,8 +82,8 @@ def test_random_model_is_seeded_and_saves_its_state(tmp_path: Path) -> None:
 
 
 def test_cost_of_a_result() -> None:
-    assert _cost([3.0, 1.0, 2.0]) == 2.0  # TVM's mean cost is the median
-    assert _cost([]) == _cost(None) == 1e10
+    assert cost_of([3.0, 1.0, 2.0]) == 2.0  # TVM's mean cost is the median
+    assert cost_of([]) == cost_of(None) == 1e10
 
 
 def test_xgb_predicts_seeded_noise_below_the_warmup() -> None:
@@ -121,6 +121,31 @@ def test_xgb_adaptive_training_waits_for_a_fifth_more_data() -> None:
     assert model.booster is booster and model.data_size == 35 and model.last_train_size == 30
     model.update(context(mod), candidates[35:], results[35:])  # 6 >= 30 / 5 since the last training
     assert model.booster is not booster and model.last_train_size == 36
+
+
+def test_xgb_adaptive_training_counts_the_sessions_own_data_after_pretraining(tmp_path: Path) -> None:
+    """A pretrained or loaded model learns the new workload from its first rounds: what it knew
+    before does not count in the fifth adaptive training waits for."""
+    mod = gmm()
+    candidates, results, _ = dataset(mod)
+    other = zoo.build("GMM", 1, 16, 32, 64)
+    prior = [TuningRecord(Schedule(other, seed=0).trace, other, [1e-3 * (i + 1)], Target("llvm")) for i in range(8)]
+    model = XGBModel(seed=0, num_warmup_samples=0)
+    model.pretrain(prior * 4, target="llvm")
+    assert model.prior_size == model.data_size == model.last_train_size == 32
+    booster = model.booster
+    model.update(context(mod), candidates[:4], results[:4])  # 4 < 32 / 5, but the session's first data
+    assert model.booster is not booster and model.last_train_size == 36
+    booster = model.booster
+    model.update(context(mod), candidates[4:8], results[4:8])  # 4 >= 4 / 5 of the session's own
+    assert model.booster is not booster
+    model.save(str(tmp_path / "m.npz"))
+    loaded = XGBModel(seed=0, num_warmup_samples=0)
+    loaded.load(str(tmp_path / "m.npz"))
+    assert loaded.prior_size == loaded.data_size == 40
+    booster = loaded.booster
+    loaded.update(context(mod), candidates[8:10], results[8:10])
+    assert loaded.booster is not booster and loaded.last_train_size == 42
 
 
 def test_xgb_is_deterministic_and_round_trips(tmp_path: Path) -> None:

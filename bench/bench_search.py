@@ -1,0 +1,106 @@
+"""The search loop's own cost (docs/benchmarks.md, "The search loop"): what an evolutionary
+search spends on sampling, replay, post-processing, features and the cost model per candidate,
+with measurement taken out (a builder that builds nothing and a runner whose time is a hash of
+the module), so only the search is timed. The XGB model ranks from the first round (no warm-up),
+as a pretrained model does: every round evolves the population.
+
+Prints seconds by phase, search seconds per measured candidate, and a digest of the measured traces:
+two versions of msdb that give the same digest chose the same candidates.
+Run: taskset -c 1 python bench/bench_search.py [--workload c2d|gmm|winograd] [--trials 128]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Sequence
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _timing import cpu_line  # noqa: E402
+
+from msdb.hashing import structural_hash  # noqa: E402
+from msdb.tuner.measure.builder import Builder, BuilderInput, BuilderResult  # noqa: E402
+from msdb.tuner.measure.runner import ReadyRunnerFuture, Runner, RunnerFuture, RunnerInput, RunnerResult  # noqa: E402
+
+
+class HashBuilder(Builder):
+    """Builds nothing: the 'artifact' is the module's structural hash."""
+
+    def build(self, inputs: Sequence[BuilderInput]) -> list[BuilderResult]:
+        return [BuilderResult(structural_hash(item.mod), None) for item in inputs]
+
+
+class HashRunner(Runner):
+    """A run time from the artifact's hash (10..1010 us): deterministic, costs nothing."""
+
+    def run(self, inputs: Sequence[RunnerInput]) -> list[RunnerFuture]:
+        out: list[RunnerFuture] = []
+        for item in inputs:
+            digest = int(hashlib.blake2b(str(item.artifact_path).encode(), digest_size=4).hexdigest(), 16)
+            out.append(ReadyRunnerFuture(RunnerResult([1e-5 + (digest % 1000) * 1e-6], None)))
+        return out
+
+
+def workload(name: str) -> object:
+    from msdb.ir import zoo
+
+    if name == "gmm":
+        return zoo.build("GMM", 1, 128, 128, 128)
+    if name == "c2d":
+        return zoo.build("C2D", 1, 56, 56, 64, 64, 3, 1, 1)
+    if name == "winograd":  # ResNet-18's 64x56x56 3x3 conv as `--fuse winograd` makes it, F(4, 3)
+        from msdb.ir import te
+        from msdb.ir.function import IRModule
+        from msdb.model.legalize.winograd import conv2d_winograd
+
+        data = te.placeholder((1, 64, 56, 56), "float32", name="data")
+        weight = te.placeholder((6, 6, 4, 64, 16), "float32", name="weight")
+        out = conv2d_winograd(data, weight, [1, 1], [1, 1])
+        return IRModule.from_func(te.create_prim_func([data, weight, out]))
+    raise SystemExit(f"unknown workload {name!r}")
+
+
+def main() -> None:
+    from msdb.database.sql import SQLiteDatabase
+    from msdb.tuner.cost_model.xgb_model import XGBModel
+    from msdb.tuner.profiler import Profiler
+    from msdb.tuner.tune import make_context, tune_tasks, tuning_target
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workload", default="c2d")
+    parser.add_argument("--trials", type=int, default=128)
+    parser.add_argument("--per-iter", type=int, default=64)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    print(cpu_line())
+    mod = workload(args.workload)
+    context = make_context(mod, tuning_target(None, 1), "post-order-apply", "evolutionary", args.seed, "t", 1)
+    with tempfile.TemporaryDirectory() as tmp:
+        db = SQLiteDatabase(Path(tmp) / "t.sqlite")
+        started = time.perf_counter()
+        with Profiler() as profiler:
+            tune_tasks([context], [1.0], db, args.trials, args.per_iter, cost_model=XGBModel(seed=0, num_warmup_samples=0),
+                       seed=args.seed, builder=HashBuilder(), runner=HashRunner(), pretrain=False, check_best=False)
+        wall = time.perf_counter() - started
+        traces = "\n".join(str(r.storage_fields()[0]) for r in db.get_all_tuning_records())
+        count = len(db)
+        db.close()
+    phases = profiler.get()
+    print(f"{args.workload}: {count} candidates measured, {args.trials // args.per_iter} rounds, wall {wall:.1f} s")
+    print(profiler.table())
+    search = sum(phases.get(p, 0.0) for p in ("sampling", "replay", "post-processing", "features", "cost model"))
+    print(f"search (sampling + replay + post-processing + features + cost model): {search:.1f} s, "
+          f"{search / max(count, 1):.2f} s per measured candidate")
+    print("digest of the measured traces:", hashlib.sha256(traces.encode()).hexdigest()[:16])
+
+
+if __name__ == "__main__":
+    main()

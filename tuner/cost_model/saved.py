@@ -1,0 +1,35 @@
+"""Loading a trained cost model by its file (the format: `msdb.model_file`), checked against
+the tuner that will use it (docs/architecture.md, "Features and cost model")."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from msdb.model_file import MODEL_FORMATS, CostModelFileError, ModelStamp, read_model_file, write_model_file
+
+if TYPE_CHECKING:
+    from msdb.records.target import Target
+    from msdb.tuner.cost_model.base import CostModel
+    from msdb.tuner.features.base import FeatureExtractor
+
+__all__ = ["CostModelFileError", "ModelStamp", "load_cost_model", "read_model_file", "write_model_file",
+           "MODEL_FORMATS"]
+
+
+def load_cost_model(path: str | os.PathLike[str], *, target: Target | str | None = None, seed: int = 0,
+                    num_threads: int = 1, extractor: FeatureExtractor | str = "per-store-feature") -> CostModel:
+    """The model saved in `path` (its kind read from the file), checked against `extractor`'s
+    layout and `target`'s kind before any of its numbers is used."""
+    from msdb.records.target import Target
+    from msdb.tuner.cost_model.base import create
+    from msdb.tuner.features.base import FeatureExtractor
+
+    name = os.fspath(path)
+    meta, _ = read_model_file(name)
+    features = FeatureExtractor.create(extractor) if isinstance(extractor, str) else extractor
+    ModelStamp.from_json(meta.get("stamp"), name).check(name, features, Target.coerce(target))
+    model = create(MODEL_FORMATS[meta["format"]], seed=seed, num_threads=num_threads, extractor=features)
+    assert model is not None  # a model file's kind is never "none"
+    model.load(name)
+    return model
