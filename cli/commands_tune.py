@@ -91,8 +91,8 @@ class _TuneProgress:
 @click.option("--strategy", type=click.Choice(["evolutionary", "replay-trace", "replay-func"]), default="evolutionary",
               show_default=True)
 @click.option("--cost-model", metavar="KIND|FILE", default="xgb", show_default=True,
-              help="xgb (TVM's default), mlp (pip install -e '.[mlp]'), random, none (no model: candidates drawn at "
-                   "random from the evolved population), or a model file from `msdb train-cost-model` or `msdb pull` "
+              help="xgb (TVM's default), mlp (pip install -e '.[mlp]'), random, none (no model: the search mutates "
+                   "the fastest measured candidates and adds random samples), or a model file from `msdb train-cost-model` or `msdb pull` "
                    "(refused when trained for another target kind or feature layout).")
 @click.option("--seed", type=int, default=None, help="Seed of every random choice (default: from the clock).")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Build processes (default: the cores, at most 4).")

@@ -60,11 +60,13 @@ class ModelStamp:
 
     @staticmethod
     def from_json(value: Any, path: str) -> ModelStamp:
-        if not isinstance(value, dict) or not isinstance(value.get("features"), str):
-            raise CostModelFileError(f"{path}: the model file has no valid stamp (feature layout, target kind)")
+        counts = [value.get(k) or 0 for k in ("workloads", "records")] if isinstance(value, dict) else []
+        if not isinstance(value, dict) or not isinstance(value.get("features"), str) \
+                or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts):
+            raise CostModelFileError(f"{path}: the model file has no valid stamp (feature layout, target kind, "
+                                     "counts)")
         kind = value.get("target_kind")
-        return ModelStamp(value["features"], kind if isinstance(kind, str) else None,
-                          int(value.get("workloads") or 0), int(value.get("records") or 0))
+        return ModelStamp(value["features"], kind if isinstance(kind, str) else None, counts[0], counts[1])
 
     def check(self, path: str, extractor: _HasLayout, target: Target | None) -> None:
         """Refuse (CostModelFileError naming `path`) a model trained on other features or

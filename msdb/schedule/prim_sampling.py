@@ -75,8 +75,8 @@ def sample_compute_location(state: ScheduleState, func_name: str, block_name: st
     A given decision needs no list of every candidate: the loops at or before it are tried
     nearest first and the first that takes the block answers (root when none does). Trying a
     location is a compute-at on a copy of the state, the bulk of a trace's replay, so a replay
-    tries one location where drawing anew tries them all; the answer is the one the full list
-    gives (docs/architecture.md, "Tuner")."""
+    usually tries one location where drawing anew tries them all; the answer is the one the full
+    list gives (docs/architecture.md, "Features and cost model")."""
     if decision is None:
         indices, targets = compute_location_candidates(state, func_name, block_name)
         pick = sampling.sample_int(rng(), 0, len(indices))

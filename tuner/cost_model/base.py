@@ -74,8 +74,9 @@ KINDS = (*_KINDS, "none")
 def create(kind: str = "xgb", *, seed: int = 0, num_threads: int = 1, **kwargs: Any) -> CostModel | None:
     """A model by name, seeded; `num_threads` is what the model may use to train (XGBoost's
     nthread); other keyword arguments go to its constructor. "none" is TVM's kind without a
-    model: None, and the evolutionary search then picks the candidates to measure at random
-    from its population (docs/architecture.md, "Tuner")."""
+    model: None, and the evolutionary search then mutates the fastest measured candidates and
+    adds random samples, as it does while a model cannot rank (docs/architecture.md, "Features
+    and cost model")."""
     if kind == "none":
         return None
     cls = load_kind(_KINDS, kind, "cost model", alternative='or "none": no model')

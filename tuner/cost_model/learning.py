@@ -6,20 +6,24 @@ learn. `XGBModel` and `MLPModel` share these so that their files and their refus
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from msdb.tuner.cost_model.training_data import cost_of, labels
+from msdb.model_file import ModelStamp
+from msdb.tuner.cost_model.base import CostModel
+from msdb.tuner.cost_model.training_data import WorkloadSamples, cost_of, labels, workload_samples
 
 if TYPE_CHECKING:
     from msdb.ir.function import IRModule
+    from msdb.records.record import TuningRecord
     from msdb.records.target import Target
+    from msdb.tuner.features.base import FeatureExtractor
     from msdb.tuner.candidate import MeasureCandidate
     from msdb.tuner.context import TuneContext
     from msdb.tuner.measure.runner import RunnerResult
 
-__all__ = ["Group", "MeasuredGroups", "WorkloadKeys", "measured_round", "note_target"]
+__all__ = ["Group", "LearningCostModel", "MeasuredGroups", "WorkloadKeys", "measured_round", "note_target"]
 
 
 def measured_round(learned: str | None, context: TuneContext, candidates: Sequence[MeasureCandidate],
@@ -140,3 +144,47 @@ class MeasuredGroups:
             index += int(size)
         out.size = index
         return out
+
+
+class LearningCostModel(CostModel):
+    """What a cost model that learns from measurements shares, whatever it learns with (XGB,
+    the MLP): its extractor, the measured candidates by workload (`measured`), the target kind
+    it learned, the stamp its file carries, and pretraining from records. A subclass sets
+    `extractor`, `seed`, `measured` and `target_kind` and implements `learn`."""
+
+    extractor: FeatureExtractor
+    seed: int
+    measured: MeasuredGroups
+    target_kind: str | None
+
+    def stamp(self) -> ModelStamp:
+        """What this model's numbers are about (`msdb.model_file.ModelStamp`)."""
+        return ModelStamp(self.extractor.layout(), self.target_kind, len(self.measured.groups), self.measured.size)
+
+    def pretrain(self, records: Iterable[TuningRecord], target: Target | str | dict[str, Any] | None = None, *,
+                 max_per_workload: int | None = None) -> int:
+        """Learn from existing measurements: each record that ran, of `target`'s kind (any,
+        without a target), is replayed on its workload, featurized and labelled within its
+        workload like a measured candidate (`training_data.workload_samples`, where
+        `max_per_workload` is explained), then the model is trained. Returns how many records
+        were added."""
+        return self.learn(workload_samples(records, target, max_per_workload=max_per_workload, seed=self.seed))
+
+    def learn(self, samples: Sequence[WorkloadSamples]) -> int:
+        """Add replayed workloads' candidates and costs, then train; how many were added."""
+        raise NotImplementedError
+
+    def _add_samples(self, samples: Sequence[WorkloadSamples]) -> int:
+        """Add replayed workloads' candidates and costs (the target kind checked); how many."""
+        added = 0
+        for group in samples:
+            self.target_kind = note_target(self.target_kind, group.context.target)
+            added += self.measured.add(group.key, self._features(group.context, group.candidates), group.costs)
+        return added
+
+    def _features(self, context: TuneContext, candidates: Sequence[MeasureCandidate]) -> list[np.ndarray]:
+        """The extractor's features of the candidates, timed as the profiler's "features" phase."""
+        from msdb.tuner.profiler import Profiler
+
+        with Profiler.timeit("features"):
+            return list(self.extractor.extract_from(context, candidates))

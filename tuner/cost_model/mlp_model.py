@@ -12,22 +12,19 @@ from __future__ import annotations
 import logging
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import numpy as np
 
 from msdb.errors import MsdbError
-from msdb.tuner.cost_model.base import CostModel
-from msdb.tuner.cost_model.learning import MeasuredGroups, WorkloadKeys, measured_round, note_target
+from msdb.tuner.cost_model.learning import LearningCostModel, MeasuredGroups, WorkloadKeys, measured_round
 from msdb.model_file import CostModelFileError, ModelStamp, read_model_file, write_model_file
-from msdb.tuner.cost_model.training_data import WorkloadSamples, workload_samples
+from msdb.tuner.cost_model.training_data import WorkloadSamples
 from msdb.tuner.features.base import FeatureExtractor
 
 if TYPE_CHECKING:
     import torch
 
-    from msdb.records.record import TuningRecord
-    from msdb.records.target import Target
     from msdb.tuner.candidate import MeasureCandidate
     from msdb.tuner.context import TuneContext
     from msdb.tuner.measure.runner import RunnerResult
@@ -61,7 +58,7 @@ class MLPConfig:
     max_update_steps: int = 100
 
 
-class MLPModel(CostModel):
+class MLPModel(LearningCostModel):
     """The segment-sum MLP (see the module docstring). `seed` fixes the initial weights, the
     batches and the warm-up noise; `num_threads` is torch's thread count while it trains or
     predicts (restored afterwards). Same seed, data and thread count: the same scores."""
@@ -74,7 +71,7 @@ class MLPModel(CostModel):
         self.seed = seed
         self.num_threads = num_threads
         self.num_warmup_samples = num_warmup_samples
-        self.data = MeasuredGroups()
+        self.measured = MeasuredGroups()
         self.net: torch.nn.ModuleDict | None = None
         self.scale: np.ndarray | None = None  # per-column divisor, fixed at the first training
         self.rng = np.random.default_rng(seed)
@@ -89,7 +86,7 @@ class MLPModel(CostModel):
         if measured is None:
             return
         self.target_kind, features, costs = measured
-        if self.data.add(self._keys.key(context), features, costs) and self.data.size >= self.num_warmup_samples:
+        if self.measured.add(self._keys.key(context), features, costs) and self.measured.size >= self.num_warmup_samples:
             # below the warm-up its scores are noise whatever it learned: the first training waits
             if self.net is None:
                 self._train(self.config.train_epochs, self.config.max_train_steps)
@@ -97,7 +94,7 @@ class MLPModel(CostModel):
                 self._train(self.config.update_epochs, self.config.max_update_steps)
 
     def can_rank(self) -> bool:
-        return self.net is not None and self.data.size >= self.num_warmup_samples
+        return self.net is not None and self.measured.size >= self.num_warmup_samples
 
     def predict(self, context: TuneContext, candidates: Sequence[MeasureCandidate]) -> np.ndarray:
         if not self.can_rank():
@@ -105,22 +102,22 @@ class MLPModel(CostModel):
         return self._predict(self._features(context, candidates))
 
     def save(self, path: str) -> None:
-        """One .npz model file (`saved.write_model_file`, no pickles): the weights as arrays
+        """One .npz model file (`msdb.model_file.write_model_file`, no pickles): the weights as arrays
         (`net.<name>`), the feature scale, what it learned from (for later updates), the
         generators' states, the config and the stamp a loader checks."""
         meta = {
             "format": _FORMAT, "stamp": self.stamp().to_json(), "config": asdict(self.config),
-            "data_size": self.data.size, "rng": self.rng.bit_generator.state,
+            "data_size": self.measured.size, "rng": self.rng.bit_generator.state,
             "weights": sorted(self.net.state_dict()) if self.net is not None else None,
         }
-        arrays = self.data.arrays()
+        arrays = self.measured.arrays()
         arrays["generator"] = self.generator.get_state().numpy()
         arrays["scale"] = self.scale if self.scale is not None else np.zeros(0, np.float32)
         if self.net is not None:
             for name, value in self.net.state_dict().items():
                 arrays[f"net.{name}"] = value.detach().cpu().numpy()
         write_model_file(path, meta, arrays)
-        logger.info("saved MLPModel (%d measured candidates) to %s", self.data.size, path)
+        logger.info("saved MLPModel (%d measured candidates) to %s", self.measured.size, path)
 
     def load(self, path: str) -> None:
         """Replace the state by a saved model's; `CostModelFileError` (naming `path`) for a
@@ -148,42 +145,21 @@ class MLPModel(CostModel):
             rng.bit_generator.state = meta["rng"]
         except (KeyError, TypeError, ValueError, RuntimeError) as exc:
             raise CostModelFileError(f"{path}: a damaged MLP model file ({type(exc).__name__}: {exc})") from None
-        self.config, self.data, self.net, self.scale = config, data, net, scale
+        self.config, self.measured, self.net, self.scale = config, data, net, scale
         self.generator, self.rng = generator, rng
         self.target_kind = stamp.target_kind
 
-    def stamp(self) -> ModelStamp:
-        """What this model's numbers are about (see `saved.ModelStamp`)."""
-        return ModelStamp(self.extractor.layout(), self.target_kind, len(self.data.groups), self.data.size)
-
     # ---- beyond TVM: learning from a database ----------------------------------------------
-    def pretrain(self, records: Iterable[TuningRecord], target: Target | str | dict[str, Any] | None = None, *,
-                 max_per_workload: int | None = None) -> int:
-        """Learn from existing measurements (`training_data.workload_samples`: records that ran,
-        of `target`'s kind, replayed and labelled within their workload), then train. Returns
-        how many records were added."""
-        return self.learn(workload_samples(records, target, max_per_workload=max_per_workload, seed=self.seed))
-
     def learn(self, samples: Sequence[WorkloadSamples]) -> int:
         """Add replayed workloads' candidates and costs, then train `train_epochs` (warm-started
         when the model has weights); returns how many were added."""
-        added = 0
-        for group in samples:
-            self.target_kind = note_target(self.target_kind, group.context.target)
-            added += self.data.add(group.key, self._features(group.context, group.candidates), group.costs)
+        added = self._add_samples(samples)
         if added:
             self._train(self.config.train_epochs, self.config.max_train_steps)
         logger.info("trained on %d records of %d workloads", added, len(samples))
         return added
 
     # ---- internals -------------------------------------------------------------------------
-    def _features(self, context: TuneContext, candidates: Sequence[MeasureCandidate]) -> list[np.ndarray]:
-        """The extractor's features of the candidates, timed as the profiler's "features" phase."""
-        from msdb.tuner.profiler import Profiler
-
-        with Profiler.timeit("features"):
-            return list(self.extractor.extract_from(context, candidates))
-
     @contextmanager
     def _threads(self) -> Iterator[None]:
         """torch's intra-op threads set to `num_threads` for the block, the process's restored."""
@@ -200,7 +176,7 @@ class MLPModel(CostModel):
         passes over every workload's candidates in a seeded order, at most `max_steps` steps,
         from the current weights (new ones, seeded, the first time)."""
         torch = _torch()
-        groups = [g for g in self.data.groups.values() if len(g.costs) >= 2]  # a ranking needs a pair
+        groups = [g for g in self.measured.groups.values() if len(g.costs) >= 2]  # a ranking needs a pair
         if not groups:
             return
         config = self.config
@@ -235,7 +211,7 @@ class MLPModel(CostModel):
                     steps += 1
                     loss_sum += float(loss.detach())
             net.eval()
-        logger.debug("MLP trained on %d candidates of %d workloads: %d steps, mean loss %.6f", self.data.size,
+        logger.debug("MLP trained on %d candidates of %d workloads: %d steps, mean loss %.6f", self.measured.size,
                      len(groups), steps, loss_sum / max(steps, 1))
 
     def _predict(self, xs: Sequence[np.ndarray]) -> np.ndarray:
@@ -320,7 +296,7 @@ def _torch() -> Any:
     try:
         import torch
     except ImportError:
-        raise TorchMissing("the 'mlp' cost model needs PyTorch: pip install 'msdb[mlp]'") from None
+        raise TorchMissing("the 'mlp' cost model needs PyTorch: pip install -e '.[mlp]' in the msdb checkout") from None
     return torch
 
 

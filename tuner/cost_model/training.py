@@ -14,6 +14,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
@@ -69,6 +70,10 @@ def train_cost_model(database: Database, output: str | os.PathLike[str], *, kind
 
     if not 0 <= holdout < 1:
         raise ValueError(f"holdout must be in [0, 1), got {holdout}")
+    folder = Path(output).resolve().parent
+    if not folder.is_dir():
+        raise TrainingDataError(f"{output}: cannot write the model there: no folder {folder}")
+    _model(kind, seed, num_threads)  # an unknown kind, or mlp without PyTorch, before minutes of replays
     started = time.perf_counter()
     records = database.get_all_tuning_records()
     target_kind = _target_kind(records, Target.coerce(target), database)

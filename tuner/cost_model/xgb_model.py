@@ -8,21 +8,18 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from msdb.tuner.cost_model.base import CostModel
 from msdb.model_file import CostModelFileError, ModelStamp, read_model_file, write_model_file
-from msdb.tuner.cost_model.learning import Group, MeasuredGroups, WorkloadKeys, measured_round, note_target
-from msdb.tuner.cost_model.training_data import WorkloadSamples, workload_samples
+from msdb.tuner.cost_model.learning import Group, LearningCostModel, MeasuredGroups, WorkloadKeys, measured_round
+from msdb.tuner.cost_model.training_data import WorkloadSamples
 from msdb.tuner.features.base import FeatureExtractor
 
 if TYPE_CHECKING:
     import xgboost as xgb
 
-    from msdb.records.record import TuningRecord
-    from msdb.records.target import Target
     from msdb.tuner.candidate import MeasureCandidate
     from msdb.tuner.context import TuneContext
     from msdb.tuner.measure.runner import RunnerResult
@@ -84,7 +81,7 @@ class _Packs:
         return float(np.mean(curve)) if len(curve) else 0.0
 
 
-class XGBModel(CostModel):
+class XGBModel(LearningCostModel):
     """TVM's XGBoost model (see the module docstring); `seed` makes training and the warm-up
     noise deterministic, `num_threads` is XGBoost's nthread."""
 
@@ -142,7 +139,7 @@ class XGBModel(CostModel):
         return self._predict(self._features(context, candidates))
 
     def save(self, path: str) -> None:
-        """One .npz model file (`saved.write_model_file`, no pickles): the booster as
+        """One .npz model file (`msdb.model_file.write_model_file`, no pickles): the booster as
         XGBoost's JSON, every group's feature rows and costs, the counters, the warm-up
         generator's state, and the stamp (feature layout, target kind) a loader checks."""
         meta = {
@@ -174,37 +171,22 @@ class XGBModel(CostModel):
                 booster = xgb.Booster()
                 booster.load_model(bytearray(raw))
             last_train_size = int(meta["last_train_size"])
-        except (KeyError, ValueError, xgb.core.XGBoostError) as exc:
+            rng = np.random.default_rng()
+            rng.bit_generator.state = meta["rng"]
+        except (KeyError, ValueError, TypeError, xgb.core.XGBoostError) as exc:
             raise CostModelFileError(f"{path}: a damaged XGB model file ({type(exc).__name__}: {exc})") from None
         self.measured, self.booster, self.last_train_size = measured, booster, last_train_size
         self.prior_size = self.data_size
         self.target_kind = stamp.target_kind
-        self.rng.bit_generator.state = meta["rng"]
-
-    def stamp(self) -> ModelStamp:
-        """What this model's numbers are about (see `saved.ModelStamp`)."""
-        return ModelStamp(self.extractor.layout(), self.target_kind, len(self.data), self.data_size)
+        self.rng = rng
 
     # ---- beyond TVM: learning from a database ----------------------------------------------
-    def pretrain(self, records: Iterable[TuningRecord], target: Target | str | dict[str, Any] | None = None, *,
-                 max_per_workload: int | None = None) -> int:
-        """Learn from existing measurements: each record that ran, of `target`'s kind (any,
-        without a target), is replayed on its workload, featurized and labelled within its
-        workload like a measured candidate (`training_data.workload_samples`, where
-        `max_per_workload` is explained), then the model is trained. Returns how many records
-        were added."""
-        return self.learn(workload_samples(records, target, max_per_workload=max_per_workload, seed=self.seed))
-
     def learn(self, samples: Sequence[WorkloadSamples]) -> int:
         """Add replayed workloads' candidates and costs, then train; returns how many were added.
         What it learned counts as prior knowledge: adaptive training then waits for a fifth more
         of the session's own measurements, not of the whole data, so a pretrained model
         learns the new workload from its first rounds."""
-        added = 0
-        for group in samples:
-            self.target_kind = note_target(self.target_kind, group.context.target)
-            self._add(group.key, self._features(group.context, group.candidates), group.costs)
-            added += len(group.candidates)
+        added = self._add_samples(samples)
         if added:
             self._train()
         self.prior_size = self.data_size
@@ -212,13 +194,6 @@ class XGBModel(CostModel):
         return added
 
     # ---- internals -------------------------------------------------------------------------
-    def _features(self, context: TuneContext, candidates: Sequence[MeasureCandidate]) -> list[np.ndarray]:
-        """The extractor's features of the candidates, timed as the profiler's "features" phase."""
-        from msdb.tuner.profiler import Profiler
-
-        with Profiler.timeit("features"):
-            return list(self.extractor.extract_from(context, candidates))
-
     def _add(self, key: str, features: Sequence[np.ndarray], costs: Sequence[float]) -> None:
         self.measured.add(key, features, costs)
 

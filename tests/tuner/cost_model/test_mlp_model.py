@@ -45,7 +45,7 @@ def test_create_by_name_and_noise_below_the_warmup() -> None:
     mod = gmm()
     candidates, results, _ = dataset(mod)
     model.update(context(mod), candidates, results)  # 36 < 100 measured: still warming up, not trained
-    assert model.net is None and model.data.size == 36 and not model.can_rank()
+    assert model.net is None and model.measured.size == 36 and not model.can_rank()
     expected = np.random.default_rng(11).uniform(0.0, 1.0, len(candidates))
     assert np.array_equal(model.predict(context(mod), candidates), expected)
     model.num_warmup_samples = 40
@@ -61,7 +61,7 @@ def test_without_torch_create_says_how_to_install_it_and_msdb_never_imports_it()
             "try:\n    CostModel.create('mlp')\n"
             "except MsdbError as exc:\n    print(exc)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout == "the 'mlp' cost model needs PyTorch: pip install 'msdb[mlp]'\n"
+    assert out.stdout == "the 'mlp' cost model needs PyTorch: pip install -e '.[mlp]' in the msdb checkout\n"
 
 
 def test_the_loss_prefers_the_right_order() -> None:
@@ -110,8 +110,11 @@ def test_mlp_ranks_held_out_measured_records_of_a_fixture_workload(tmp_path: Pat
     assert np.mean(correlations) > 0.25 and min(correlations) > 0.1
 
 
-def test_an_update_warm_starts_and_keeps_the_process_thread_count() -> None:
-    torch.set_num_threads(3)
+def test_an_update_warm_starts_and_keeps_the_process_thread_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    process_threads = torch.get_num_threads()
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 3)  # what the process had before the model
+    inside: list[int] = []
+    monkeypatch.setattr(torch, "set_num_threads", inside.append)
     mod = gmm()
     candidates, results, _ = dataset(mod)
     model = MLPModel(seed=0, num_warmup_samples=0, num_threads=1)
@@ -120,13 +123,16 @@ def test_an_update_warm_starts_and_keeps_the_process_thread_count() -> None:
     assert net is not None
     before = {k: v.clone() for k, v in net.state_dict().items()}
     model.update(context(mod), candidates[20:], results[20:])
-    assert model.net is net and model.data.size == 36  # the same network, trained further
+    assert model.net is net and model.measured.size == 36  # the same network, trained further
     assert any(not torch.equal(before[k], v) for k, v in net.state_dict().items())
     model.predict(context(mod), candidates)
-    assert torch.get_num_threads() == 3
+    assert inside and inside[0::2] == [1] * len(inside[0::2]) and inside[1::2] == [3] * len(inside[1::2])
+    assert len(inside) % 2 == 0  # the model's one thread while it works, then the process's three again
+    monkeypatch.undo()
+    assert torch.get_num_threads() == process_threads
     # A failed run is a cost of 1e10 in the workload's group (label ~0), whatever its run_secs say.
     model.update(context(mod), candidates[:1], [RunnerResult([1e-6], "runner: timeout")])
-    assert model.data.groups[structural_hash(mod)].costs[-1] == 1e10
+    assert model.measured.groups[structural_hash(mod)].costs[-1] == 1e10
     with pytest.raises(ValueError, match="2 candidates but 1 results"):
         model.update(context(mod), candidates[:2], results[:1])
 
@@ -145,11 +151,11 @@ def test_mlp_is_deterministic_and_round_trips(tmp_path: Path) -> None:
     assert meta["stamp"]["target_kind"] == "llvm" and meta["stamp"]["records"] == 36
     assert meta["config"] == MLPConfig().__dict__ and arrays["features"].dtype == np.float32
     by_file = load_cost_model(path, target="llvm -num-cores=1", seed=99)
-    assert isinstance(by_file, MLPModel) and by_file.data.size == 36 and by_file.target_kind == "llvm"
+    assert isinstance(by_file, MLPModel) and by_file.measured.size == 36 and by_file.target_kind == "llvm"
     loaded = MLPModel(seed=99, num_warmup_samples=0)
     loaded.load(path)
     assert np.array_equal(loaded.predict(context(mod), candidates), predicted)
-    assert [g.costs for g in loaded.data.groups.values()] == [g.costs for g in a.data.groups.values()]
+    assert [g.costs for g in loaded.measured.groups.values()] == [g.costs for g in a.measured.groups.values()]
     # The loaded model goes on learning as the saved one would have.
     candidates2, results2, _ = dataset(mod)
     for model in (a, loaded):
@@ -158,7 +164,7 @@ def test_mlp_is_deterministic_and_round_trips(tmp_path: Path) -> None:
     fresh = MLPModel(seed=1)
     fresh.save(path)  # an untrained model saves and loads too
     fresh.load(path)
-    assert fresh.net is None and fresh.data.size == 0 and not fresh.can_rank()
+    assert fresh.net is None and fresh.measured.size == 0 and not fresh.can_rank()
 
 
 def test_a_model_file_for_other_features_or_another_target_is_refused(tmp_path: Path) -> None:
@@ -201,7 +207,7 @@ def test_mlp_pretrains_from_records_of_the_target_kind() -> None:
     elsewhere = [TuningRecord(tiled(mod, 1, 1).trace, mod, [1e-6], Target("cuda"))]
     model = MLPModel(seed=0, num_warmup_samples=0)
     assert model.pretrain(records + elsewhere, target="llvm") == len(records)
-    assert list(model.data.groups) == [structural_hash(mod)] and model.target_kind == "llvm"
+    assert list(model.measured.groups) == [structural_hash(mod)] and model.target_kind == "llvm"
     candidates, results, seconds = dataset(mod)
     assert spearman(model.predict(context(mod), candidates), -seconds) > 0.9
     with pytest.raises(ValueError, match="learned 'llvm' measurements; it cannot learn 'cuda' ones"):
@@ -217,11 +223,11 @@ def test_a_real_search_with_the_mlp_model() -> None:
     records = db.get_all_tuning_records()
     assert task.trials == len(records) == 8 and task.best is not None and task.best.is_valid
     assert all(check_record(r) is None for r in records)
-    assert model.can_rank() and model.data.size == 8 and model.target_kind == "llvm"
+    assert model.can_rank() and model.measured.size == 8 and model.target_kind == "llvm"
 
 
 @pytest.mark.slow
-def test_a_search_with_mlp_by_name_is_deterministic() -> None:
+def test_a_search_with_mlp_by_name_makes_the_model_and_is_deterministic() -> None:
     def run() -> list[str]:
         db = MemoryDatabase()
         tune_tir(SMALL["c2d"], CPU, db, 8, 4, strategy=small_evolutionary(), cost_model="mlp", seed=4,

@@ -174,11 +174,17 @@ def test_train_cost_model_command(team_db: Path, tmp_path: Path) -> None:
 
 # ---- the "none" kind and a model file in a search --------------------------------------------------
 def test_the_none_kind_is_no_model_and_a_search_runs_without_one(tmp_path: Path) -> None:
+    from msdb.tuner.profiler import Profiler
+
     assert create("none") is None
     db = SQLiteDatabase(tmp_path / "t.sqlite")
-    result = tune_tasks([_context("evolutionary", 4)], [1.0], db, 8, 4, cost_model="none", seed=4,
-                        builder=FakeBuilder(), runner=FakeRunner(), task_scheduler="round-robin")
+    task = _context("evolutionary", 4)
+    with Profiler() as profiler:
+        result = tune_tasks([task], [1.0], db, 8, 4, cost_model="none", seed=4,
+                            builder=FakeBuilder(), runner=FakeRunner(), task_scheduler="round-robin")
     assert result.tasks[0].trials == 8 == len(db.get_all_tuning_records())
+    assert task.search_strategy.cost_model is None  # type: ignore[union-attr]
+    assert profiler.get().get("cost model", 0.0) == 0.0 and profiler.get().get("features", 0.0) == 0.0
     db.close()
 
 
@@ -186,9 +192,13 @@ def test_the_none_kind_is_no_model_and_a_search_runs_without_one(tmp_path: Path)
 def test_a_search_starts_from_a_model_file(trained: tuple[Path, object], tmp_path: Path) -> None:
     path, _ = trained
     db = SQLiteDatabase(tmp_path / "t.sqlite")
-    result = tune_tasks([_context("evolutionary", 5)], [1.0], db, 8, 4, cost_model=str(path), seed=5,
+    task = _context("evolutionary", 5)
+    result = tune_tasks([task], [1.0], db, 8, 4, cost_model=str(path), seed=5,
                         builder=FakeBuilder(), runner=FakeRunner(), task_scheduler="round-robin", pretrain=False)
     assert result.tasks[0].trials == 8
+    model = task.search_strategy.cost_model  # type: ignore[union-attr]
+    assert isinstance(model, XGBModel) and model.prior_size == 383 and model.data_size == 383 + 8
+    assert model.last_train_size == 383 + 8  # it learned the new workload from its first rounds
     with pytest.raises(CostModelFileError, match="not a cost model file"):
         tune_tasks([_context("evolutionary", 5)], [1.0], db, 8, 4, cost_model=str(tmp_path / "t.sqlite"), seed=5,
                    builder=FakeBuilder(), runner=FakeRunner())
