@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,23 +18,6 @@ if TYPE_CHECKING:
     from msdb.records import Target
 
 __all__ = ["compile_command"]
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    """Write `text` to `path` through a temporary file in the same folder, so a killed run never
-    leaves half a report; the file gets the permissions `open` would give it (mkstemp's are 0600)."""
-    folder = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 @click.command(name="compile")
@@ -124,7 +105,9 @@ def compile_command(model_path: str, dbs: tuple[str, ...], target: Target | None
                 f"{f.name} x{f.calls} {f.seconds * 1e3:.2f} ms" for f in slowest))
             click.echo(comparison.line())
         if report_path is not None:
-            _write_atomically(Path(report_path), compiled.report_json() + "\n")
+            from msdb.staging import write_atomically
+
+            write_atomically(report_path, compiled.report_json() + "\n")
             click.echo(f"wrote {report_path}")
     finally:
         compiled.close()

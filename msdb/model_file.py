@@ -17,7 +17,6 @@ import json
 import os
 import zipfile
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -83,32 +82,31 @@ class ModelStamp:
 def write_model_file(path: str | os.PathLike[str], meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
     """Write `meta` (JSON-able, with `format` and `stamp`) and `arrays` as one .npz file,
     replacing `path` only once it is complete."""
-    target = Path(path)
-    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-    try:
-        entries: dict[str, Any] = {"meta": np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), **arrays}
-        with open(tmp, "wb") as f:
-            np.savez(f, **entries)
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
+    from msdb.staging import write_atomically
+
+    entries: dict[str, Any] = {"meta": np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), **arrays}
+    buffer = io.BytesIO()
+    np.savez(buffer, **entries)
+    write_atomically(path, buffer.getvalue())
 
 
-def read_model_file(path: str | os.PathLike[str], expected_format: str | None = None) -> tuple[dict[str, Any],
-                                                                                              dict[str, np.ndarray]]:
-    """`(meta, arrays)` of a model file; CostModelFileError naming the file when it is missing,
-    not an .npz model file, or (with `expected_format`) a model of another kind."""
+def read_model_file(path: str | os.PathLike[str], expected_format: str | None = None, *,
+                    with_arrays: bool = True) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """`(meta, arrays)` of a model file (without `with_arrays`, only `meta` is decompressed:
+    what deciding which model reads the file needs); CostModelFileError naming the file when it
+    is missing, not an .npz model file, or (with `expected_format`) a model of another kind."""
     name = os.fspath(path)
     try:
-        raw = Path(name).read_bytes()
+        with open(name, "rb") as f:
+            head = f.read(2)
     except OSError as exc:
         raise CostModelFileError(f"{name}: cannot read the cost model file ({exc.strerror or exc})") from None
-    if not raw.startswith(b"PK"):
+    if head != b"PK":
         raise CostModelFileError(f"{name}: not a cost model file (not an .npz archive)")
     try:
-        with np.load(io.BytesIO(raw), allow_pickle=False) as saved:
-            arrays = {key: saved[key] for key in saved.files}
-        meta = json.loads(arrays.pop("meta").tobytes().decode())
+        with np.load(name, allow_pickle=False) as saved:
+            meta = json.loads(saved["meta"].tobytes().decode())
+            arrays = {key: saved[key] for key in saved.files if key != "meta"} if with_arrays else {}
     except (ValueError, KeyError, OSError, UnicodeDecodeError, EOFError, zipfile.BadZipFile) as exc:
         raise CostModelFileError(f"{name}: not a cost model file ({type(exc).__name__}: {exc})") from None
     fmt = meta.get("format") if isinstance(meta, dict) else None

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Callable, Literal
 
-__all__ = ["StagingDir", "sweep", "lock_path", "unlock", "aside_name", "NEW_DATABASE_KINDS", "sweep_new_database",
+__all__ = ["write_atomically", "StagingDir", "sweep", "lock_path", "unlock", "aside_name", "NEW_DATABASE_KINDS", "sweep_new_database",
            "stage_new_database"]
 
 logger = logging.getLogger(__name__)
@@ -192,3 +192,22 @@ def stage_new_database(file: Path, kind: str) -> StagingDir:
         raise ValueError(f"stage_new_database: kind {kind!r} is not one of {', '.join(NEW_DATABASE_KINDS)}")
     sweep_new_database(file)
     return StagingDir.create(file.parent, f".{file.name}.{kind}-")
+
+
+def write_atomically(path: str | os.PathLike[str], data: bytes | str) -> None:
+    """Write one file through a temporary file in the same folder, renamed into place, so a
+    killed run never leaves half of it (a compile report, a cost model file, a build
+    artifact); the file gets the permissions `open` would give it (mkstemp's are 0600)."""
+    target = Path(path)
+    folder = target.parent if str(target.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data.encode() if isinstance(data, str) else data)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -26,7 +26,7 @@ def load_cost_model(path: str | os.PathLike[str], *, target: Target | str | None
     from msdb.tuner.features.base import FeatureExtractor
 
     name = os.fspath(path)
-    meta, _ = read_model_file(name)
+    meta, _ = read_model_file(name, with_arrays=False)  # the model's own `load` reads the arrays
     features = FeatureExtractor.create(extractor) if isinstance(extractor, str) else extractor
     ModelStamp.from_json(meta.get("stamp"), name).check(name, features, Target.coerce(target))
     model = create(MODEL_FORMATS[meta["format"]], seed=seed, num_threads=num_threads, extractor=features)

@@ -28,7 +28,7 @@ from typing import Any, Sequence
 from msdb.ir.codec import dump_ir, load_ir
 from msdb.ir.function import IRModule, PrimFunc
 from msdb.kinds import load_kind
-from msdb.staging import StagingDir
+from msdb.staging import StagingDir, write_atomically
 from msdb.tuner.measure.base import Closeable
 from msdb.tuner.measure.worker import Worker, WorkerCrashed, WorkerFailed, WorkerTimeout
 
@@ -103,9 +103,9 @@ def build_cuda_artifact(mod: IRModule | PrimFunc, target: Any, artifact_dir: str
     built = build_cuda(mod, target)
     os.makedirs(artifact_dir, exist_ok=True)
     path = os.path.join(artifact_dir, f"{built.name}-{uuid.uuid4().hex[:12]}.cubin")
-    _atomic_write(path + ".cu", built.source.encode())
-    _atomic_write(path + ".json", json.dumps(built.meta()).encode())
-    _atomic_write(path, built.cubin)
+    write_atomically(path + ".cu", built.source)
+    write_atomically(path + ".json", json.dumps(built.meta()))
+    write_atomically(path, built.cubin)
     return path
 
 
@@ -123,16 +123,9 @@ def build_artifact(mod: IRModule | PrimFunc, target: Any, artifact_dir: str) -> 
     path = os.path.join(artifact_dir, f"{compiled.name}-{uuid.uuid4().hex[:12]}.o")
     meta = compiled.meta()
     meta["timings"] = compiled.timings
-    _atomic_write(path + ".json", json.dumps(meta).encode())
-    _atomic_write(path, compiled.object_code)
+    write_atomically(path + ".json", json.dumps(meta))
+    write_atomically(path, compiled.object_code)
     return path
-
-
-def _atomic_write(path: str, data: bytes) -> None:
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
 
 
 def _build_in_worker(payload: bytes, target: Any, artifact_dir: str) -> str:

@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 from msdb.errors import MsdbError
 from msdb.ir.codec import dump_ir, load_ir
 from msdb.records.ranking import FAILED_RUN_SECS
-from msdb.staging import StagingDir
-from msdb.tuner.measure.builder import (ARTIFACTS_STALE_S, Builder, BuilderInput, BuilderResult, _atomic_write,
+from msdb.staging import StagingDir, write_atomically
+from msdb.tuner.measure.builder import (ARTIFACTS_STALE_S, Builder, BuilderInput, BuilderResult,
                                        _target_json)
 from msdb.tuner.measure.runner import Runner, RunnerFuture, RunnerInput, RunnerResult, batch_futures
 
@@ -383,8 +383,8 @@ class DaskBuilder(Builder):
                     continue
                 obj, meta = value
                 path = str(Path(self.artifact_dir) / f"{meta['name']}-{uuid.uuid4().hex[:12]}.o")
-                _atomic_write(path + ".json", json.dumps(meta).encode())
-                _atomic_write(path, obj)
+                write_atomically(path + ".json", json.dumps(meta))
+                write_atomically(path, obj)
                 results[i] = BuilderResult(path, None)
         except Exception as err:  # the cluster went away: every candidate not yet built fails
             logger.warning("DaskBuilder: %s: %s", type(err).__name__, err)
