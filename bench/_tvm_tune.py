@@ -6,6 +6,9 @@ own Python; msdb never imports TVM).
 The workload is TVM's own JSON of the module, as msdb encodes it for TVM's logs.
 
 Runs under whatever CPU affinity the caller set (bench_tune.py: one core), one tuning core.
+TVM's LocalBuilder and LocalRunner get `timeout_sec=120`: each fresh worker imports
+`tvm.s_tir.tensor_intrin` (about 28 s on a 2-core host), so with the default 30 s the first
+builds and runs of every worker fail and TVM's figures come out too low (issue 29).
 Prints one JSON line: wall seconds, trials measured, best mean run seconds.
 """
 
@@ -25,12 +28,15 @@ def main() -> None:
     target = tvm.target.Target({"kind": "llvm", "num-cores": 1})
     started = time.perf_counter()
     database = ms.tune_tir(mod, target, work_dir, max_trials_global=trials, num_trials_per_iter=per_iter,
-                           num_tuning_cores=1, seed=seed)
+                           num_tuning_cores=1, seed=seed,
+                           builder=ms.builder.LocalBuilder(max_workers=1, timeout_sec=120),
+                           runner=ms.runner.LocalRunner(timeout_sec=120))
     wall = time.perf_counter() - started
     records = database.get_all_tuning_records()
     means = [sum(float(x) for x in r.run_secs) / len(r.run_secs) for r in records if r.run_secs]
     valid = [m for m in means if m < 1e9]
-    print(json.dumps({"wall": wall, "trials": len(records), "best": min(valid) if valid else None}))
+    print(json.dumps({"wall": wall, "trials": len(records), "failed": len(means) - len(valid),
+                      "best": min(valid) if valid else None}))
 
 
 if __name__ == "__main__":

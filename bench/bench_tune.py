@@ -3,13 +3,15 @@ on the same machine, one core each (taskset -c 0, one thread), with numpy/OpenBL
 GEMM for the conv) measured in the same run as the anchor.
 
 - GMM 1x128x128x128 fp32, 64 trials: best GFLOPS (>= TVM's; aim >= 70% of OpenBLAS), wall time
-  (<= TVM's), and the share of a trial spent outside build and run (< 20%);
+  (<= TVM's), and the share of a trial spent outside build and run (< 20%), with msdb's seconds
+  by phase (sampling, replay, post-processing, features, cost model, build, run, database);
 - conv2d NCHW 1x64x56x56, 64 filters 3x3, pad 1, 64 and 200 trials: best GFLOPS >= TVM's.
 
 TVM runs in a subprocess with --tvm-python (default .tvm-venv/bin/python; skipped with a note when
 no TVM is found). With --pretrain msdb also tunes into a database holding the three teams' TVM
 logs (examples/team_logs), to see whether a shared database makes tuning faster.
-Run: taskset -c 0 python bench/bench_tune.py [--workloads gmm,c2d] [--trials 64,200] [--no-tvm] [--pretrain]
+Run: taskset -c 0 python bench/bench_tune.py [--workloads gmm,c2d] [--trials 64,200] [--seeds 0,1,2] [--no-tvm] [--pretrain]
+With several seeds, a median row per tuner (issue 29: compare over at least 3 seeds).
 """
 
 from __future__ import annotations
@@ -89,7 +91,7 @@ def tune_msdb(mod: object, trials: int, per_iter: int, seed: int, cost_model: st
     from msdb import SQLiteDatabase
     from msdb.tuner.measure.builder import LocalBuilder
     from msdb.tuner.measure.runner import LocalRunner
-    from msdb.tuner.profiler import Profiler
+    from msdb.tuner.profiler import PHASES, Profiler
     from msdb.tuner.tune import tune_tir
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -111,7 +113,8 @@ def tune_msdb(mod: object, trials: int, per_iter: int, seed: int, cost_model: st
         db.close()
         phases = profiler.get()
         return {"wall": wall, "trials": task.trials, "best": task.best.mean_run_secs if task.best else float("nan"),
-                "build": phases["build"], "run": phases["run"]}
+                "build": phases["build"], "run": phases["run"],
+                "breakdown": " / ".join(f"{name} {phases.get(name, 0.0):.1f}" for name in PHASES)}
 
 
 def import_team_logs(db: object) -> None:
@@ -149,41 +152,54 @@ def main() -> None:
     parser.add_argument("--workloads", default="gmm,c2d")
     parser.add_argument("--trials", default="64", help="comma-separated trial counts")
     parser.add_argument("--per-iter", type=int, default=32)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", default="0", help="comma-separated seeds; with several, a median row")
     parser.add_argument("--no-tvm", action="store_true")
     parser.add_argument("--tvm-python", default=None)
     parser.add_argument("--pretrain", action="store_true", help="also tune into a database holding the team logs")
     args = parser.parse_args()
     tvm = None if args.no_tvm else find_tvm(args.tvm_python)
+    seeds = [int(s) for s in args.seeds.split(",")]
     table = workloads()
-    print(f"affinity: cores {sorted(os.sched_getaffinity(0))}; load average {os.getloadavg()[0]:.2f}")
-    print("| workload | trials | tuner | best GFLOPS | vs anchor | vs TVM | wall s | s/trial | outside build+run |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    import llvmlite.binding as llvm
+
+    print(f"CPU {llvm.get_host_cpu_name()}; affinity: cores {sorted(os.sched_getaffinity(0))}; "
+          f"load average {os.getloadavg()[0]:.2f}")
+    print("| workload | trials | seed | tuner | best GFLOPS | vs anchor | vs TVM | wall s | s/trial | outside build+run |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name in args.workloads.split(","):
         mod, flops, anchor = table[name]
         anchor_gflops = flops / seconds(anchor) / 1e9
-        print(f"| {name} | - | numpy/OpenBLAS{' im2col' if name == 'c2d' else ''} | {anchor_gflops:.1f} | 1.00 | | | | |")
+        print(f"| {name} | - | - | numpy/OpenBLAS{' im2col' if name == 'c2d' else ''} | {anchor_gflops:.1f} | 1.00 | | | | |")
         for trials in map(int, args.trials.split(",")):
-            tvm_row = tune_tvm(tvm, mod, trials, args.per_iter, args.seed) if tvm else None
-            mine = tune_msdb(mod, trials, args.per_iter, args.seed)
-            tvm_gflops = flops / tvm_row["best"] / 1e9 if tvm_row and tvm_row["best"] else None
-            if tvm_row:
-                print(f"| {name} | {trials} | TVM 0.27 | {tvm_gflops:.1f} | {tvm_gflops / anchor_gflops:.2f} | 1.00 | "
-                      f"{tvm_row['wall']:.0f} | {tvm_row['wall'] / max(tvm_row['trials'], 1):.2f} | |")
-            gflops = flops / mine["best"] / 1e9
-            vs_tvm = f"{gflops / tvm_gflops:.2f}" if tvm_gflops else "(no TVM)"
-            outside = 1 - (mine["build"] + mine["run"]) / mine["wall"]
-            print(f"| {name} | {trials} | msdb | {gflops:.1f} | {gflops / anchor_gflops:.2f} | {vs_tvm} | "
-                  f"{mine['wall']:.0f} | {mine['wall'] / max(mine['trials'], 1):.2f} | {outside:.0%} |")
-            if args.pretrain:
-                shared = tune_msdb(mod, trials, args.per_iter, args.seed, pretrain=import_team_logs)
-                gflops = flops / shared["best"] / 1e9
-                vs_tvm = f"{gflops / tvm_gflops:.2f}" if tvm_gflops else "(no TVM)"
-                outside = 1 - (shared["build"] + shared["run"]) / shared["wall"]
-                print(f"| {name} | {trials} | msdb, shared db | {gflops:.1f} | {gflops / anchor_gflops:.2f} | {vs_tvm} | "
-                      f"{shared['wall']:.0f} | {shared['wall'] / max(shared['trials'], 1):.2f} | {outside:.0%} |")
-            sys.stdout.flush()
-
+            rows: dict[str, list[tuple[float, float]]] = {}
+            for seed in seeds:
+                tvm_row = tune_tvm(tvm, mod, trials, args.per_iter, seed) if tvm else None
+                tvm_gflops = flops / tvm_row["best"] / 1e9 if tvm_row and tvm_row["best"] else None
+                if tvm_row:
+                    rows.setdefault("TVM 0.27", []).append((tvm_gflops or 0.0, tvm_row["wall"]))
+                    print(f"| {name} | {trials} | {seed} | TVM 0.27 | {tvm_gflops or 0:.1f} | "
+                          f"{(tvm_gflops or 0) / anchor_gflops:.2f} | 1.00 | {tvm_row['wall']:.0f} | "
+                          f"{tvm_row['wall'] / max(tvm_row['trials'], 1):.2f} | ({tvm_row.get('failed', 0)} failed) |")
+                runs = [("msdb", None)] + ([("msdb, shared db", import_team_logs)] if args.pretrain else [])
+                for label, pretrain in runs:
+                    mine = tune_msdb(mod, trials, args.per_iter, seed, pretrain=pretrain)
+                    gflops = flops / mine["best"] / 1e9
+                    rows.setdefault(label, []).append((gflops, mine["wall"]))
+                    vs_tvm = f"{gflops / tvm_gflops:.2f}" if tvm_gflops else "(no TVM)"
+                    outside = 1 - (mine["build"] + mine["run"]) / mine["wall"]
+                    print(f"| {name} | {trials} | {seed} | {label} | {gflops:.1f} | {gflops / anchor_gflops:.2f} | "
+                          f"{vs_tvm} | {mine['wall']:.0f} | {mine['wall'] / max(mine['trials'], 1):.2f} | {outside:.0%} |")
+                    print(f"|   | | | seconds by phase: {mine['breakdown']} | | | | | | |")
+                sys.stdout.flush()
+            if len(seeds) > 1:
+                tvm_median = float(np.median([g for g, _ in rows["TVM 0.27"]])) if "TVM 0.27" in rows else None
+                for label, values in rows.items():
+                    gflops = float(np.median([g for g, _ in values]))
+                    wall = float(np.median([w for _, w in values]))
+                    vs_tvm = f"{gflops / tvm_median:.2f}" if tvm_median else "(no TVM)"
+                    print(f"| {name} | {trials} | median | {label} | {gflops:.1f} | {gflops / anchor_gflops:.2f} | "
+                          f"{vs_tvm} | {wall:.0f} | | |")
+                sys.stdout.flush()
 
 if __name__ == "__main__":
     main()

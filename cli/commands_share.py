@@ -86,6 +86,8 @@ def pull_command(url: str, db: str, timeout_s: float, skip_bad: bool, user: str 
     against its manifest (size, sha256, a model file with the stamp it names) and put beside DB
     (or at --cost-model-out) once the records are in; one already there is not fetched again.
     A model that fails a check stops the pull before DB is opened; no file is left half-written.
+    So does a destination in a folder that does not exist, or an existing file there that is
+    not a cost model file (msdb replaces only a model file).
 
     \b
     Example:

@@ -168,7 +168,6 @@ class _StagedModels:
         if model.size > self.max_bytes:
             raise HubError(f"hub {client.url}: its manifest gives cost model {model.file} {model.size:,} bytes; msdb "
                            f"fetches at most {self.max_bytes:,}")
-        destination.parent.mkdir(parents=True, exist_ok=True)
         stage = StagingDir.create(destination.parent, f".{destination.name}.pull-")
         try:
             temp = stage.path / destination.name
@@ -219,18 +218,39 @@ class _StagedModels:
 
 def _model_destination(client: HubClient, model: SharedCostModel, db_file: Path | None,
                        out: str | os.PathLike[str] | None, count: int) -> Path:
-    """Where a pull puts `model`, one of `count` (see `pull`)."""
+    """Where a pull puts `model`, one of `count` (see `pull`): checked before anything is
+    fetched, so that a pull that cannot place a model creates and changes nothing. The folder
+    must exist, and a file already there is replaced only when it is a cost model file."""
     if out is None:
-        if db_file is None:
-            return Path.cwd() / model.name
-        return db_file.parent / f"{db_file.stem}.{model.name}"
-    given = Path(out)
-    if given.is_dir():
-        return given / model.name
-    if count > 1:
-        raise HubError(f"hub {client.url} ships {count} cost models; the cost model destination {given} must be an "
-                       f"existing folder to hold them all")
-    return given
+        destination = Path.cwd() / model.name if db_file is None else db_file.parent / f"{db_file.stem}.{model.name}"
+    else:
+        given = Path(out)
+        if given.is_dir():
+            destination = given / model.name
+        elif count > 1:
+            raise HubError(f"hub {client.url} ships {count} cost models; the cost model destination {given} must be "
+                           f"an existing folder to hold them all")
+        else:
+            destination = given
+    if not destination.parent.is_dir():
+        raise HubError(f"cannot put hub {client.url}'s cost model at {destination}: folder {destination.parent} "
+                       f"does not exist")
+    if db_file is not None and destination.absolute() == db_file.absolute():
+        raise HubError(f"the cost model destination {destination} is the database being pulled into; name another file")
+    if destination.exists() and not _is_model_file(destination):
+        raise HubError(f"{destination} exists and is not a cost model file; msdb pull does not overwrite it with hub "
+                       f"{client.url}'s cost model (name another --cost-model-out)")
+    return destination
+
+
+def _is_model_file(path: Path) -> bool:
+    from msdb.model_file import CostModelFileError, read_model_file
+
+    try:
+        read_model_file(path, with_arrays=False)
+    except CostModelFileError:
+        return False
+    return True
 
 
 class _NewFile:

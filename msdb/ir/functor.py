@@ -16,17 +16,25 @@ from msdb.ir import stmt as S
 Node = Any  # PrimExpr | Stmt | Buffer | BufferRegion | IterVar | Range
 
 
-def _method_for(obj: object, cls: type, prefix: str, cache: dict[type, Callable[..., Any]]) -> Callable[..., Any]:
-    try:
-        return cache[cls]
-    except KeyError:
-        pass
+#: Per visitor class, the (unbound) method that handles each node class: shared by every
+#: instance, because a schedule replay makes tens of thousands of short-lived visitors.
+_TABLES: dict[type, dict[type, Callable[..., Any]]] = {}
+
+
+def _table_of(visitor_class: type) -> dict[type, Callable[..., Any]]:
+    table = _TABLES.get(visitor_class)
+    if table is None:
+        table = _TABLES.setdefault(visitor_class, {})
+    return table
+
+
+def _method_for(visitor_class: type, cls: type, prefix: str, table: dict[type, Callable[..., Any]]) -> Callable[..., Any]:
     for klass in cls.__mro__:
-        method = getattr(obj, f"{prefix}_{klass.__name__}", None)
+        method = getattr(visitor_class, f"{prefix}_{klass.__name__}", None)
         if method is not None:
-            cache[cls] = method
+            table[cls] = method
             return method
-    raise TypeError(f"{type(obj).__name__} cannot handle IR node {cls.__name__}")
+    raise TypeError(f"{visitor_class.__name__} cannot handle IR node {cls.__name__}")
 
 
 class IRVisitor:
@@ -37,12 +45,14 @@ class IRVisitor:
     visit_buffers = False
 
     def __init__(self) -> None:
-        self._cache: dict[type, Callable[..., Any]] = {}
+        self._methods = _table_of(type(self))
 
     def visit(self, node: Node) -> None:
         if node is None:
             return
-        _method_for(self, type(node), "visit", self._cache)(node)
+        cls = type(node)
+        method = self._methods.get(cls) or _method_for(type(self), cls, "visit", self._methods)
+        method(self, node)
 
     # ---- expressions ----
     def visit_PrimExpr(self, node: E.PrimExpr) -> None:
@@ -170,12 +180,14 @@ class IRMutator:
     buffer substitution (cache_read, rfactor) is one override."""
 
     def __init__(self) -> None:
-        self._cache: dict[type, Callable[..., Any]] = {}
+        self._methods = _table_of(type(self))
 
     def visit(self, node: Node) -> Node:
         if node is None:
             return None
-        return _method_for(self, type(node), "visit", self._cache)(node)
+        cls = type(node)
+        method = self._methods.get(cls) or _method_for(type(self), cls, "visit", self._methods)
+        return method(self, node)
 
     def visit_buffer(self, buffer: E.Buffer) -> E.Buffer:
         return buffer

@@ -18,10 +18,10 @@ imported line said in `tvm_payload` and `tvm_shash`.
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Callable
 
 from msdb.errors import MsdbError
+from msdb.identity_cache import IdentityCache
 from msdb.hashing.modes import MODES, UnknownModuleEquality, canonical_mode
 from msdb.ir.function import IRModule, PrimFunc
 
@@ -35,22 +35,12 @@ logger = logging.getLogger(__name__)
 #: The hash modes every workload carries, in the order databases store them (`msdb.hashing.MODES`).
 HASH_MODES: tuple[str, ...] = MODES
 
-#: Recently hashed modules: id(mod) -> (mod, {mode: hash}). Holding the module keeps its id from
-#: being reused while the entry lives.
-_HASH_CACHE: OrderedDict[int, tuple[IRModule, dict[str, str]]] = OrderedDict()
-_HASH_CACHE_SIZE = 512
+#: Recently hashed modules: mode -> hash, filled as modes are asked for.
+_HASH_CACHE: IdentityCache[dict[str, str]] = IdentityCache(512)
 
 
 def _cached_hashes(mod: IRModule) -> dict[str, str]:
-    entry = _HASH_CACHE.get(id(mod))
-    if entry is not None and entry[0] is mod:
-        _HASH_CACHE.move_to_end(id(mod))
-        return entry[1]
-    hashes: dict[str, str] = {}
-    _HASH_CACHE[id(mod)] = (mod, hashes)
-    if len(_HASH_CACHE) > _HASH_CACHE_SIZE:
-        _HASH_CACHE.popitem(last=False)
-    return hashes
+    return _HASH_CACHE.get(mod, dict)
 
 
 class Workload:

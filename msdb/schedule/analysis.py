@@ -3,14 +3,14 @@ over msdb's block tree, in one place so that no two primitives disagree about wh
 complete block is.
 
 `child_block_realizes`, `BlockScope` (dependencies, producers and consumers, complete and
-reduction blocks), `loops_above`, `sref_parent`, `is_output_block`, `loop_iter_type`. TVM's
+reduction blocks), `loops_above`, `sref_parent`, `is_output_block`, `loop_iter_types`. TVM's
 definitions and what is not checked: see docs/architecture.md, "Schedules and traces".
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Sequence
 
 from msdb.errors import ScheduleError
 from msdb.ir import expr as E
@@ -32,6 +32,7 @@ __all__ = [
     "is_root_scope",
     "is_output_block",
     "loop_iter_type",
+    "loop_iter_types",
     "uses_var",
     "domain",
 ]
@@ -260,11 +261,12 @@ def loops_above(state: ScheduleState, func_name: str, node: object, below: objec
     """The loops enclosing `node` (a For or a BlockRealize; `node` itself excluded), outermost
     first, up to its scope block, or only those strictly inside `below` when given."""
     loops: list[S.For] = []
-    for anc in state.ancestors(func_name, node):
-        if anc is below or type(anc) is S.Block:
-            break
-        if isinstance(anc, S.For):
+    parents = state.index(func_name).parent
+    anc = parents.get(node)
+    while anc is not None and anc is not below and type(anc) is not S.Block:
+        if type(anc) is S.For:
             loops.append(anc)
+        anc = parents.get(anc)
     loops.reverse()
     return loops
 
@@ -312,23 +314,63 @@ def uses_var(expr: Any, var: E.Var) -> bool:
     return var in free_vars(expr)
 
 
+def _add_vars(expr: Any, out: set[E.Var]) -> None:
+    """The variables of `expr` into `out` (fast path for the common tiny bindings)."""
+    t = type(expr)
+    if t is E.Var:
+        out.add(expr)
+    elif t is E.IntImm or t is E.FloatImm or t is E.StringImm:
+        return
+    elif isinstance(expr, E.BinaryOp):
+        _add_vars(expr.a, out)
+        _add_vars(expr.b, out)
+    else:
+        out |= free_vars(expr)
+
+
+def _var_uses(realize: S.BlockRealize) -> dict[E.Var, list[int]]:
+    """Per variable, how many of the block's iter vars of each kind (spatial, reduction, other)
+    its bindings feed."""
+    uses: dict[E.Var, list[int]] = {}
+    for iv, value in zip(realize.block.iter_vars, realize.iter_values):
+        kind = 0 if iv.iter_type == S.IterType.DATA_PAR else 1 if iv.iter_type == S.IterType.COMM_REDUCE else 2
+        found: set[E.Var] = set()
+        _add_vars(value, found)
+        for var in found:
+            counts = uses.get(var)
+            if counts is None:
+                counts = uses[var] = [0, 0, 0]
+            counts[kind] += 1
+    return uses
+
+
+def loop_iter_types(loops: Sequence[S.For]) -> list[S.IterType]:
+    """TVM's GetLoopIterType of each loop: how the blocks directly under it use its variable
+    (spatial, reduction, or opaque when mixed or fed to another kind of iter var). Each block's
+    bindings are read once for all the loops (a loop nest shares its blocks)."""
+    per_realize: dict[int, dict[E.Var, list[int]]] = {}
+    types: list[S.IterType] = []
+    for loop in loops:
+        var = loop.loop_var
+        n_spatial = n_reduce = n_other = 0
+        for realize in child_block_realizes(loop.body):
+            uses = per_realize.get(id(realize))
+            if uses is None:
+                uses = per_realize[id(realize)] = _var_uses(realize)
+            counts = uses.get(var)
+            if counts is not None:
+                n_spatial += counts[0]
+                n_reduce += counts[1]
+                n_other += counts[2]
+        if n_other or (n_spatial and n_reduce):
+            types.append(S.IterType.OPAQUE)
+        elif n_reduce:
+            types.append(S.IterType.COMM_REDUCE)
+        else:
+            types.append(S.IterType.DATA_PAR)
+    return types
+
+
 def loop_iter_type(loop: S.For) -> S.IterType:
-    """TVM's GetLoopIterType: how the blocks directly under `loop` use its variable (spatial,
-    reduction, or opaque when mixed or fed to another kind of iter var)."""
-    var = loop.loop_var
-    n_spatial = n_reduce = n_other = 0
-    for realize in child_block_realizes(loop.body):
-        for iv, value in zip(realize.block.iter_vars, realize.iter_values):
-            if not uses_var(value, var):
-                continue
-            if iv.iter_type == S.IterType.DATA_PAR:
-                n_spatial += 1
-            elif iv.iter_type == S.IterType.COMM_REDUCE:
-                n_reduce += 1
-            else:
-                n_other += 1
-    if n_other or (n_spatial and n_reduce):
-        return S.IterType.OPAQUE
-    if n_reduce:
-        return S.IterType.COMM_REDUCE
-    return S.IterType.DATA_PAR
+    """TVM's GetLoopIterType for one loop (see `loop_iter_types`)."""
+    return loop_iter_types([loop])[0]

@@ -31,9 +31,10 @@ Interval = tuple[Affine, Affine]
 
 
 def compute_at(state: ScheduleState, func_name: str, block_name: str, loop_var: E.Var,
-               preserve_unit_loops: bool, index: int, reverse: bool) -> None:
+               preserve_unit_loops: bool, index: int, reverse: bool, check_only: bool = False) -> None:
     """Move the block under the loop (see `Schedule.compute_at`; with `reverse`,
-    `Schedule.reverse_compute_at`)."""
+    `Schedule.reverse_compute_at`). With `check_only` (TVM's CanComputeAt), every check runs
+    and raises as the move would, but the state is left as it was."""
     prim = "reverse_compute_at" if reverse else "compute_at"
     func = state.func(func_name)
     block = state.block(func_name, block_name)
@@ -160,6 +161,8 @@ def compute_at(state: ScheduleState, func_name: str, block_name: str, loop_var: 
     if reverse:
         _check_producers_final(outer_loops, required_realizes, values, where)
         _check_all_points_computed(outer_loops, loop_vars, extents, block, values, predicate, where)
+    if check_only:
+        return
     stmt: S.Stmt = S.BlockRealize(tuple(values), predicate, block)
     for var, extent in reversed(list(zip(loop_vars, extents))):
         stmt = S.For(var, E.IntImm(var.dtype, 0), E.IntImm(var.dtype, extent), S.ForKind.SERIAL, stmt)

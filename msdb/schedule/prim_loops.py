@@ -152,12 +152,12 @@ def _only_under_div_mod(expr: E.PrimExpr, var: E.Var, under: bool) -> bool:
         return under
     if type(expr) in (E.FloorDiv, E.FloorMod):
         assert isinstance(expr, (E.FloorDiv, E.FloorMod))
-        if type(expr.b) is not E.IntImm or var in free_vars(expr.b):
+        if type(expr.b) is not E.IntImm:
             return False
-        return var in free_vars(expr.a) and _only_under_div_mod(expr.a, var, True)
+        return A.uses_var(expr.a, var) and _only_under_div_mod(expr.a, var, True)
     if type(expr) in (E.Add, E.Sub, E.Mul):
         assert isinstance(expr, (E.Add, E.Sub, E.Mul))
-        parts = [p for p in (expr.a, expr.b) if var in free_vars(p)]
+        parts = [p for p in (expr.a, expr.b) if A.uses_var(p, var)]
         return bool(parts) and all(_only_under_div_mod(p, var, under) for p in parts)
     return False
 

@@ -121,9 +121,11 @@ def compute_location_candidates(state: ScheduleState, func_name: str, block_name
 
 
 def _compute_at_loop(func_name: str, block_name: str, var: E.Var) -> Callable[[ScheduleState], object]:
-    """The compute-at that decides whether loop `var` is a location for the block."""
+    """The compute-at check that decides whether loop `var` is a location for the block (it
+    leaves the state as it was)."""
     def attempt(s: ScheduleState) -> None:
-        prim_compute_at.compute_at(s, func_name, block_name, var, preserve_unit_loops=True, index=-1, reverse=False)
+        prim_compute_at.compute_at(s, func_name, block_name, var, preserve_unit_loops=True, index=-1, reverse=False,
+                                   check_only=True)
     return attempt
 
 
@@ -151,7 +153,7 @@ def _eligible_loops(state: ScheduleState, func_name: str, block_name: str) -> li
     if pos is None:
         return []
     n_candidate = pos + 1
-    iter_types = [A.loop_iter_type(loops[i]) for i in range(n_candidate)]
+    iter_types = A.loop_iter_types(loops[:n_candidate])
     last_datapar = max((i for i, t in enumerate(iter_types) if t == S.IterType.DATA_PAR), default=-1)
     visited_reduce = False
     out = []

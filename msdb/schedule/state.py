@@ -13,6 +13,7 @@ loops is rebuilt lazily after each replacement, one walk of the function.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from msdb.errors import ScheduleError
 from msdb.ir import expr as E
@@ -36,37 +37,44 @@ class FuncIndex:
 
 def _build_index(func: PrimFunc) -> FuncIndex:
     index = FuncIndex()
-    stack: list[tuple[S.Stmt | None, S.Stmt | None]] = [(func.body, None)]
-    while stack:
+    blocks, realizes, loops, parents = index.blocks, index.realizes, index.loops, index.parent
+    body = func.body
+    # (node, parent) pairs; the body has no parent entry. Dispatch on the exact node type (the
+    # statement classes have no subclasses): a replay rebuilds this index after every primitive.
+    stack: list[tuple[Any, S.Stmt]] = []
+    node: Any = body
+    parent: S.Stmt | None = None
+    while True:
+        if node is not None:
+            if parent is not None:
+                parents[node] = parent
+            t = type(node)
+            if t is S.For:
+                loops[node.loop_var] = node
+                stack.append((node.body, node))
+            elif t is S.BlockRealize:
+                name = node.block.name_hint
+                if name in blocks:
+                    raise ScheduleError(f"block name {name!r} is not unique in the function; schedules need unique block names")
+                blocks[name] = node.block
+                realizes[name] = node
+                stack.append((node.block, node))
+            elif t is S.Block:
+                stack.append((node.body, node))
+                if node.init is not None:
+                    stack.append((node.init, node))
+            elif t is S.SeqStmt:
+                for child in reversed(node.seq):
+                    stack.append((child, node))
+            elif t is S.IfThenElse:
+                stack.append((node.then_case, node))
+                if node.else_case is not None:
+                    stack.append((node.else_case, node))
+            elif t is S.LetStmt:
+                stack.append((node.body, node))
+        if not stack:
+            return index
         node, parent = stack.pop()
-        if node is None:
-            continue
-        if parent is not None:
-            index.parent[node] = parent
-        if isinstance(node, S.BlockRealize):
-            name = node.block.name_hint
-            if name in index.blocks:
-                raise ScheduleError(f"block name {name!r} is not unique in the function; schedules need unique block names")
-            index.blocks[name] = node.block
-            index.realizes[name] = node
-            stack.append((node.block, node))
-        elif isinstance(node, S.Block):
-            stack.append((node.body, node))
-            if node.init is not None:
-                stack.append((node.init, node))
-        elif isinstance(node, S.For):
-            index.loops[node.loop_var] = node
-            stack.append((node.body, node))
-        elif isinstance(node, S.SeqStmt):
-            for child in reversed(node.seq):
-                stack.append((child, node))
-        elif isinstance(node, S.IfThenElse):
-            stack.append((node.then_case, node))
-            if node.else_case is not None:
-                stack.append((node.else_case, node))
-        elif isinstance(node, S.LetStmt):
-            stack.append((node.body, node))
-    return index
 
 
 def replace_child(parent: S.Stmt, old: S.Stmt, new: S.Stmt | None) -> S.Stmt:

@@ -192,6 +192,20 @@ def test_pull_fetches_the_model_byte_identical_and_it_loads(hub_dir: Path, model
             assert result.output.splitlines()[1].endswith(f"workloads): {where}")
             assert where.read_bytes() == model_file.read_bytes()
 
+        # refused before anything is fetched or pulled: a file that is not a model, the DB
+        # itself, a folder that does not exist
+        notes = tmp_path / "notes.txt"
+        notes.write_text("mine")
+        before = contents(local)
+        for out, why in ((notes, f"{notes} exists and is not a cost model file"),
+                         (local, f"the cost model destination {local} is the database being pulled into"),
+                         (tmp_path / "no" / "m.npz", f"folder {tmp_path / 'no'} does not exist")):
+            result = CliRunner().invoke(cli, ["pull", url, str(local), "--cost-model-out", str(out)])
+            assert result.exit_code == 1 and why in result.output, result.output
+            assert len(result.output.strip().splitlines()) == 1, result.output
+        assert contents(local) == before and notes.read_text() == "mine" and not (tmp_path / "no").exists()
+        notes.unlink()
+
         # the route serves what the manifest names, and nothing else
         assert httpx.get(f"{url}-/msdb/snapshot/{MODEL_FILE}").content == model_file.read_bytes()
         for other in ("cost-models/mlp-llvm.npz", "cost-models/..%2Fmanifest.json", "snapshot.sqlite",

@@ -17,6 +17,8 @@ from msdb.ir.arith import (Affine, Atom, ExprBounds, affine_form, as_affine, exp
                            split_linear, stride_of)
 from msdb.ir.arith import interval as iv
 from msdb.ir.arith.fold import fold_binary, fold_cast
+from msdb.ir.arith.keys import shape_key
+from msdb.ir.functor import substitute
 from msdb.ir.arith.limits import cast_preserves_value, fits, int_range, value_limit, wrap
 from tests.ir.arith_helpers import c, evaluate, index_exprs
 from tests.ir.arith_oracles import old_as_affine, old_codegen_affine, old_numeric_range, old_structural_key
@@ -40,6 +42,38 @@ def _value(expr: E.PrimExpr, env: dict[E.Var, int]) -> int | None:
 
 
 # ---- keys ----------------------------------------------------------------------------------------
+
+
+def _renamed(expr: E.PrimExpr) -> tuple[E.PrimExpr, dict[E.Var, E.Var]]:
+    """`expr` over fresh variables of the same names and dtypes."""
+    fresh = {v: E.Var(v.name, v.dtype) for v in VARS}
+    return substitute(expr, fresh), fresh
+
+
+@SETTINGS
+@given(index_exprs(VARS), index_exprs(VARS))
+def test_shape_key_is_the_structure_up_to_renaming(a, b) -> None:
+    renamed, fresh = _renamed(a)
+    seen_a: list[E.Var] = []
+    seen_renamed: list[E.Var] = []
+    key = shape_key(a, seen_a)
+    assert key is not None and key == shape_key(renamed, seen_renamed)
+    assert [fresh[v] for v in seen_a] == seen_renamed and len(set(map(id, seen_a))) == len(seen_a)
+    # equal keys: the same expression once the variables are matched up in order
+    seen_b: list[E.Var] = []
+    if shape_key(b, seen_b) == key:
+        assert expr_equal(substitute(b, dict(zip(seen_b, seen_a))), a)
+
+
+def test_shape_key_tells_apart_what_simplifies_differently() -> None:
+    twin = E.Var("h")  # another variable of h's name
+    keys = [shape_key(e, []) for e in (E.Add(h, k), E.Add(h, twin), E.Add(h, h), E.Add(k, h), E.Add(h, c(1)),
+                                       E.Add(h, c(2)), E.Sub(h, k), E.Add(E.Var("h", "int64"), k))]
+    assert len(set(keys)) == len(keys)
+    assert shape_key(E.Add(h, twin), []) != shape_key(E.Add(h, h), [])
+    assert shape_key(E.Select(E.LT(h, k), h, k), []) is None  # only integer arithmetic is keyed
+
+
 
 
 @pytest.mark.slow

@@ -222,3 +222,34 @@ def test_a_decided_compute_location_equals_the_full_candidate_list() -> None:
                 assert got == _decided_reference(sch.state, block, decision), (block, decision)
                 answers[got] += 1
     assert answers[-2] and answers[-1] and sum(n for d, n in answers.items() if d >= 0) > 20  # every kind of answer
+
+
+def test_a_compute_at_check_answers_as_the_move_and_changes_nothing() -> None:
+    """`compute_at(check_only=True)` (TVM's CanComputeAt, what drawing a compute location
+    tries at every loop) raises exactly when the move raises, with the same message, and leaves
+    the state's module as it was."""
+    from msdb.ir import zoo
+    from msdb.schedule import prim_compute_at
+
+    sch = Schedule(zoo.build("C2D", 1, 14, 14, 16, 16, 3, 1, 1))
+    conv = sch.get_block("conv2d_nhwc")
+    loops = sch.get_loops(conv)
+    sch.split(loops[1], [None, 7])
+    outcomes = []
+    for block in ("PadInput", "conv2d_nhwc"):
+        for rv in sch.get_loops(sch.get_block("conv2d_nhwc")):
+            var = sch.get(rv).loop_var
+            before = sch.state.mod
+            answers = []
+            for check_only in (True, False):
+                state = sch.state.copy()
+                try:
+                    prim_compute_at.compute_at(state, "main", block, var, preserve_unit_loops=True, index=-1,
+                                               reverse=False, check_only=check_only)
+                    answers.append(("ok", state.mod is before))
+                except ScheduleError as exc:
+                    answers.append((str(exc), state.mod is before))
+            assert answers[0][1] is True and answers[0][0] == answers[1][0]
+            outcomes.append(answers[0][0] == "ok")
+            assert sch.state.mod is before
+    assert True in outcomes and False in outcomes  # both answers were checked

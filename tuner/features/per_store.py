@@ -12,11 +12,11 @@ cached per module object.
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
+from msdb.identity_cache import IdentityCache
 from msdb.ir.function import IRModule
 from msdb.tuner.features.base import FeatureExtractor
 from msdb.tuner.features.groups import feature_length, feature_names, function_rows
@@ -47,8 +47,7 @@ class PerStoreFeature(FeatureExtractor):
         self.cache_line_bytes = cache_line_bytes
         self.feature_vector_length = feature_length(buffers_per_store, arith_intensity_curve_num_samples)
         self.cache_size = cache_size
-        # id(mod) -> (mod, is_gpu, rows); holding the module keeps its id from being reused.
-        self._cache: OrderedDict[int, tuple[IRModule, bool, np.ndarray]] = OrderedDict()
+        self._cache: IdentityCache[np.ndarray] = IdentityCache(cache_size)
 
     def layout(self) -> str:
         return (f"per-store-feature(buffers={self.buffers_per_store},curve={self.arith_intensity_curve_num_samples},"
@@ -65,11 +64,9 @@ class PerStoreFeature(FeatureExtractor):
     def extract_mod(self, mod: IRModule, *, is_gpu: bool = False) -> np.ndarray:
         """The rows of a scheduled module (every function's, in order): float32, shape
         (written buffers, 164). The array is shared with the cache: do not modify it."""
-        key = id(mod)
-        hit = self._cache.get(key)
-        if hit is not None and hit[0] is mod and hit[1] == is_gpu:
-            self._cache.move_to_end(key)
-            return hit[2]
+        return self._cache.get(mod, lambda: self._rows(mod, is_gpu), extra=is_gpu)
+
+    def _rows(self, mod: IRModule, is_gpu: bool) -> np.ndarray:
         rows: list[list[float]] = []
         for func in mod.functions.values():
             rows += function_rows(walk_function(func), func.buffers, is_gpu=is_gpu,
@@ -77,9 +74,6 @@ class PerStoreFeature(FeatureExtractor):
                                   curve_samples=self.arith_intensity_curve_num_samples)
         array = np.array(rows, dtype=np.float32).reshape(len(rows), self.feature_vector_length)
         array.setflags(write=False)
-        self._cache[key] = (mod, is_gpu, array)
-        if len(self._cache) > self.cache_size:
-            self._cache.popitem(last=False)
         return array
 
 

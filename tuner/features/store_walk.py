@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from msdb.identity_cache import IdentityCache
 from msdb.ir import expr as E
 from msdb.ir import stmt as S
 from msdb.ir.arith.affine import Affine, Atom, Term, affine_form
@@ -341,7 +342,7 @@ class _ValueSummary(IRVisitor):
         super().visit_Call(node)
 
     def visit_BufferLoad(self, node: E.BufferLoad) -> None:
-        self.info.loads.append((node.buffer, _forms(node.indices)))
+        self.info.loads.append((node.buffer, _LOAD_FORMS.get(node, lambda: _forms(node.indices))))
 
     def visit_Var(self, node: E.Var) -> None:
         uses = self.info.var_uses
@@ -359,21 +360,17 @@ def _store_info(store: S.BufferStore, loops: ExprBounds | None) -> _StoreInfo:
     return info
 
 
-#: id(store) -> (store, info); holding the store keeps its id from being reused.
-_INFO_CACHE: dict[int, tuple[S.BufferStore, _StoreInfo]] = {}
-_INFO_CACHE_SIZE = 4096
+#: A store's summary before any condition in it is decided, shared by the candidates (a block's
+#: stores stay the same objects whatever its loops become).
+_INFO_CACHE: IdentityCache[_StoreInfo] = IdentityCache(4096)
+#: A load's index forms: a store whose conditions the loops decide is summarized again for each
+#: candidate (which loads count depends on them), its loads' indices are not.
+_LOAD_FORMS: IdentityCache[tuple[Affine[Term], ...]] = IdentityCache(1 << 16)
 
 
 def _cached_store_info(store: S.BufferStore) -> _StoreInfo:
     """What `store` computes, before any condition in it is decided."""
-    hit = _INFO_CACHE.get(id(store))
-    if hit is not None and hit[0] is store:
-        return hit[1]
-    info = _store_info(store, None)
-    if len(_INFO_CACHE) >= _INFO_CACHE_SIZE:
-        _INFO_CACHE.clear()
-    _INFO_CACHE[id(store)] = (store, info)
-    return info
+    return _INFO_CACHE.get(store, lambda: _store_info(store, None))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -578,6 +575,20 @@ class _Analysis:
                             kept.append((coef, expr, positions))
                     ix.atoms = kept
 
+    def _vars_read(self, atoms: list[tuple[int, E.PrimExpr, frozenset[int]]]) -> set[E.Var]:
+        """Every variable whose bounds `_atom_bound(atoms)` reads: the atoms' own, and through
+        the block iter vars' bindings, the loops they stand for."""
+        subst = self.evaluator.subst or {}
+        seen: set[E.Var] = set()
+        pending = [expr for _, expr, _ in atoms]
+        while pending:
+            for var in free_vars(pending.pop()):
+                if var not in seen:
+                    seen.add(var)
+                    if var in subst:
+                        pending.append(subst[var])
+        return seen
+
     def _atom_bound(self, atoms: list[tuple[int, E.PrimExpr, frozenset[int]]]) -> Bound:
         a_lo = a_hi = 0
         of = self.evaluator.of
@@ -650,7 +661,7 @@ class _Analysis:
         lo: list[int] = []
         hi: list[int] = []
         deltas: list[list[tuple[int, int, int]]] = [[] for _ in range(n)]
-        atom_slots: list[tuple[int, list[tuple[int, E.PrimExpr, frozenset[int]]]]] = []
+        atom_slots: list[tuple[int, list[tuple[int, E.PrimExpr, frozenset[int]]], set[E.Var]]] = []
         layouts: list[list[list[int]]] = []
         for access in accesses:
             layout = []
@@ -670,7 +681,7 @@ class _Analysis:
                     lo.append(base)
                     hi.append(base)
                     if ix.atoms:
-                        atom_slots.append((s, ix.atoms))
+                        atom_slots.append((s, ix.atoms, self._vars_read(ix.atoms)))
                     slots.append(s)
                 layout.append(slots)
             layouts.append(layout)
@@ -686,8 +697,11 @@ class _Analysis:
             if atom_slots:
                 loop = loops[i]
                 self.bounds[loop.var] = (loop.min, loop.min + loop.extent - 1)
-                for s, atoms in atom_slots:
-                    atom_lo[s], atom_hi[s] = self._atom_bound(atoms)
+                for s, atoms, reads in atom_slots:
+                    # a slot whose atoms do not read this loop keeps its bounds (all are
+                    # bounded at the innermost level, every loop fixed but that one)
+                    if i == n - 1 or loop.var in reads:
+                        atom_lo[s], atom_hi[s] = self._atom_bound(atoms)
             total = 0
             under = self.touched.setdefault(loops[i], {})
             for access, layout in zip(accesses, layouts):

@@ -198,7 +198,7 @@ def needs_rfactor(sch: Schedule, block: S.Block, max_parallel_extent: int) -> bo
     if not scope.is_reduction_block(block) or not is_trivial_binding(sch, block):
         return False
     loops = loops_of(sch, block)
-    kinds = [A.loop_iter_type(loop) for loop in loops]
+    kinds = A.loop_iter_types(loops)
     if any(k not in (S.IterType.DATA_PAR, S.IterType.COMM_REDUCE) for k in kinds):
         return False
     if S.IterType.COMM_REDUCE not in kinds:

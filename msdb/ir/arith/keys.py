@@ -1,5 +1,6 @@
 """Structural identity of expressions inside one function: `expr_equal` and the hashable
-`expr_key` that agrees with it.
+`expr_key` that agrees with it; and `shape_key`, the same up to a renaming of the variables
+(what a memo shared by many candidates of one design space keys on).
 
 Variables and buffers compare by identity, everything else by structure, floats by their exact
 IEEE-754 bits (as the module hash). See docs/architecture.md, "Integer arithmetic".
@@ -12,7 +13,7 @@ from typing import Any, Callable, Hashable
 
 from msdb.ir import expr as E
 
-__all__ = ["expr_equal", "expr_key", "node_kind"]
+__all__ = ["expr_equal", "expr_key", "node_kind", "shape_key"]
 
 _pack_double = struct.Struct("<d").pack
 
@@ -196,3 +197,27 @@ _KEY: dict[type, Callable[[Any, type], Hashable]] = {
     E.Call: _call_key,
     E.BufferLoad: _load_key,
 }
+
+
+def shape_key(expr: E.PrimExpr, variables: list[E.Var]) -> Hashable | None:
+    """`expr`'s structure with each variable replaced by its name, dtype and place of first
+    appearance (the variables are appended to `variables` in that order); None for a node other
+    than variables, integer constants and two-operand arithmetic. Two expressions with equal
+    keys are the same expression up to a renaming of variables of the same names and dtypes, so
+    whatever depends only on structure (and on what is known of each variable, keyed beside it)
+    is the same for both."""
+    t = type(expr)
+    if t is E.IntImm:
+        return (expr.dtype, expr.value)  # type: ignore[attr-defined]
+    if t is E.Var:
+        assert isinstance(expr, E.Var)
+        for i, known in enumerate(variables):
+            if known is expr:
+                return (i,)
+        variables.append(expr)
+        return (len(variables) - 1, expr.name, expr.dtype)
+    if isinstance(expr, E.BinaryOp):
+        a = shape_key(expr.a, variables)
+        b = shape_key(expr.b, variables) if a is not None else None
+        return None if b is None else (t, expr.dtype, a, b)
+    return None

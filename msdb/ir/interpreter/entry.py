@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from msdb.identity_cache import IdentityCache
 from msdb.ir.function import IRModule, PrimFunc
 from msdb.ir.interpreter.runtime import CompiledFunc, InterpreterError
 from msdb.ir.interpreter.scalar import Codegen
@@ -26,27 +27,23 @@ def compile_func(mod_or_func: IRModule | PrimFunc, *, vectorize: bool = True) ->
     """Translate the entry function once; the result can be called many times. Compiled
     functions are cached per function object (IR nodes are immutable)."""
     func = _entry(mod_or_func)
-    key = (id(func), vectorize)
-    hit = _cache.get(key)
-    if hit is not None and hit[0] is func:
-        return hit[1]
+    return _cache.get(func, lambda: _compile(func, vectorize), extra=vectorize)
+
+
+def _compile(func: PrimFunc, vectorize: bool) -> CompiledFunc:
     limit = sys.getrecursionlimit()
     # The translator recurses once per IR nesting level; deep (machine-made) expressions need
     # more than Python's default 1000 frames, which CPython 3.11+ provides without C stack.
     sys.setrecursionlimit(max(limit, _RECURSION_LIMIT))
     try:
-        compiled = Codegen(func, vectorize).build()
+        return Codegen(func, vectorize).build()
     except RecursionError:
         raise InterpreterError("the function is nested too deeply to interpret") from None
     finally:
         sys.setrecursionlimit(limit)
-    if len(_cache) >= _CACHE_SIZE:
-        _cache.pop(next(iter(_cache)))
-    _cache[key] = (func, compiled)
-    return compiled
 
 
-_cache: dict[tuple[int, bool], tuple[PrimFunc, CompiledFunc]] = {}
+_cache: IdentityCache[CompiledFunc] = IdentityCache(_CACHE_SIZE)
 
 
 def _entry(mod_or_func: IRModule | PrimFunc) -> PrimFunc:

@@ -232,6 +232,65 @@ def test_plan_fuses_everything_when_every_loop_allows_it() -> None:
     assert plan_loops(realize, loops, NONE, NONE) == LoopPlan(NONE, NONE)
 
 
+def _tiled_conv(tile: int) -> Schedule:
+    sch = Schedule(zoo.build("C2D", 1, 14, 14, 16, 16, 3, 1, 1))
+    block = sch.get_block("conv2d_nhwc")
+    loops = sch.get_loops(block)
+    sch.split(loops[2], [None, tile])
+    sch.split(loops[4], [None, 4])
+    return sch
+
+
+def test_index_strides_are_remembered_by_shape_and_handed_to_fresh_variables() -> None:
+    """A second schedule of the same tiling (fresh loop variables) gets its strides from the
+    first one's simplification, over its own variables, equal to simplifying its own indices."""
+    from msdb.ir.arith import simplify
+    from msdb.ir.functor import substitute
+    from msdb.tuner.space.postprocs import loop_plan
+    from msdb.tuner.space.postprocs.loop_plan import index_strides
+
+    loop_plan._STRIDES_BY_SHAPE.clear()
+    for tile in (7, 7, 2):
+        sch = _tiled_conv(tile)
+        realize = sch.state.realize("main", "conv2d_nhwc")
+        binding = {iv.var: v for iv, v in zip(realize.block.iter_vars, realize.iter_values)}
+        for access in (*realize.block.reads, *realize.block.writes):
+            for rng in access.region:
+                index = substitute(rng.min, binding)
+                assert loop_plan._simplified_strides(index) == index_strides(simplify(index))
+    assert loop_plan._STRIDES_BY_SHAPE  # the second 7 found the first one's entries
+
+
+def _reference_iter_type(loop: S.For) -> S.IterType:
+    """TVM's GetLoopIterType written plainly: the kinds of iter var whose binding uses the loop."""
+    from msdb.ir.functor import free_vars
+    from msdb.schedule.analysis import child_block_realizes
+
+    kinds = {iv.iter_type for realize in child_block_realizes(loop.body)
+             for iv, value in zip(realize.block.iter_vars, realize.iter_values) if loop.loop_var in free_vars(value)}
+    if kinds - {S.IterType.DATA_PAR, S.IterType.COMM_REDUCE} or len(kinds) == 2:
+        return S.IterType.OPAQUE
+    return S.IterType.COMM_REDUCE if kinds == {S.IterType.COMM_REDUCE} else S.IterType.DATA_PAR
+
+
+def test_loop_iter_types_of_a_nest_are_each_loops_own() -> None:
+    from msdb.schedule.analysis import loop_iter_types
+
+    sch = _tiled_conv(7)
+    block = sch.get_block("conv2d_nhwc")
+    rvs = sch.get_loops(block)
+    sch.fuse(rvs[-2], rvs[-1])  # two reduction loops: still a reduction
+    rvs = sch.get_loops(block)
+    sch.reorder(rvs[-2], rvs[-3])
+    loops = [sch.get(rv) for rv in sch.get_loops(block)]
+    types = loop_iter_types(loops)
+    assert types == [_reference_iter_type(loop) for loop in loops]
+    assert types == [S.IterType.DATA_PAR] * 5 + [S.IterType.COMM_REDUCE] * 3
+    # a loop feeding a spatial and a reduction iter var is opaque
+    fused = sch.fuse(*sch.get_loops(block)[4:6])  # the last spatial loop and the first reduction
+    assert loop_iter_types([sch.get(fused)]) == [S.IterType.OPAQUE]
+
+
 def test_plan_prefers_vectorizing_when_an_access_is_not_contiguous() -> None:
     a = te.placeholder((32, 4), name="A")
     b = te.compute((4, 32), lambda i, j: a[j, i], name="B")

@@ -9,13 +9,14 @@ instructions) must be the one TVM builds: see docs/architecture.md, "Search".
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Hashable, Sequence
 
 from msdb.ir import expr as E
 from msdb.ir import stmt as S
 from msdb.ir.arith import simplify
+from msdb.ir.arith.keys import shape_key
 from msdb.ir.functor import substitute
-from msdb.schedule.analysis import loop_iter_type
+from msdb.schedule.analysis import loop_iter_types
 
 __all__ = ["NONE", "LoopPlan", "plan_loops", "max_fusible_loops", "index_stride", "index_strides", "int_extent", "is_single_stmt",
            "has_ann_or_binding"]
@@ -81,12 +82,35 @@ def index_stride(index: E.PrimExpr, var: E.Var) -> int:
     return index_strides(index).get(var, 0)
 
 
+#: Index strides by the shape of the index (`shape_key`), shared by every candidate of a
+#: search: a design space's candidates keep their loop names and repeat their tile sizes, so
+#: most indices were already simplified for an earlier candidate.
+_STRIDES_BY_SHAPE: dict[Hashable, tuple[tuple[int, int], ...]] = {}
+_MAX_CACHED = 1 << 16
+
+
+def _simplified_strides(index: E.PrimExpr) -> dict[E.Var, int]:
+    """`index_strides` of the simplified index (TVM simplifies it with no ranges known)."""
+    variables: list[E.Var] = []
+    key = shape_key(index, variables)
+    if key is None:
+        return index_strides(simplify(index))
+    known = _STRIDES_BY_SHAPE.get(key)
+    if known is None:
+        place = {id(var): i for i, var in enumerate(variables)}
+        known = tuple((place[id(var)], stride) for var, stride in index_strides(simplify(index)).items())
+        if len(_STRIDES_BY_SHAPE) >= _MAX_CACHED:
+            _STRIDES_BY_SHAPE.clear()
+        _STRIDES_BY_SHAPE[key] = known
+    return {variables[i]: stride for i, stride in known}
+
+
 def _access_strides(access: S.BufferRegion, loops: Sequence[S.For],
                     binding: dict[E.Var, E.PrimExpr]) -> list[int] | None:
     """Per loop, how far one step of it moves in the flattened buffer (0: the access does not
     use it); None when a buffer dimension that must be crossed is not constant."""
     strides: list[int] = []
-    indices = [index_strides(simplify(substitute(rng.min, binding))) for rng in access.region]
+    indices = [_simplified_strides(substitute(rng.min, binding)) for rng in access.region]
     for loop in loops:
         stride = 0
         buffer_stride = 1
@@ -189,7 +213,7 @@ def plan_loops(realize: S.BlockRealize, loops: Sequence[S.For], max_parallel_ext
     n_loops = len(loops)
     if n_loops == 0:
         return LoopPlan(NONE, NONE)
-    types = [loop_iter_type(loop) for loop in loops]
+    types = loop_iter_types(loops)
     max_fusible = max_fusible_loops(realize, loops)
     num_parallel = NONE if max_parallel_extent == NONE else _num_parallel(loops, types, max_parallel_extent)
     num_vectorize = (NONE if max_vectorize_extent == NONE

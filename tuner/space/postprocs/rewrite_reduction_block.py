@@ -20,7 +20,7 @@ from msdb.errors import ScheduleError
 from msdb.ir import expr as E
 from msdb.ir import stmt as S
 from msdb.ir.functor import free_vars
-from msdb.schedule.analysis import loop_iter_type, loops_above, statements_under
+from msdb.schedule.analysis import loop_iter_types, loops_above, statements_under
 from msdb.tuner.space.postprocs.base import Postproc
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ def decompose_point(sch: Schedule, func_name: str, block_name: str) -> int | Non
     """The index of the block's first loop (outermost first) that is not spatial, or None when
     all are (TVM's `FindDecomposePoint`)."""
     loops = loops_above(sch.state, func_name, sch.state.realize(func_name, block_name))
-    return next((i for i, loop in enumerate(loops) if loop_iter_type(loop) != S.IterType.DATA_PAR), None)
+    return next((i for i, kind in enumerate(loop_iter_types(loops)) if kind != S.IterType.DATA_PAR), None)
 
 
 class RewriteReductionBlock(Postproc):

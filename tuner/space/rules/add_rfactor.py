@@ -53,7 +53,7 @@ def _reorder_and_fuse_reduction_loops(sch: Schedule, block: BlockRV) -> tuple[Lo
     """Spatial loops first, then the reduction loops fused into one (TVM's
     ReorderAndFuseReductionLoops): (the fused reduction loop, the number of spatial loops)."""
     loops = sch.get_loops(block)
-    kinds = [A.loop_iter_type(sch.get(loop)) for loop in loops]
+    kinds = A.loop_iter_types([sch.get(loop) for loop in loops])
     spatial = [loop for loop, kind in zip(loops, kinds) if kind == S.IterType.DATA_PAR]
     reduction = [loop for loop, kind in zip(loops, kinds) if kind == S.IterType.COMM_REDUCE]
     order = spatial + reduction

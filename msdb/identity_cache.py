@@ -1,0 +1,50 @@
+"""What was worked out for an object, remembered by the object's identity.
+
+IR nodes and modules are immutable (docs/architecture.md, "Workload IR"), so whatever is computed
+from one stays true for as long as the object lives, and a search's candidates share every node a
+primitive did not rebuild. The one cache of this kind in msdb: a module's hashes, the interpreter's
+compiled functions, the features of a scheduled module and of the stores and loads in it.
+
+An entry holds its object, so that the object's `id` cannot be reused by another while the entry
+lives; `extra` tells apart values computed from the same object in different ways. The least
+recently used entry goes when the cache is full.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Callable, Generic, Hashable, TypeVar
+
+__all__ = ["IdentityCache"]
+
+V = TypeVar("V")
+
+
+class IdentityCache(Generic[V]):
+    """At most `size` values, each for an object (by identity) and an `extra` key."""
+
+    def __init__(self, size: int) -> None:
+        if size < 1:
+            raise ValueError(f"an identity cache holds at least one entry, not {size}")
+        self.size = size
+        self._entries: OrderedDict[tuple[int, Hashable], tuple[object, V]] = OrderedDict()
+
+    def get(self, obj: object, make: Callable[[], V], extra: Hashable = None) -> V:
+        """The value for `obj` (and `extra`), made by `make()` the first time."""
+        key = (id(obj), extra)
+        hit = self._entries.get(key)
+        if hit is not None and hit[0] is obj:
+            self._entries.move_to_end(key)
+            return hit[1]
+        value = make()
+        self._entries[key] = (obj, value)
+        self._entries.move_to_end(key)
+        if len(self._entries) > self.size:
+            self._entries.popitem(last=False)
+        return value
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    def __len__(self) -> int:
+        return len(self._entries)
