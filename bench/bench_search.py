@@ -1,7 +1,7 @@
 """The search loop's own cost (docs/benchmarks.md, "The search loop"): what an evolutionary
 search spends on sampling, replay, post-processing, features and the cost model per candidate,
-with measurement taken out (a builder that builds nothing and a runner whose time is a hash of
-the module), so only the search is timed. The XGB model ranks from the first round (no warm-up),
+with measurement taken out (the search tests' fake builder, which builds nothing, and fake runner,
+whose time is a hash of the module: tests/tuner/search/_fakes.py), so only the search is timed. The XGB model ranks from the first round (no warm-up),
 as a pretrained model does: every round evolves the population.
 
 Prints seconds by phase, search seconds per measured candidate, and a digest of the measured traces:
@@ -18,35 +18,15 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Sequence
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # the tests' fake builder and runner
 from _timing import cpu_line  # noqa: E402
 
-from msdb.hashing import structural_hash  # noqa: E402
-from msdb.tuner.measure.builder import Builder, BuilderInput, BuilderResult  # noqa: E402
-from msdb.tuner.measure.runner import ReadyRunnerFuture, Runner, RunnerFuture, RunnerInput, RunnerResult  # noqa: E402
-
-
-class HashBuilder(Builder):
-    """Builds nothing: the 'artifact' is the module's structural hash."""
-
-    def build(self, inputs: Sequence[BuilderInput]) -> list[BuilderResult]:
-        return [BuilderResult(structural_hash(item.mod), None) for item in inputs]
-
-
-class HashRunner(Runner):
-    """A run time from the artifact's hash (10..1010 us): deterministic, costs nothing."""
-
-    def run(self, inputs: Sequence[RunnerInput]) -> list[RunnerFuture]:
-        out: list[RunnerFuture] = []
-        for item in inputs:
-            digest = int(hashlib.blake2b(str(item.artifact_path).encode(), digest_size=4).hexdigest(), 16)
-            out.append(ReadyRunnerFuture(RunnerResult([1e-5 + (digest % 1000) * 1e-6], None)))
-        return out
+from tests.tuner.search._fakes import FakeBuilder, FakeRunner  # noqa: E402
 
 
 def workload(name: str) -> object:
@@ -88,7 +68,7 @@ def main() -> None:
         started = time.perf_counter()
         with Profiler() as profiler:
             tune_tasks([context], [1.0], db, args.trials, args.per_iter, cost_model=XGBModel(seed=0, num_warmup_samples=0),
-                       seed=args.seed, builder=HashBuilder(), runner=HashRunner(), pretrain=False, check_best=False)
+                       seed=args.seed, builder=FakeBuilder(), runner=FakeRunner(), pretrain=False, check_best=False)
         wall = time.perf_counter() - started
         traces = "\n".join(str(r.storage_fields()[0]) for r in db.get_all_tuning_records())
         count = len(db)

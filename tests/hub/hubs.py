@@ -21,7 +21,8 @@ import pytest
 from msdb.hub.publish import METADATA_NAME, SNAPSHOT_NAME, publish
 from tests.hub.serving import ROOT, make_team_db, running_server
 
-__all__ = ["ROOT", "make_team_db", "published", "hub_server", "contents", "file_digest", "fake_hub", "SERVERS"]
+__all__ = ["ROOT", "make_team_db", "published", "hub_server", "contents", "file_digest", "fake_hub", "loopback_server",
+           "SERVERS"]
 
 #: How a test serves a publish directory: `msdb serve DIR` (msdb's metadata and canned queries,
 #: the manifest in the metadata), the command `msdb publish` prints (datasette with the
@@ -82,10 +83,11 @@ def file_digest(path: Path) -> str | None:
 
 class _Fake(http.server.BaseHTTPRequestHandler):
     mode = "html"
+    release: threading.Event  # set by `fake_hub`
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         if self.mode == "silent":
-            self.server.release.wait(30)  # type: ignore[attr-defined]
+            self.release.wait(30)
             return
         if self.mode == "html":
             body, kind = b"<html><body><h1>Welcome to nginx!</h1></body></html>", "text/html; charset=utf-8"
@@ -104,22 +106,30 @@ class _Fake(http.server.BaseHTTPRequestHandler):
 
 
 @contextlib.contextmanager
-def fake_hub(mode: str) -> Iterator[str]:
-    """An HTTP server on a free loopback port that is no hub: `html` (a web page), `wrong-json`
-    (JSON of another shape), `no-msdb` (a datasette-like list without msdb's tables), `silent`
-    (accepts, never answers). Yields its base URL."""
-    handler = type(f"_Fake_{mode}", (_Fake,), {"mode": mode})
+def loopback_server(handler: type[http.server.BaseHTTPRequestHandler], release: threading.Event) -> Iterator[str]:
+    """`handler` served from a thread on a free loopback port; yields the base URL. On the way
+    out `release` is set first, so that handlers holding a request open (a silent or trickling
+    fake hub) return, then the server stops."""
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
-    server.release = threading.Event()  # type: ignore[attr-defined]
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}/"
     finally:
-        server.release.set()  # type: ignore[attr-defined]
+        release.set()
         server.shutdown()
         server.server_close()
+
+
+@contextlib.contextmanager
+def fake_hub(mode: str) -> Iterator[str]:
+    """An HTTP server on a free loopback port that is no hub: `html` (a web page), `wrong-json`
+    (JSON of another shape), `no-msdb` (a datasette-like list without msdb's tables), `silent`
+    (accepts, never answers). Yields its base URL."""
+    release = threading.Event()
+    with loopback_server(type(f"_Fake_{mode}", (_Fake,), {"mode": mode, "release": release}), release) as url:
+        yield url
 
 
 def down_url() -> str:

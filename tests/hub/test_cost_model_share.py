@@ -27,7 +27,7 @@ from msdb.hub.serve import ServeError, plan_serve
 from msdb.tuner.cost_model import saved
 from msdb.tuner.cost_model.base import create
 from msdb.tuner.cost_model.saved import CostModelFileError
-from tests.hub.hubs import contents, file_digest, hub_server
+from tests.hub.hubs import contents, file_digest, hub_server, loopback_server
 from tests.hub.serving import make_team_db
 
 MODEL_FILE = "cost-models/xgb-llvm.npz"
@@ -332,17 +332,8 @@ class _ModelHub(http.server.BaseHTTPRequestHandler):
 @contextlib.contextmanager
 def _model_hub(mode: str) -> Iterator[str]:
     release = threading.Event()
-    handler = type(f"_ModelHub_{mode}", (_ModelHub,), {"mode": mode, "release": release})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        release.set()
-        server.shutdown()
-        server.server_close()
+    with loopback_server(type(f"_ModelHub_{mode}", (_ModelHub,), {"mode": mode, "release": release}), release) as url:
+        yield url
 
 
 @pytest.mark.slow

@@ -24,7 +24,7 @@ import pytest
 from click.testing import CliRunner
 
 from msdb.cli.main import cli
-from tests.hub.hubs import ROOT, contents, copy_db, file_digest, make_team_db
+from tests.hub.hubs import ROOT, contents, copy_db, file_digest, loopback_server, make_team_db
 
 #: Generous bound on how long a refused pull may take (the deadline cases use --timeout 2).
 ENDS_WITHIN_S = 60.0
@@ -150,17 +150,8 @@ def hostile_hub(db: Path, mode: str = "honest",
     """A hub on a free loopback port serving `db`'s rows, misbehaving as `mode` says, after
     `forge` changed them; yields its base URL."""
     data = _Data(db, mode, forge)
-    handler = type("_HostileHandler", (_Handler,), {"data": data})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        data.release.set()
-        server.shutdown()
-        server.server_close()
+    with loopback_server(type("_HostileHandler", (_Handler,), {"data": data}), data.release) as url:
+        yield url
 
 
 def _pull(url: str, db: Path, *options: str) -> tuple[int, str, float]:

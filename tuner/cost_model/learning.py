@@ -150,12 +150,28 @@ class LearningCostModel(CostModel):
     """What a cost model that learns from measurements shares, whatever it learns with (XGB,
     the MLP): its extractor, the measured candidates by workload (`measured`), the target kind
     it learned, the stamp its file carries, and pretraining from records. A subclass sets
-    `extractor`, `seed`, `measured` and `target_kind` and implements `learn`."""
+    `extractor`, `seed`, `measured`, `target_kind` and `_keys` and implements `learn` and
+    `_learn_round`."""
 
     extractor: FeatureExtractor
     seed: int
     measured: MeasuredGroups
     target_kind: str | None
+    _keys: WorkloadKeys
+
+    def update(self, context: TuneContext, candidates: Sequence[MeasureCandidate],
+               results: Sequence[RunnerResult]) -> None:
+        """Learn a measured round: every candidate's features and cost (`measured_round`),
+        under its workload's group key, handed to `_learn_round`; an empty round is nothing."""
+        measured = measured_round(self.target_kind, context, candidates, results, self._features)
+        if measured is None:
+            return
+        self.target_kind, features, costs = measured
+        self._learn_round(self._keys.key(context), features, costs)
+
+    def _learn_round(self, key: str, features: list[np.ndarray], costs: list[float]) -> None:
+        """Add a measured round of workload `key` and train as the model's schedule says."""
+        raise NotImplementedError
 
     def stamp(self) -> ModelStamp:
         """What this model's numbers are about (`msdb.model_file.ModelStamp`)."""

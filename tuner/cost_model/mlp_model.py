@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 import numpy as np
 
 from msdb.errors import MsdbError
-from msdb.tuner.cost_model.learning import LearningCostModel, MeasuredGroups, WorkloadKeys, measured_round
+from msdb.tuner.cost_model.learning import LearningCostModel, MeasuredGroups, WorkloadKeys
 from msdb.model_file import CostModelFileError, ModelStamp, read_model_file, write_model_file
 from msdb.tuner.cost_model.training_data import WorkloadSamples
 from msdb.tuner.features.base import FeatureExtractor
@@ -27,7 +27,6 @@ if TYPE_CHECKING:
 
     from msdb.tuner.candidate import MeasureCandidate
     from msdb.tuner.context import TuneContext
-    from msdb.tuner.measure.runner import RunnerResult
 
 __all__ = ["MLPConfig", "MLPModel", "TorchMissing"]
 
@@ -79,14 +78,9 @@ class MLPModel(LearningCostModel):
         self.target_kind: str | None = None  # of the measurements learned (the stamp's)
         self._keys = WorkloadKeys()
 
-    # ---- the CostModel interface ---------------------------------------------------------
-    def update(self, context: TuneContext, candidates: Sequence[MeasureCandidate],
-               results: Sequence[RunnerResult]) -> None:
-        measured = measured_round(self.target_kind, context, candidates, results, self._features)
-        if measured is None:
-            return
-        self.target_kind, features, costs = measured
-        if self.measured.add(self._keys.key(context), features, costs) and self.measured.size >= self.num_warmup_samples:
+    # ---- the CostModel interface (`update` is LearningCostModel's) -----------------------
+    def _learn_round(self, key: str, features: list[np.ndarray], costs: list[float]) -> None:
+        if self.measured.add(key, features, costs) and self.measured.size >= self.num_warmup_samples:
             # below the warm-up its scores are noise whatever it learned: the first training waits
             if self.net is None:
                 self._train(self.config.train_epochs, self.config.max_train_steps)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from msdb.model_file import CostModelFileError, ModelStamp, read_model_file, write_model_file
-from msdb.tuner.cost_model.learning import Group, LearningCostModel, MeasuredGroups, WorkloadKeys, measured_round
+from msdb.tuner.cost_model.learning import Group, LearningCostModel, MeasuredGroups, WorkloadKeys
 from msdb.tuner.cost_model.training_data import WorkloadSamples
 from msdb.tuner.features.base import FeatureExtractor
 
@@ -22,7 +22,6 @@ if TYPE_CHECKING:
 
     from msdb.tuner.candidate import MeasureCandidate
     from msdb.tuner.context import TuneContext
-    from msdb.tuner.measure.runner import RunnerResult
 
 __all__ = ["XGBConfig", "XGBModel"]
 
@@ -114,14 +113,8 @@ class XGBModel(LearningCostModel):
         """How many measured candidates the model holds."""
         return self.measured.size
 
-    # ---- the CostModel interface ---------------------------------------------------------
-    def update(self, context: TuneContext, candidates: Sequence[MeasureCandidate],
-               results: Sequence[RunnerResult]) -> None:
-        measured = measured_round(self.target_kind, context, candidates, results, self._features)
-        if measured is None:
-            return
-        self.target_kind, features, costs = measured
-        key = self._keys.key(context)
+    # ---- the CostModel interface (`update` is LearningCostModel's) -----------------------
+    def _learn_round(self, key: str, features: list[np.ndarray], costs: list[float]) -> None:
         if self.booster is not None and key in self.data and logger.isEnabledFor(logging.DEBUG):
             self._log_validation(key, features, costs)
         self._add(key, features, costs)

@@ -44,6 +44,14 @@ def fake_seconds(fi: int, fj: int) -> float:
     return 1e-3 * (6 - math.log2(fj)) - 1e-5 * math.log2(fi)
 
 
+def pretraining_records(mod: IRModule) -> tuple[list[TuningRecord], list[TuningRecord]]:
+    """(every tiling of `mod` as a stored llvm record with its known cost, one record measured
+    on cuda that an llvm model must leave out)."""
+    pairs = [(fi, fj) for fi in TILES for fj in TILES]
+    records = [TuningRecord(tiled(mod, fi, fj).trace, mod, [fake_seconds(fi, fj)], Target("llvm")) for fi, fj in pairs]
+    return records, [TuningRecord(tiled(mod, 1, 1).trace, mod, [1e-6], Target("cuda"))]
+
+
 def dataset(mod: IRModule) -> tuple[list[MeasureCandidate], list[RunnerResult], np.ndarray]:
     pairs = [(fi, fj) for fi in TILES for fj in TILES]
     candidates = [MeasureCandidate.of(tiled(mod, fi, fj)) for fi, fj in pairs]
@@ -172,9 +180,7 @@ def test_xgb_is_deterministic_and_round_trips(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_xgb_pretrains_from_records_of_the_target_kind() -> None:
     mod = gmm()
-    pairs = [(fi, fj) for fi in TILES for fj in TILES]
-    records = [TuningRecord(tiled(mod, fi, fj).trace, mod, [fake_seconds(fi, fj)], Target("llvm")) for fi, fj in pairs]
-    elsewhere = [TuningRecord(tiled(mod, 1, 1).trace, mod, [1e-6], Target("cuda"))]
+    records, elsewhere = pretraining_records(mod)
     model = XGBModel(seed=0, num_warmup_samples=0)
     assert model.pretrain(records + elsewhere, target="llvm") == len(records)
     assert list(model.data) == [structural_hash(mod)]  # the same group a tuning session updates
@@ -186,5 +192,5 @@ def test_xgb_pretrains_from_records_of_the_target_kind() -> None:
     spread = XGBModel(seed=0)
     assert spread.pretrain(records, target=Target("llvm"), max_per_workload=5) == 5
     kept = sorted(spread.data[structural_hash(mod)].costs)
-    assert kept[0] == min(fake_seconds(fi, fj) for fi, fj in pairs)  # the best and the worst are kept
-    assert kept[-1] == max(fake_seconds(fi, fj) for fi, fj in pairs)
+    assert kept[0] == min(fake_seconds(fi, fj) for fi in TILES for fj in TILES)  # the best and the worst are kept
+    assert kept[-1] == max(fake_seconds(fi, fj) for fi in TILES for fj in TILES)

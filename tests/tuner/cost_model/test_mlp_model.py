@@ -17,14 +17,13 @@ from msdb.database.sql import SQLiteDatabase
 from msdb.database.tvm_import import import_tvm
 from msdb.hashing import structural_hash
 from msdb.records.record import TuningRecord
-from msdb.records.target import Target
 from msdb.tuner.cost_model import CostModel, XGBModel
 from msdb.tuner.cost_model.mlp_model import MLPConfig, MLPModel, lambda_rank_loss
 from msdb.tuner.cost_model.saved import CostModelFileError, load_cost_model, read_model_file, write_model_file
 from msdb.tuner.cost_model.training_data import WorkloadSamples, workload_samples
 from msdb.tuner.measure.runner import RunnerResult
 from msdb.tuner.tune import check_record, tune_tir
-from tests.tuner.cost_model.test_cost_models import TILES, context, dataset, fake_seconds, gmm, spearman, tiled
+from tests.tuner.cost_model.test_cost_models import context, dataset, gmm, pretraining_records, spearman
 from tests.tuner.search._fakes import FakeBuilder, FakeRunner
 from tests.tuner.search.test_tune_default_space import CPU, SMALL, small_evolutionary
 
@@ -202,9 +201,7 @@ def test_a_damaged_model_file_is_refused(tmp_path: Path) -> None:
 
 def test_mlp_pretrains_from_records_of_the_target_kind() -> None:
     mod = gmm()
-    pairs = [(fi, fj) for fi in TILES for fj in TILES]
-    records = [TuningRecord(tiled(mod, fi, fj).trace, mod, [fake_seconds(fi, fj)], Target("llvm")) for fi, fj in pairs]
-    elsewhere = [TuningRecord(tiled(mod, 1, 1).trace, mod, [1e-6], Target("cuda"))]
+    records, elsewhere = pretraining_records(mod)
     model = MLPModel(seed=0, num_warmup_samples=0)
     assert model.pretrain(records + elsewhere, target="llvm") == len(records)
     assert list(model.measured.groups) == [structural_hash(mod)] and model.target_kind == "llvm"
