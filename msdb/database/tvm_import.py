@@ -13,8 +13,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import signal
-import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
@@ -28,6 +26,7 @@ from msdb.database.rows import (
     opaque_workload_row, record_keys_of, stored_ir, workload_row,
 )
 from msdb.errors import MsdbError
+from msdb.interrupts import SigintHold, in_main_thread
 from msdb.interop.progress import ProgressFn
 from msdb.interop.tvm.import_data import Discard, ImportAborted, ImportSummary, ParsedWorkDir, RecordRow, RecordSink
 from msdb.interop.tvm.import_reader import expected_records, in_file_order, read_pairs
@@ -259,7 +258,7 @@ def import_logs(location: str, paths: Sequence[str | Path], *, skip_bad: bool = 
                      unknown_kinds=unknown_kinds)
     options: dict[str, Any] = dict(skip_bad=skip_bad, opaque=opaque, user=user, host=host, model=model,
                                    verify=verify, progress=progress, unknown_kinds=unknown_kinds)
-    session = _Interrupts() if _SESSION is None and _in_main_thread() else None
+    session = _Interrupts() if _SESSION is None and in_main_thread() else None
     if session is not None:
         _SESSION = session
     try:
@@ -348,35 +347,19 @@ def _link_no_replace(source: Path, dest: Path) -> bool:
         return True
 
 
-class _Interrupts:
+class _Interrupts(SigintHold):
     """Ctrl-C around an import's commit (see `import_logs`). `hold()` (called just before the
-    commit) makes SIGINT only noted, so the commit and the note that it happened cannot be
-    split; the note is raised at `end()` or `raise_pending()`: as `ImportInterrupted` when the
-    summary is committed, else as `KeyboardInterrupt`. Signal handlers exist in the main thread
-    only; elsewhere this does nothing (no SIGINT arrives there either)."""
+    commit) makes SIGINT only noted (`msdb.interrupts.SigintHold`), so the commit and the note
+    that it happened cannot be split; the note is raised at `end()` or `raise_pending()`: as
+    `ImportInterrupted` when the summary is committed, else as `KeyboardInterrupt`."""
 
     def __init__(self) -> None:
-        self.pending = False
+        super().__init__()
         self.summary: ImportSummary | None = None
-        self._previous: Any = None
-        self._held = False
 
-    def hold(self, summary: ImportSummary) -> None:
+    def hold_for(self, summary: ImportSummary) -> None:
         self.summary = summary
-        # only Python's own Ctrl-C handler is replaced: an ignored SIGINT stays ignored, and
-        # someone else's handler stays theirs
-        if self._held or not _in_main_thread() or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
-            return
-        self._previous = signal.signal(signal.SIGINT, self._note)
-        self._held = True
-
-    def _note(self, _signum: int, _frame: Any) -> None:
-        self.pending = True
-
-    def release(self) -> None:
-        if self._held:
-            signal.signal(signal.SIGINT, self._previous)
-            self._held = False
+        self.hold()
 
     def raise_pending(self) -> None:
         if self.pending:
@@ -396,21 +379,17 @@ class _Interrupts:
 _SESSION: _Interrupts | None = None
 
 
-def _in_main_thread() -> bool:
-    return threading.current_thread() is threading.main_thread()
-
-
 @contextlib.contextmanager
 def _commit_hold(summary: ImportSummary) -> Iterator[Callable[[], None]]:
     """A `hold()` to call just before a commit: from then on a Ctrl-C is held until the end of
     the `import_logs` call, or, without one, of this block (then raised, as `ImportInterrupted`
     once `summary.committed`)."""
-    session = _SESSION if _in_main_thread() else None
+    session = _SESSION if in_main_thread() else None
     own = session is None
     if session is None:
         session = _Interrupts()
     try:
-        yield lambda: session.hold(summary)
+        yield lambda: session.hold_for(summary)
     finally:
         if own:
             session.end()

@@ -18,6 +18,7 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any, Sequence
 
+from msdb.interrupts import interrupts_held
 from msdb.kinds import load_kind
 from msdb.tuner.profiler import Profiler
 
@@ -170,7 +171,9 @@ class RecordSink:
 
         run_secs = result.recorded_run_secs
         record = TuningRecord(candidate.sch.trace, self.workload(task), run_secs, task.target, candidate.args_info)
-        with Profiler.timeit("database"):
+        name = task.task_name or "main"
+        # a Ctrl-C between the commit and the count would make `TuneInterrupted` deny a stored row
+        with Profiler.timeit("database"), interrupts_held():
             add_source: Any = getattr(self.database, "add_source", None)
             if add_source is None:
                 self.database.commit_tuning_record(record)
@@ -178,7 +181,6 @@ class RecordSink:
                 if self.source_id is None:
                     self.source_id = add_source("tune", self.location)
                 self.database.commit_tuning_record(record, source_id=self.source_id)  # type: ignore[call-arg]
-        name = task.task_name or "main"
-        self.per_task[name] = self.per_task.get(name, 0) + 1
-        self.failed += not ran(run_secs)
-        self.in_flight.append((task, candidate, result))
+            self.per_task[name] = self.per_task.get(name, 0) + 1
+            self.failed += not ran(run_secs)
+            self.in_flight.append((task, candidate, result))
