@@ -1,7 +1,9 @@
-"""Model budgets (docs/benchmarks.md, "Models"; docs/architecture.md, "Compile"): ResNet-18 end to
-end on one thread, msdb's compile against onnxruntime (one intra-op thread) in the same run.
+"""Model budgets (docs/benchmarks.md, "Models"; docs/architecture.md, "Compile"): a zoo model end
+to end, msdb's compile against onnxruntime (all graph optimizations, the same thread count) in the
+same run, alternating calls.
 
-- default schedules (an empty database): latency and its ratio to onnxruntime (budget <= 3x);
+- default schedules (an empty database): latency and its ratio to onnxruntime (issue budgets:
+  BERT-base-like <= 1.2x, ResNet-50 and MobileNetV2-like <= 1.0x in the fastest mode);
 - compile time with a warm database (every function hits), by phase: load/lower, query, apply,
   build (budget < 30 s);
 - with --tune N: the model's tasks tuned with N trials in all, then latency and ratio again
@@ -9,7 +11,8 @@ end on one thread, msdb's compile against onnxruntime (one intra-op thread) in t
 
 The warm database is --db when given, else one made by tuning every task with --warm-trials
 trials each (replay-trace, random cost model: only so that every function has a record).
-Run: taskset -c 0 python bench/bench_compile.py [--depth 18] [--image 224] [--fuse fold|packed] [--tune 2000] [--db warm.sqlite]
+Run: taskset -c 0 python bench/bench_compile.py [--model resnet18|resnet50|mobilenet|bert|gpt2] [--depth 18]
+     [--image 224] [--fuse fold|packed] [--threads N] [--tune 2000] [--db warm.sqlite]
 """
 
 from __future__ import annotations
@@ -29,12 +32,13 @@ import numpy as np  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def ort_latency(path: str, inputs: dict[str, np.ndarray], repeat: int) -> tuple[object, float, list[np.ndarray]]:
-    """onnxruntime on one thread: its session (every build is timed against it), median seconds
-    per run (after one warm-up) and its outputs."""
+def ort_latency(path: str, inputs: dict[str, np.ndarray], repeat: int, threads: int = 1
+                ) -> tuple[object, float, list[np.ndarray]]:
+    """onnxruntime on `threads` intra-op threads: its session (every build is timed against it),
+    median seconds per run (after one warm-up) and its outputs."""
     from msdb.tuner.compile.reference import onnxruntime_session
 
-    session = onnxruntime_session(path)
+    session = onnxruntime_session(path, threads)
     outputs = session.run(None, inputs)
     times = []
     for _ in range(repeat):
@@ -64,13 +68,15 @@ def paired_latency(compiled: object, session: object, inputs: dict[str, np.ndarr
 
 def compile_and_time(path: str, database: object, session: object, repeat: int, inputs: dict[str, np.ndarray],
                      expected: list[np.ndarray], label: str, workers: int = 1, fuse: str = "tvm",
-                     target: object = None) -> object:
+                     target: object = None, threads: int = 1) -> object:
     from msdb.tuner.compile.compiler import compile_model
     from msdb.tuner.compile.reference import errors
     from msdb.tuner.compile.report import summary_line
 
     start = time.perf_counter()
-    compiled = compile_model(path, database, target, fuse=fuse, num_threads=1, build_workers=workers)
+    if target is None and threads > 1:
+        target = {"kind": "llvm", "num-cores": threads}
+    compiled = compile_model(path, database, target, fuse=fuse, num_threads=threads, build_workers=workers)
     total = time.perf_counter() - start
     phases = ", ".join(f"{k} {v:.1f} s" for k, v in compiled.timings.items())
     max_abs, max_rel = errors(compiled.run(inputs), expected)
@@ -132,8 +138,12 @@ def main() -> None:
     from msdb.model.lower import FUSE_MODES
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="resnet",
+                        help="resnet (--depth, --image), or a zoo model by name: resnet50, mobilenet, bert, gpt2, ...")
     parser.add_argument("--depth", type=int, default=18)
     parser.add_argument("--image", type=int, default=224)
+    parser.add_argument("--layers", type=int, default=None, help="a transformer's layers (default: the zoo's 12)")
+    parser.add_argument("--threads", type=int, default=1, help="threads of both msdb's runs and onnxruntime's")
     parser.add_argument("--repeat", type=int, default=20, help="runs of each build, alternating with onnxruntime's")
     parser.add_argument("--db", type=Path, default=None, help="a warm database (default: made with --warm-trials)")
     parser.add_argument("--warm-trials", type=int, default=2)
@@ -152,20 +162,29 @@ def main() -> None:
     import onnx
 
     from msdb.database.sql import SQLiteDatabase
-    from msdb.model.zoo import resnet
+    from msdb.model import zoo
+    from msdb.model.loader import load
+    from msdb.tuner.compile.reference import random_inputs
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from _timing import cpu_line
 
-    target = {"kind": "llvm", "mcpu": args.mcpu, "num-cores": 1} if args.mcpu else None
-    print(f"ResNet-{args.depth} at {args.image}x{args.image}, one thread "
-          f"(sched_getaffinity: {len(os.sched_getaffinity(0))} core(s)); onnxruntime with intra_op_num_threads=1")
+    threads = args.threads
+    target = {"kind": "llvm", "mcpu": args.mcpu, "num-cores": threads} if args.mcpu else None
+    if args.model == "resnet":
+        name, proto = f"ResNet-{args.depth} at {args.image}x{args.image}", zoo.resnet(args.depth, image=args.image)
+    elif args.layers is not None:
+        name, proto = f"{args.model}, {args.layers} layers", zoo.NAMED[args.model](layers=args.layers)
+    else:
+        name, proto = args.model, zoo.named(args.model)
+    print(f"{name}, {threads} thread(s) (sched_getaffinity: {len(os.sched_getaffinity(0))} core(s)); "
+          f"onnxruntime with intra_op_num_threads={threads}; fuse={args.fuse}")
     print(cpu_line(args.mcpu) + "\n")
     with tempfile.TemporaryDirectory() as tmp:
-        path = str(Path(tmp) / f"resnet{args.depth}.onnx")
-        onnx.save(resnet(args.depth, image=args.image), path)
-        inputs = {"data": np.random.default_rng(0).standard_normal((1, 3, args.image, args.image)).astype("float32")}
-        session, ort_s, expected = ort_latency(path, inputs, args.repeat)
+        path = str(Path(tmp) / "model.onnx")
+        onnx.save(proto, path)
+        inputs = random_inputs(load(path, fuse=args.fuse))
+        session, ort_s, expected = ort_latency(path, inputs, args.repeat, threads)
         print(f"onnxruntime: {ort_s * 1e3:.2f} ms\n")
         print("| build | hits | compile time | latency | onnxruntime, alternating runs | vs onnxruntime | "
               "max rel error |")
@@ -173,7 +192,7 @@ def main() -> None:
         empty = Path(tmp) / "empty.sqlite"
         SQLiteDatabase(empty).close()
         compile_and_time(path, str(empty), session, args.repeat, inputs, expected, "default schedules (empty db)",
-                         fuse=args.fuse, target=target)
+                         fuse=args.fuse, target=target, threads=threads)
         if args.skip_warm:
             print_profiles()
             return
@@ -182,7 +201,7 @@ def main() -> None:
             warm = Path(tmp) / "warm.sqlite"
             warm_up_database(path, warm, args.warm_trials, args.fuse)
         compile_and_time(path, str(warm), session, args.repeat, inputs, expected, f"warm db {warm.name}",
-                         fuse=args.fuse)
+                         fuse=args.fuse, threads=threads)
         if args.workers > 1:
             compile_and_time(path, str(warm), session, args.repeat, inputs, expected,
                              f"warm db, {args.workers} build processes", args.workers, args.fuse)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +33,9 @@ __all__ = ["compile_command"]
                    "stride-1 convs computed by Winograd's F(m, 3) (fastest on CPUs; its rounding differs from a "
                    "direct conv's by 1e-6 to 1e-5 of the output's scale).")
 @click.option("--run", "run_model", is_flag=True,
-              help="Time the whole model (one thread), name its slowest functions (each function's run_ms in "
+              help="Time the whole model (on the target's -num-cores threads, default one; the line says how "
+                   "many cores this process may use and how busy the machine is), name its slowest functions "
+                   "(each function's run_ms in "
                    "--report), and compare its outputs with onnxruntime (.onnx) or the default-schedule build "
                    "(Relax scripts).")
 @click.option("--repeat", type=click.IntRange(min=1), default=5, show_default=True, help="Timed runs with --run.")
@@ -84,7 +87,8 @@ def compile_command(model_path: str, dbs: tuple[str, ...], target: Target | None
     try:
         for index, location in enumerate(dbs):
             layers.append(open_layer(location, writable=index == 0 and bool(transfer_trials)))
-        compiled = compile_model(model_path, layers, target, fuse=fuse, num_threads=1 if run_model else None,
+        threads = _run_threads(target)
+        compiled = compile_model(model_path, layers, target, fuse=fuse, num_threads=threads if run_model else None,
                                  build_workers=workers, transfer=transfer, transfer_trials=transfer_trials)
     finally:
         for layer in layers:
@@ -99,7 +103,7 @@ def compile_command(model_path: str, dbs: tuple[str, ...], target: Target | None
             comparison = compare_with_reference(compiled, model_path, inputs)
             timing = compiled.benchmark(inputs, repeat=repeat)
             click.echo(f"run: {timing.median * 1e3:.2f} ms median of {repeat} (min {timing.min * 1e3:.2f} ms), "
-                       "one thread")
+                       f"{_cores_line(threads)}")
             slowest = compiled.profile(inputs, repeat)[:SLOWEST_SHOWN]
             click.echo("slowest functions: " + ", ".join(
                 f"{f.name} x{f.calls} {f.seconds * 1e3:.2f} ms" for f in slowest))
@@ -111,3 +115,22 @@ def compile_command(model_path: str, dbs: tuple[str, ...], target: Target | None
             click.echo(f"wrote {report_path}")
     finally:
         compiled.close()
+
+
+def _run_threads(target: str | None) -> int:
+    """Threads of a `--run`: the target's `-num-cores`, else one (a timing that does not depend
+    on what else the machine runs)."""
+    from msdb.records.target import Target
+
+    cores = Target.coerce(target).get("num-cores") if target else None
+    return int(cores) if isinstance(cores, int) and cores > 0 else 1
+
+
+def _cores_line(threads: int) -> str:
+    """'2 threads; this process may use 2 cores, load average 0.41 over the last minute': what
+    the timing ran on and how busy the machine was (other work on the cores slows a run)."""
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    load = f", load average {os.getloadavg()[0]:.2f} over the last minute" if hasattr(os, "getloadavg") else ""
+    plural = "s" if threads != 1 else ""
+    warning = " (more threads than cores: they take turns)" if threads > usable else ""
+    return f"{threads} thread{plural}{warning}; this process may use {usable} core{'s' if usable != 1 else ''}{load}"

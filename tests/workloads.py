@@ -55,9 +55,10 @@ def conv_func(n: int, c: int, hw: int, f: int, k: int, stride: int, pad: int, *,
     return te.create_prim_func([*args, out])
 
 
-def matmul_func(m: int, n: int, k: int, *, bias: bool = False) -> PrimFunc:
-    """Relax's legalized matmul (A (m, k) @ B (k, n)), plus a broadcast add of a (1, n) bias."""
-    a, b = _placeholder((m, k), "A"), _placeholder((k, n), "B")
+def matmul_func(m: int, n: int, k: int, *, bias: bool = False, batch: tuple[int, ...] = ()) -> PrimFunc:
+    """Relax's legalized matmul (A (*batch, m, k) @ B (k, n): a transformer's linear layer has
+    batch (1,)), plus a broadcast add of a (1, n) bias."""
+    a, b = _placeholder((*batch, m, k), "A"), _placeholder((k, n), "B")
     out = _one("matmul", a, b)
     args = [a, b]
     if bias:

@@ -2,7 +2,7 @@
 "Models").
 
 Why they exist: the tests, the examples and the benchmarks need real ONNX files (ResNet-18/34/50,
-a depthwise MobileNet-style net, an MLP, a BERT-style encoder and a GPT-2-style decoder as
+a depthwise MobileNet-style net and a MobileNetV2-like one, an MLP, a BERT-style encoder and a GPT-2-style decoder as
 Hugging Face exports them) without downloading any. The layouts follow the
 torchvision exports TVM users compile (convs without bias followed by BatchNormalization,
 1x1 downsample convs, GlobalAveragePool, Flatten, Gemm with transB), so the task layout TVM
@@ -23,7 +23,7 @@ from msdb.model.graph import ModelError
 if TYPE_CHECKING:  # pragma: no cover
     import onnx
 
-__all__ = ["resnet", "mobilenet_like", "mlp", "bert", "gpt2", "NAMED", "named"]
+__all__ = ["resnet", "mobilenet_like", "mobilenet_v2", "mlp", "bert", "gpt2", "NAMED", "named"]
 
 #: the default-domain opset every builder writes
 OPSET = 13
@@ -346,6 +346,54 @@ class _Transformer(_Builder):
         return model
 
 
+#: MobileNetV2's inverted-residual stages (torchvision's `inverted_residual_setting`):
+#: expansion t, output channels c, repeats n, first stride s.
+MOBILENET_V2_STAGES = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
+                       (6, 160, 3, 2), (6, 320, 1, 1))
+
+
+def mobilenet_v2(batch: int = 1, image: int = 224, num_classes: int = 1000, seed: int = 0, *,
+                 width: float = 1.0, stages: int = len(MOBILENET_V2_STAGES)) -> onnx.ModelProto:
+    """A MobileNetV2-like net (torchvision's layout with batch norm folded into biased convs,
+    as exporters fold it): stem conv3x3/2 to 32 channels, the first `stages` inverted-residual
+    stages of `MOBILENET_V2_STAGES` (a 1x1 expansion conv, a depthwise conv3x3, a linear 1x1
+    projection, and a residual `Add` where stride is 1 and the channels match; ReLU6 as `Clip`
+    with initializer bounds), a 1x1 conv to 1280 channels, GlobalAveragePool, Flatten,
+    Gemm(transB). `width` scales the channels (rounded to multiples of 8). Input "data"."""
+    b = _Builder(seed)
+    lo = b.init("relu6.min", np.array(0.0, dtype="float32"))
+    hi = b.init("relu6.max", np.array(6.0, dtype="float32"))
+
+    def channels(c: int) -> int:
+        return max(8, int(c * width + 4) // 8 * 8)
+
+    def conv_relu6(x: str, cin: int, cout: int, kernel: int, stride: int, name: str, group: int = 1) -> str:
+        y = b.conv(x, cin, cout, kernel, stride, name, group=group, bias=True)
+        return b.node("Clip", [y, lo, hi], f"{name}.relu6")
+
+    cin = channels(32)
+    x = conv_relu6("data", 3, cin, 3, 2, "features.0")
+    index = 1
+    for t, c, n, s in MOBILENET_V2_STAGES[:stages]:
+        cout = channels(c)
+        for i in range(n):
+            stride = s if i == 0 else 1
+            p = f"features.{index}"
+            hidden = cin * t
+            y = conv_relu6(x, cin, hidden, 1, 1, f"{p}.expand") if t != 1 else x
+            y = conv_relu6(y, hidden, hidden, 3, stride, f"{p}.dw", group=hidden)
+            y = b.conv(y, hidden, cout, 1, 1, f"{p}.project", bias=True)
+            x = b.node("Add", [y, x], f"{p}.add") if stride == 1 and cin == cout else y
+            cin = cout
+            index += 1
+    last = channels(1280) if width > 1.0 else 1280
+    x = conv_relu6(x, cin, last, 1, 1, f"features.{index}")
+    x = b.node("GlobalAveragePool", [x], "avgpool")
+    x = b.node("Flatten", [x], "flatten", axis=1)
+    x = b.gemm(x, last, num_classes, "classifier")
+    return b.model("mobilenet_v2", [("data", [batch, 3, image, image])], x, [batch, num_classes])
+
+
 def bert(layers: int = 12, hidden: int = 768, heads: int = 12, seq: int = 128, batch: int = 1,
          vocab: int = 30522, seed: int = 0, *, opset: int = 14, intermediate: int | None = None,
          max_positions: int = 512) -> onnx.ModelProto:
@@ -452,7 +500,7 @@ def gpt2(layers: int = 12, hidden: int = 768, heads: int = 12, seq: int = 128, b
 #: docs/architecture.md, "Sampling").
 NAMED: dict[str, Any] = {
     "resnet18": lambda: resnet(18), "resnet34": lambda: resnet(34), "resnet50": lambda: resnet(50),
-    "mobilenet": mobilenet_like, "mlp": mlp, "bert": bert, "gpt2": gpt2,
+    "mobilenet": mobilenet_like, "mobilenet_v2": mobilenet_v2, "mlp": mlp, "bert": bert, "gpt2": gpt2,
 }
 
 

@@ -4,6 +4,7 @@ run and checked against onnxruntime; bad input is one line and writes nothing.""
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import re
 
@@ -62,6 +63,26 @@ def test_compile_runs_matches_onnxruntime_and_writes_the_report(small_resnet: pa
     line = re.search(r"slowest functions: (\S+) x(\d+) [\d.]+ ms", result.output)
     assert line, result.output
     assert line.group(1) == slowest["name"] and int(line.group(2)) == slowest["weight"]
+
+
+@pytest.mark.slow
+def test_run_on_the_targets_cores_says_what_the_cores_are_doing(small_resnet: pathlib.Path,
+                                                                empty_db: pathlib.Path) -> None:
+    """`--target "llvm -num-cores=2" --run` runs the parallel loops on two threads and says how
+    many cores the process may use and how busy the machine is; the numbers are onnxruntime's."""
+    pytest.importorskip("onnxruntime")
+    result = run("compile", small_resnet, "--db", empty_db, "--target", "llvm -num-cores=2", "--run", "--repeat", 2)
+    assert result.exit_code == 0, result.output
+    line = re.search(r"run: [\d.]+ ms median of 2 \(min [\d.]+ ms\), 2 threads(.*); this process may use (\d+) "
+                     r"cores?, load average [\d.]+ over the last minute", result.output)
+    assert line, result.output
+    usable = len(os.sched_getaffinity(0))
+    assert int(line.group(2)) == usable
+    assert line.group(1) == ("" if usable >= 2 else " (more threads than cores: they take turns)")
+    match = re.search(r"max rel error (\S+)", result.output)
+    assert match and float(match.group(1)) < 1e-4, result.output
+    plain = run("compile", small_resnet, "--db", empty_db, "--run", "--repeat", 1)
+    assert re.search(r"\), 1 thread; this process may use", plain.output), plain.output
 
 
 @pytest.mark.slow

@@ -16,6 +16,7 @@ MODELS = {
     "resnet34": lambda: zoo.resnet(34, batch=2, image=16, width=2, num_classes=5),
     "resnet50": lambda: zoo.resnet(50, image=16, width=2, num_classes=5),
     "mobilenet_like": lambda: zoo.mobilenet_like(image=16, width=4, num_classes=10),
+    "mobilenet_v2": lambda: zoo.mobilenet_v2(image=16, width=0.25, stages=4, num_classes=10),
     "mlp": lambda: zoo.mlp(batch=3, features=32, hidden=(16, 8, 8), num_classes=5),
 }
 
@@ -33,6 +34,7 @@ def test_zoo_weights_are_seeded():
     assert a.SerializeToString() == b.SerializeToString() != c.SerializeToString()
     onnx.checker.check_model(zoo.resnet(34, image=32, width=4))
     onnx.checker.check_model(zoo.mobilenet_like(image=32))
+    onnx.checker.check_model(zoo.mobilenet_v2(image=32))
 
 
 def test_mobilenet_convs_fuse_with_their_clip():

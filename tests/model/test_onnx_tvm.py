@@ -38,6 +38,7 @@ MODELS = {
     "resnet18": lambda: zoo.resnet(18),
     "resnet34-softmax": lambda: zoo.resnet(34, image=64, width=8, num_classes=10, softmax=True),
     "mobilenet_like": lambda: zoo.mobilenet_like(image=64, width=8, num_classes=10),
+    "mobilenet_v2": lambda: zoo.mobilenet_v2(image=64, width=0.5, num_classes=10),
     "mlp": lambda: zoo.mlp(),
 }
 

@@ -185,3 +185,82 @@ def test_a_select_on_an_unrolled_index_emits_only_the_taken_case(isa_target: Tar
     text, _, _ = emit_llvm_ir(mod)
     assert " select " not in text
     assert text.count("fsub") == 1 and text.count("fmul") == 1
+
+
+RATIONAL_SCRIPT = '''
+from tvm.script import tir as T
+@T.prim_func
+def main(F: T.Buffer((N,), "float32"), G: T.Buffer((N, 2), "float32"), V: T.Buffer((N, 2), "float32")):
+    for i in range(N):
+        with T.block("scalar"):
+            vi = T.axis.spatial(N, i)
+            G[vi, 0] = T.erf(F[vi])
+            G[vi, 1] = T.tanh(F[vi])
+    for o in range(N // 8):
+        for j in T.vectorized(8):
+            with T.block("vector"):
+                vi = T.axis.spatial(N, o * 8 + j)
+                V[vi, 0] = T.erf(F[vi])
+                V[vi, 1] = T.tanh(F[vi])
+'''
+
+
+def test_erf_and_tanh_are_inline_and_as_accurate_as_a_few_float32_ulps(isa_target: Target) -> None:
+    """float32 erf and tanh are emitted as arithmetic (`msdb.tuner.codegen.rational`, so that
+    GELU epilogues vectorize): on a dense grid over both saturations, scalar and vector code
+    agree with double precision within 5e-7 (absolute and relative); signed zero, +-inf and
+    NaN come out as libm's."""
+    import math
+
+    grid = np.concatenate([np.linspace(-12, 12, 200_000, dtype="float32"),
+                           np.float32([0.0, -0.0, 1e-30, -1e-20, 1e-6, np.inf, -np.inf, np.nan])])
+    grid = np.concatenate([grid, np.zeros((-len(grid)) % 8, "float32")])
+    n = len(grid)
+    mod = from_script(RATIONAL_SCRIPT.replace("N", str(n)))
+    kernel = build(mod, isa_target)
+    assert kernel.llvm_ir and "erff" not in kernel.llvm_ir and "tanhf" not in kernel.llvm_ir
+    scalar, vector = np.zeros((n, 2), "float32"), np.zeros((n, 2), "float32")
+    kernel(grid, scalar, vector)
+    for column, f in enumerate((math.erf, math.tanh)):
+        finite = np.isfinite(grid)
+        expected = np.array([f(float(x)) for x in grid[finite]])
+        for got in (scalar[finite, column], vector[finite, column]):
+            assert (np.abs(got.astype("float64") - expected) <= 5e-7 * np.abs(expected)).all()
+            assert (np.abs(got) <= 1).all()
+        for out in (scalar, vector):
+            assert out[grid == np.inf, column].tolist() == [1.0]
+            assert out[grid == -np.inf, column].tolist() == [-1.0]
+            assert np.isnan(out[np.isnan(grid), column]).all()
+            assert np.signbit(out[np.flatnonzero(np.signbit(grid) & (grid == 0)), column]).all()
+
+
+POWER_SCRIPT = '''
+from tvm.script import tir as T
+@T.prim_func
+def main(F: T.Buffer((64,), "float32"), G: T.Buffer((64, 5), "float32")):
+    for o in range(8):
+        for j in T.vectorized(8):
+            with T.block("b"):
+                vi = T.axis.spatial(64, o * 8 + j)
+                G[vi, 0] = T.pow(F[vi], T.float32(2.0))
+                G[vi, 1] = T.pow(F[vi], T.float32(3.0))
+                G[vi, 2] = T.pow(F[vi], T.float32(4.0))
+                G[vi, 3] = T.pow(F[vi], T.float32(1.0))
+                G[vi, 4] = T.pow(T.fabs(F[vi]), T.float32(2.5))
+'''
+
+
+def test_small_integer_powers_are_products(isa_target: Target) -> None:
+    """pow(x, 1 to 4) is emitted as multiplications (GPT-2's GELU cubes its input), within an
+    ulp or two of numpy's power; other exponents stay llvm.pow."""
+    kernel = build(from_script(POWER_SCRIPT), isa_target)
+    assert kernel.llvm_ir.count("llvm.pow") >= 1  # the 2.5 only
+    x = np.random.default_rng(0).standard_normal(64).astype("float32") * 3
+    out = np.zeros((64, 5), "float32")
+    kernel(x, out)
+    for column, n in enumerate((2, 3, 4, 1)):
+        np.testing.assert_allclose(out[:, column], x.astype("float64") ** n, rtol=3e-7)
+    np.testing.assert_allclose(out[:, 4], np.abs(x.astype("float64")) ** 2.5, rtol=1e-6)
+    emitted_pows = build(from_script(POWER_SCRIPT.replace("G[vi, 4] = T.pow(T.fabs(F[vi]), T.float32(2.5))",
+                                                          "G[vi, 4] = F[vi]")), isa_target).llvm_ir
+    assert "llvm.pow" not in emitted_pows

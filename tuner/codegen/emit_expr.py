@@ -15,6 +15,7 @@ from msdb.ir.arith.limits import wrap
 from msdb.ir.dtype import is_float, is_int
 from msdb.tuner.codegen.analysis import EXTERN_CALLS, expr_info, has_load, speculatable
 from msdb.tuner.codegen.errors import CodegenError
+from msdb.tuner.codegen.rational import RATIONAL, OddRational
 from msdb.tuner.codegen.state import FnState
 from msdb.tuner.codegen.types import (
     I1, I32, VOID, common_dtype, const, dtype_bits, fold_cast, limit_const, scalar_type, signed,
@@ -30,6 +31,16 @@ _LIBM_UNARY = frozenset(["tan", "tanh", "sinh", "cosh", "asin", "acos", "atan", 
                          "atanh", "erf", "log1p", "expm1"])
 _LIBM_BINARY = frozenset(["atan2", "hypot", "fmod", "nextafter"])
 
+
+
+def _small_integer_power(e: E.Call) -> int | None:
+    """n when `e` is `pow(x, n.0)` with a constant n of 1 to 4 (products within an ulp or two
+    of libm's pow), else None."""
+    exponent = e.args[1] if len(e.args) == 2 else None
+    value = getattr(exponent, "value", None) if isinstance(exponent, (E.FloatImm, E.IntImm)) else None
+    if isinstance(value, (int, float)) and float(value) in (1.0, 2.0, 3.0, 4.0):
+        return int(value)
+    return None
 
 
 class ExprEmitter:
@@ -447,7 +458,14 @@ class ExprEmitter:
             if lanes:
                 vals = [v if isinstance(v.type, ir.VectorType) else self.splat(fn, v, lanes) for v in vals]
         fl = self.flags
-        if op in _LLVM_UNARY:
+        power = _small_integer_power(e) if op == "pow" else None
+        if power is not None:
+            # x ** 2, 3, 4 as products (GPT-2's GELU cubes its input): llvm.pow is a libm call
+            # per vector lane, which keeps the epilogue of a matmul from vectorizing
+            out = vals[0]
+            for _ in range(power - 1):
+                out = bld.fmul(out, vals[0], flags=fl)
+        elif op in _LLVM_UNARY:
             out = bld.call(self._intrinsic(_LLVM_UNARY[op], vals[0].type, 1), vals[:1])
         elif op in _LLVM_BINARY:
             out = bld.call(self._intrinsic(_LLVM_BINARY[op], vals[0].type, 2), vals[:2])
@@ -465,11 +483,33 @@ class ExprEmitter:
         elif op == "exp10":
             x = vals[0]
             out = bld.call(self._intrinsic("pow", x.type, 2), [self.const_like(x, 10.0), x])
+        elif op in RATIONAL and work == "float32":
+            out = self.odd_rational(fn, vals[0], RATIONAL[op])
         elif op in _LIBM_UNARY or op in _LIBM_BINARY:
             out = self.libm(fn, op, vals, work)
         else:
             raise CodegenError(f"math call {op!r} is not supported by the CPU code generator")
         return self.cast_value(fn, out, work, dtype)
+
+    def odd_rational(self, fn: FnState, x: ir.Value, f: OddRational) -> ir.Value:
+        """`f` inline (`msdb.tuner.codegen.rational`): x clamped to the limit, x P(x^2) / Q(x^2)
+        by Horner, clamped to [-1, 1]; ordered comparisons keep a NaN."""
+        bld, fl = fn.builder, self.flags
+        top, bottom = self.const_like(x, f.limit), self.const_like(x, -f.limit)
+        x = bld.select(bld.fcmp_ordered(">", x, top), top, x)
+        x = bld.select(bld.fcmp_ordered("<", x, bottom), bottom, x)
+        t = bld.fmul(x, x, flags=fl)
+
+        def horner(coefficients: tuple[float, ...]) -> ir.Value:
+            acc = self.const_like(x, coefficients[-1])
+            for c in reversed(coefficients[:-1]):
+                acc = bld.fadd(bld.fmul(acc, t, flags=fl), self.const_like(x, c), flags=fl)
+            return acc
+
+        out = bld.fdiv(bld.fmul(x, horner(f.p), flags=fl), horner(f.q), flags=fl)
+        one, minus_one = self.const_like(x, 1.0), self.const_like(x, -1.0)
+        out = bld.select(bld.fcmp_ordered(">", out, one), one, out)
+        return bld.select(bld.fcmp_ordered("<", out, minus_one), minus_one, out)
 
     def libm(self, fn: FnState, op: str, vals: list[ir.Value], dtype: str) -> ir.Value:
         """A C math library call; vectors go lane by lane."""

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 if TYPE_CHECKING:
     import numpy as np
 
+    from msdb.model.graph import Model
     from msdb.tuner.compile.compiled_model import CompiledModel
 
 __all__ = ["Comparison", "random_inputs", "compare_with_reference", "errors", "onnxruntime_session"]
@@ -39,22 +40,27 @@ class Comparison:
         return f"outputs vs {self.reference}: max abs error {self.max_abs:.3g}, max rel error {self.max_rel:.3g}"
 
 
-def random_inputs(compiled: CompiledModel, seed: int = 0) -> dict[str, np.ndarray]:
-    """Seeded standard-normal inputs (integers: small non-negative values) for every model input."""
+def random_inputs(compiled: CompiledModel | Model, seed: int = 0) -> dict[str, np.ndarray]:
+    """Seeded standard-normal inputs (integers: 0 or 1, which every integer input of the zoo's
+    models reads as meant: token ids, an attention mask, indices) for every input of a compiled
+    or a loaded model. A mask of 2 or 3 made BERT's additive mask +inf and its outputs NaN."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
     out: dict[str, np.ndarray] = {}
-    for info in compiled.model.inputs:
+    model = compiled.model if hasattr(compiled, "model") else compiled
+    for info in model.inputs:
         if np.dtype(info.dtype).kind in "iu":
-            out[info.name] = rng.integers(0, 4, size=info.shape).astype(info.dtype)
+            out[info.name] = rng.integers(0, 2, size=info.shape).astype(info.dtype)
         else:
             out[info.name] = rng.standard_normal(info.shape).astype(info.dtype)
     return out
 
 
 def errors(actual: Sequence[np.ndarray], expected: Sequence[np.ndarray]) -> tuple[float, float]:
-    """(max abs difference, that over the largest reference magnitude), worst over the outputs."""
+    """(max abs difference, that over the largest reference magnitude), worst over the outputs.
+    A NaN where the reference has none (or a number where it has NaN) is an infinite difference;
+    NaN on both sides, or the same infinity, agrees (before, NaN made every comparison, and so the error, vanish)."""
     import numpy as np
 
     if len(actual) != len(expected):
@@ -63,22 +69,27 @@ def errors(actual: Sequence[np.ndarray], expected: Sequence[np.ndarray]) -> tupl
     for got, want in zip(actual, expected):
         got64 = np.asarray(got, dtype=np.float64)
         want64 = np.asarray(want, dtype=np.float64).reshape(got64.shape)
-        diff = float(np.max(np.abs(got64 - want64))) if got64.size else 0.0
-        scale = float(np.max(np.abs(want64))) if want64.size else 0.0
+        with np.errstate(invalid="ignore"):
+            gaps = np.abs(got64 - want64)
+        gaps[(got64 == want64) | (np.isnan(got64) & np.isnan(want64))] = 0.0  # equal infinities too
+        gaps[np.isnan(gaps)] = np.inf
+        diff = float(np.max(gaps)) if got64.size else 0.0
+        finite = want64[np.isfinite(want64)]
+        scale = float(np.max(np.abs(finite))) if finite.size else 0.0
         worst_abs = max(worst_abs, diff)
         worst_rel = max(worst_rel, diff / scale if scale > 0 else diff)
     return worst_abs, worst_rel
 
 
-def onnxruntime_session(model: Any) -> Any:
+def onnxruntime_session(model: Any, threads: int = 1) -> Any:
     """An onnxruntime CPU session of `model` (a path, serialized bytes or an `onnx.ModelProto`) on
-    one intra-op and one inter-op thread: the reference every comparison and the model latency
-    budgets use (docs/architecture.md, "Compile"), on the thread count msdb's model runs
-    use. ImportError when onnxruntime is not installed."""
+    one intra-op (or `threads`) and one inter-op thread: the reference every comparison and the
+    model latency budgets use (docs/architecture.md, "Compile"), on the thread count msdb's model
+    runs use. ImportError when onnxruntime is not installed."""
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = 1
+    options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     source = model.SerializeToString() if hasattr(model, "SerializeToString") else model
     if isinstance(source, os.PathLike):

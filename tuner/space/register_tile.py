@@ -59,7 +59,11 @@ def choose_tile(u_extent: int, v_extent: int, lanes: int, strided: bool = False,
     FMAs), then `v` vectors for what registers remain. `broadcast_rows_first`: the vectors are
     the operand streamed from L2 on every sweep (a packed conv's weights), so as many `u`
     rows as fit come first, each loaded vector then serving the most FMAs (measured on
-    ResNet-18's packed convs: 14x1 and 7x2 tiles 165-198 GFLOPS, 4x4 144-175, 2x8 97-115)."""
+    ResNet-18's packed convs: 14x1 and 7x2 tiles 165-198 GFLOPS, 4x4 144-175, 2x8 97-115).
+
+    With full-width vectors, `u` rows and `v` vectors are also chosen together when that
+    needs fewer loads per FMA (a matmul's 4 x 3 tile on AVX2, 7 loads for 12 FMAs, not 8 x 1,
+    9 for 8); the caller asks for rows first only where it pays (`DefaultPlanner.tile_reduction`)."""
     v_vector = vector_part(v_extent, lanes, strided)
     regs_per_vector = -(-v_vector // lanes)
     budget = max(1, accumulators // regs_per_vector)
@@ -76,7 +80,25 @@ def choose_tile(u_extent: int, v_extent: int, lanes: int, strided: bool = False,
     assert best is not None  # u = w = 1 always fits
     _, u_inner, w_inner = best
     v_outer = max(d for d in divisors(v_extent // v_vector) if d * u_inner * w_inner <= budget)
-    return RegisterTile(u_inner, v_outer, v_vector, w_inner)
+    tile = RegisterTile(u_inner, v_outer, v_vector, w_inner)
+    full_width = v_vector & (v_vector - 1) == 0 and not strided
+    if broadcast_rows_first or not full_width:
+        return tile
+    for u in divisors(u_extent):
+        for w in divisors(w_extent):
+            for v in divisors(v_extent // v_vector):
+                candidate = RegisterTile(u, v, v_vector, w)
+                if u <= MAX_UNROLL and u * w * v <= budget and \
+                        _loads_per_fma(candidate, regs_per_vector) < _loads_per_fma(tile, regs_per_vector):
+                    tile = candidate
+    return tile
+
+
+def _loads_per_fma(tile: RegisterTile, regs_per_vector: int) -> float:
+    """Per reduction step a tile loads `u_inner` broadcast values and `w_inner * v_outer`
+    vectors for `u_inner * w_inner * v_outer` vector FMAs."""
+    vectors = tile.w_inner * tile.v_outer * regs_per_vector
+    return (tile.u_inner + vectors) / (tile.u_inner * vectors)
 
 
 def vector_part(extent: int, lanes: int, strided: bool = False) -> int:
@@ -95,5 +117,9 @@ def vector_part(extent: int, lanes: int, strided: bool = False) -> int:
         return power if power >= 4 or extent > lanes else extent
     if extent <= 2 * lanes:
         return extent
-    return max(d for d in divisors(extent) if d <= lanes)
+    widest = max(d for d in divisors(extent) if d <= lanes)
+    # several masked vectors along a row (28 = 4 x 7 lanes with AVX2's 8) lose their
+    # accumulators to memory on every step: unmasked half-width vectors instead (4 x 7: a
+    # depthwise 28 x 28 conv 11.4x -> 0.76x onnxruntime, docs/benchmarks.md)
+    return power if widest & (widest - 1) and power >= 4 else widest
 

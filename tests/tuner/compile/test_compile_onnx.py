@@ -142,3 +142,58 @@ def test_packed_resnet_tuned_from_its_design_spaces_hits_and_matches_onnxruntime
     assert {name for name in packed if as_workload(model.functions[name]).shash in valid} <= hits
     assert any(name in hits for name in packed)
     _check_against_onnxruntime(compiled, models[18], 32)
+
+
+def test_a_nan_output_is_an_infinite_error_unless_the_reference_has_it_too() -> None:
+    """`errors` (what `msdb compile --run` and the benchmarks report): NaN used to make every
+    comparison false and the error 0; BERT's outputs were NaN on both sides unnoticed."""
+    from msdb.tuner.compile.reference import errors
+
+    assert errors([np.array([1.0, np.nan])], [np.array([1.0, 2.0])]) == (np.inf, np.inf)
+    assert errors([np.array([1.0, 2.0])], [np.array([1.0, np.nan])]) == (np.inf, np.inf)
+    assert errors([np.array([1.0, np.nan, np.inf])], [np.array([1.0, np.nan, np.inf])]) == (0.0, 0.0)
+    assert errors([np.array([np.inf])], [np.array([-np.inf])]) == (np.inf, np.inf)
+    assert errors([np.array([1.5, 3.0])], [np.array([1.0, 2.0])]) == (1.0, 0.5)
+
+
+def test_random_inputs_give_a_transformer_a_valid_mask(tmp_path: Path) -> None:
+    """Integer inputs are 0 or 1: token ids and a mask BERT reads as meant (finite outputs that
+    onnxruntime agrees with)."""
+    import onnx
+
+    from msdb.model.loader import load
+    from msdb.model.zoo import bert
+    from msdb.tuner.compile.reference import errors, random_inputs
+
+    path = tmp_path / "bert.onnx"
+    onnx.save(bert(layers=1, hidden=64, heads=2, seq=16, vocab=100), path)
+    inputs = random_inputs(load(str(path)), seed=0)
+    assert set(np.unique(inputs["attention_mask"])) <= {0, 1} and set(np.unique(inputs["input_ids"])) <= {0, 1}
+    expected = onnxruntime_session(path).run(None, inputs)
+    assert all(np.isfinite(e).all() for e in expected)
+    got = compile_model(str(path), None, num_threads=1).run(inputs)
+    assert errors(got, expected)[1] < 1e-4
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["bert", "resnet"])
+def test_several_threads_give_the_single_threaded_numbers(name: str, tmp_path: Path) -> None:
+    """A model compiled for `num-cores` 2 (the default schedules' parallel outer loops) and run
+    on two threads computes exactly what one thread computes: the threads split output tiles,
+    never a reduction."""
+    import onnx
+
+    from msdb.model.zoo import bert, resnet
+    from msdb.tuner.compile.reference import random_inputs
+
+    path = tmp_path / f"{name}.onnx"
+    proto = bert(layers=1, hidden=64, heads=2, seq=16, vocab=100) if name == "bert" else \
+        resnet(18, image=32, width=8, num_classes=10)
+    onnx.save(proto, path)
+    one = compile_model(str(path), None, {"kind": "llvm", "num-cores": 1}, num_threads=1)
+    two = compile_model(str(path), None, {"kind": "llvm", "num-cores": 2}, num_threads=2)
+    assert any("GOMP_parallel" in kernel.llvm_ir for kernel in two.kernels.values())  # parallel loops
+    assert not any("GOMP_parallel" in kernel.llvm_ir for kernel in one.kernels.values())
+    inputs = random_inputs(one)
+    for got, want in zip(two.run(inputs), one.run(inputs)):
+        np.testing.assert_array_equal(got, want)

@@ -16,8 +16,8 @@ from msdb.ir.functor import post_order_visit
 from msdb.records.target import Target
 from msdb.schedule import Schedule
 from msdb.tuner.space.default_schedule import DefaultScheduleError, default_schedule
-from msdb.tuner.space.register_tile import (ACCUMULATOR_REGISTERS, ACCUMULATOR_REGISTERS_AVX2, accumulator_registers,
-                                            choose_tile, vector_lanes)
+from msdb.tuner.space.register_tile import (ACCUMULATOR_REGISTERS, ACCUMULATOR_REGISTERS_AVX2, RegisterTile,
+                                            accumulator_registers, choose_tile, vector_lanes, vector_part)
 from tests.workloads import conv_func, matmul_func, max_pool_func, relu_func
 from tests.isa import AVX2
 
@@ -82,6 +82,8 @@ def with_epilogue(inputs: list[np.ndarray], expected: np.ndarray, epilogue: str)
     (8, 8, 16, 1, 2, 0, 1, "b"),        # 1x1 downsample
     (3, 20, 8, 7, 2, 3, 1, ""),         # the stem's 7x7 / 2
     (16, 10, 16, 3, 1, 1, 16, "bu"),    # depthwise
+    (8, 28, 8, 3, 1, 1, 8, "bu"),       # depthwise, 28 wide: half-width vectors, rows unrolled
+    (8, 16, 8, 3, 1, 1, 8, "u"),        # depthwise, full vectors: rows unrolled
     (8, 10, 8, 3, 1, 1, 2, ""),         # grouped
     (64, 7, 16, 3, 1, 1, 1, "u"),       # ResNet's last stage: 7 lanes, reduction blocking
 ])
@@ -198,11 +200,11 @@ def test_blocks_merely_named_like_a_winograd_conv_get_the_generic_schedule() -> 
     np.testing.assert_allclose(run(func, [x, y], AVX2.target()), (x * 2.0) @ y + 1.0, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("hw,vectorized", [(56, True), (14, False)])
+@pytest.mark.parametrize("hw,vectorized", [(128, True), (56, False), (14, False)])
 def test_a_padding_copy_with_wide_rows_is_vectorized(hw: int, vectorized: bool, isa_target: Target) -> None:
-    """Rows of 58 (more than two vectors, 8 or 16 lanes) are vectorized with masked border lanes;
-    rows of 16 stay with LLVM's vectorizer (with 8 lanes they are exactly two vectors). Either
-    way the padded copy is exact."""
+    """Rows of 130 (more than eight vectors, 8 or 16 lanes) are vectorized with masked border
+    lanes; rows of 58 and 16 stay with LLVM's vectorizer (`vectorize_padding`). Either way the
+    padded copy is exact."""
     func = conv_func(1, 16, hw, 16, 3, 1, 1, epilogue="u", packed=True)
     sch = default_schedule(func, isa_target)
     pad = sch.get_block("pad_temp")
@@ -223,6 +225,27 @@ def test_matmul_computes_what_numpy_computes(m: int, n: int, k: int, bias: bool,
     inputs = [a, b] + ([rand(1, n, seed=3)] if bias else [])
     expected = a @ b + (inputs[2] if bias else 0)
     np.testing.assert_allclose(run(matmul_func(m, n, k, bias=bias), inputs, isa_target), expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("batch", [(), (1,)], ids=["2-d", "transformer-3-d"])
+def test_a_matmul_with_wide_weights_blocks_and_packs_them(batch: tuple[int, ...], isa_target: Target) -> None:
+    """A linear layer whose weights do not fit L1 (K 1024 x N 512): the register tile is chosen
+    for fewest loads per FMA (`choose_tile`), the reduction is blocked with the rows swept
+    below its outer loop, and each block of weights is copied contiguous there
+    (`pack_reused_block`); the numbers are numpy's."""
+    func = matmul_func(32, 512, 1024, bias=True, batch=batch)
+    sch = default_schedule(func, isa_target)
+    lanes, registers = vector_lanes(isa_target), accumulator_registers(isa_target)
+    tile = choose_tile(32, 512, lanes, accumulators=registers)
+    assert tile.u_inner * tile.v_outer > registers // 2  # fills the accumulators (8 x 1 left a third unused)
+    update = [sch.get(lp) for lp in sch.get_loops(sch.get_block("matmul_update"))]
+    assert [lp.extent.value for lp in update[-3:]] == [tile.u_inner, tile.v_outer, tile.v_vector]
+    shared = [sch.get(lp) for lp in sch.get_loops(sch.get_block("B_global"))][:-2]  # less the copy's own two
+    assert [lp.loop_var.name for lp in shared] == [lp.loop_var.name for lp in update[:len(shared)]]
+    assert shared[-1].loop_var.name.startswith("k") and shared[-1].extent.value > 1  # the reduction's outer loop
+    assert update[len(shared)].extent.value == 32 // tile.u_inner  # the row tiles, swept below it
+    a, b, c = rand(*batch, 32, 1024), rand(1024, 512), rand(1, 512, seed=3)
+    np.testing.assert_allclose(run(func, [a, b, c], isa_target), a @ b + c, rtol=1e-4, atol=1e-4)
 
 
 def test_max_pool_computes_what_numpy_computes(isa_target: Target) -> None:
@@ -280,6 +303,53 @@ def test_tiles_divide_the_loops_and_fit_the_accumulator_registers(u: int, v: int
             assert u % tile.u_inner == 0 and v % (tile.v_outer * tile.v_vector) == 0
             registers = tile.u_inner * tile.v_outer * -(-tile.v_vector // lanes)
             assert registers <= accumulators
+
+
+@pytest.mark.parametrize("hw", [16, 28, 10])
+def test_a_depthwise_conv_unrolls_output_rows_with_full_vectors(hw: int, isa_target: Target) -> None:
+    """Nothing is reused across a depthwise conv's vectors: with full (power-of-two) vectors
+    the tile takes up to `MAX_ROWS` output rows, each reading the same broadcast weight, and
+    one vector of each row; a row that only fits masked vectors (10 wide) keeps its row tile."""
+    from msdb.tuner.space.default_planner import MAX_ROWS
+
+    func = conv_func(1, 8, hw, 8, 3, 1, 1, groups=8)
+    sch = default_schedule(func, isa_target)
+    loops = [sch.get(lp) for lp in sch.get_loops(sch.get_block("group_conv2d_nchw_update"))]
+    v_vector = vector_part(hw, vector_lanes(isa_target))
+    full = v_vector & (v_vector - 1) == 0
+    assert loops[-1].kind == S.ForKind.VECTORIZED and loops[-1].extent.value == v_vector
+    if full:
+        rows = max(d for d in range(1, MAX_ROWS + 1) if hw % d == 0)
+        assert [(lp.kind, lp.extent.value) for lp in loops[-3:-1]] == [(S.ForKind.UNROLLED, rows),
+                                                                        (S.ForKind.UNROLLED, 1)]
+    else:
+        assert loops[-2].extent.value * v_vector == hw  # the row's vectors, no row tile
+    x, w = rand(1, 8, hw, hw), rand(8, 1, 3, 3)
+    np.testing.assert_allclose(run(func, [x, w], isa_target), numpy_conv(x, w, 1, 1, 8), rtol=1e-4, atol=1e-4)
+
+
+def test_rows_of_several_masked_vectors_take_half_width_ones() -> None:
+    """28 lanes on AVX2 were four masked 7-lane vectors (a 28 x 28 conv 3.8x onnxruntime): now
+    seven unmasked 4-lane ones; AVX-512 takes the row whole (two registers), as before."""
+    assert vector_part(28, 8) == 4 and vector_part(28, 16) == 28
+    assert vector_part(56, 8) == 8 and vector_part(14, 8) == 14 and vector_part(7, 8) == 7
+    assert vector_part(20, 8) == 4 and vector_part(36, 8) == 4 and vector_part(45, 8) == 5
+
+
+def test_a_full_width_tile_takes_rows_and_vectors_together_for_fewest_loads() -> None:
+    """A matmul's 4 x 3 vectors on AVX2 (7 loads for 12 FMAs) and 4 x 4 on AVX-512, not the
+    rows-first 8 x 1 (9 loads for 8); a conv's tile, which already needs as few loads, and a
+    packed conv's rows-first tile on AVX-512 stay as they were measured."""
+    assert choose_tile(128, 768, 8, accumulators=ACCUMULATOR_REGISTERS_AVX2) == RegisterTile(4, 3, 8)
+    assert choose_tile(128, 768, 16, accumulators=ACCUMULATOR_REGISTERS) == RegisterTile(4, 4, 16)
+    assert choose_tile(64, 56, 8, w_extent=56, accumulators=ACCUMULATOR_REGISTERS_AVX2) == RegisterTile(4, 1, 8, 2)
+    assert choose_tile(7, 16, 16, w_extent=4, broadcast_rows_first=True,
+                       accumulators=ACCUMULATOR_REGISTERS) == RegisterTile(7, 1, 16, 2)
+    # without rows first (a packed 1x1 conv on AVX2, which has no broadcast operand in its FMAs):
+    # 6 loads for 8 FMAs, where rows first takes 8 x 1 (9 for 8)
+    assert choose_tile(56, 16, 8, w_extent=16, accumulators=ACCUMULATOR_REGISTERS_AVX2) == RegisterTile(4, 1, 8, 2)
+    assert choose_tile(56, 16, 8, w_extent=16, broadcast_rows_first=True,
+                       accumulators=ACCUMULATOR_REGISTERS_AVX2) == RegisterTile(8, 1, 8, 1)
 
 
 def test_vector_width_follows_the_targets_cpu_features() -> None:
