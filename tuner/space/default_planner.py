@@ -286,8 +286,11 @@ class DefaultPlanner:
             _applied("vectorize the register tile", lambda: sch.vectorize(v_ii))
         if not strided or gather_window:
             self._unroll_window(reduce_rvs, masked)
-        self.split_init(block, first_reduce)
+        # parallel before the init is split off (TVM's order, as above): a loop over both the
+        # init and the update of one output is refused as parallel (no compact dataflow),
+        # which left every blocked matmul on one thread
         self.parallelize(spatial_outer)
+        self.split_init(block, first_reduce)
         return True
 
     def split_init(self, block: Any, loop: LoopRV) -> None:

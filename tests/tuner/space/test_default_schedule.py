@@ -284,6 +284,18 @@ def test_the_tile_is_vectorized_and_unrolled_and_parallel_only_with_several_core
                                np.maximum(numpy_conv(x, w, 1, 1) + b, 0), rtol=1e-4, atol=1e-4)
 
 
+def test_a_blocked_matmul_runs_its_weight_blocks_in_parallel_with_several_cores(isa_target: Target) -> None:
+    """The parallel loop is made before the init is split off: a loop over both the init and
+    the update of one output is refused as parallel, which left every blocked matmul (BERT's
+    linear layers) on one thread."""
+    func = matmul_func(32, 512, 1024, bias=True)
+    several = default_schedule(func, Target({"kind": "llvm", "num-cores": 2}))
+    assert S.ForKind.PARALLEL in loop_kinds(several)
+    assert S.ForKind.PARALLEL not in loop_kinds(default_schedule(func, ONE_CORE))
+    a, b, c = rand(32, 1024), rand(1024, 512), rand(1, 512, seed=3)
+    np.testing.assert_allclose(run(func, [a, b, c], with_cores(isa_target, 2)), a @ b + c, rtol=1e-4, atol=1e-4)
+
+
 def test_the_schedule_is_deterministic_and_replays_as_a_trace() -> None:
     func = conv_func(1, 8, 14, 16, 3, 1, 1, epilogue="bru")
     first, second = default_schedule(func, ONE_CORE), default_schedule(func, ONE_CORE)
