@@ -117,12 +117,10 @@ def compile_command(model_path: str, dbs: tuple[str, ...], target: Target | None
         compiled.close()
 
 
-def _run_threads(target: str | None) -> int:
+def _run_threads(target: Target | None) -> int:
     """Threads of a `--run`: the target's `-num-cores`, else one (a timing that does not depend
     on what else the machine runs)."""
-    from msdb.records.target import Target
-
-    cores = Target.coerce(target).get("num-cores") if target else None
+    cores = target.get("num-cores") if target is not None else None
     return int(cores) if isinstance(cores, int) and cores > 0 else 1
 
 
