@@ -40,16 +40,18 @@ class Comparison:
         return f"outputs vs {self.reference}: max abs error {self.max_abs:.3g}, max rel error {self.max_rel:.3g}"
 
 
-def random_inputs(compiled: CompiledModel | Model, seed: int = 0) -> dict[str, np.ndarray]:
+def random_inputs(model: CompiledModel | Model, seed: int = 0) -> dict[str, np.ndarray]:
     """Seeded standard-normal inputs (integers: 0 or 1, which every integer input of the zoo's
     models reads as meant: token ids, an attention mask, indices) for every input of a compiled
     or a loaded model. A mask of 2 or 3 made BERT's additive mask +inf and its outputs NaN."""
     import numpy as np
 
+    from msdb.model.graph import Model
+
     rng = np.random.default_rng(seed)
     out: dict[str, np.ndarray] = {}
-    model = compiled.model if hasattr(compiled, "model") else compiled
-    for info in model.inputs:
+    loaded = model if isinstance(model, Model) else model.model
+    for info in loaded.inputs:
         if np.dtype(info.dtype).kind in "iu":
             out[info.name] = rng.integers(0, 2, size=info.shape).astype(info.dtype)
         else:

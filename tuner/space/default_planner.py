@@ -20,7 +20,7 @@ from msdb.schedule.sampling import divisors
 from msdb.schedule.schedule import Schedule
 from msdb.tuner.space import analysis as SA
 from msdb.tuner.space.register_tile import (ACCUMULATOR_REGISTERS, RegisterTile, accumulator_registers, choose_tile,
-                                           vector_lanes, vector_part)
+                                           is_full_width, vector_lanes, vector_part)
 
 __all__ = ["DefaultPlanner"]
 
@@ -75,6 +75,14 @@ def _extent(loop: S.For) -> int | None:
 def _buffer_elements(buffer: Any) -> int:
     """Elements of a buffer of constant shape (1 per dimension that is not constant)."""
     return _product([getattr(dim, "value", 1) for dim in buffer.shape])
+
+
+def _moving_reads(node: S.Block) -> list[S.BufferRegion]:
+    """The reads of a reduction block that move with its reduction (its operands, not the
+    output it accumulates into)."""
+    out = node.writes[0].buffer
+    reduce_vars = [iv.var for iv in node.iter_vars if iv.iter_type == S.IterType.COMM_REDUCE]
+    return [r for r in node.reads if r.buffer is not out and any(_uses(r, var) for var in reduce_vars)]
 
 
 def _uses(region: S.BufferRegion, var: Any) -> bool:
@@ -187,7 +195,7 @@ class DefaultPlanner:
         # the larger unrolled body (measured: 14x slower on ResNet's 28x28 conv).
         rows = [i for i in big if i not in (u, v)]
         v_vector = vector_part(extents[v] or 1, lanes, strided)
-        full_width = v_vector & (v_vector - 1) == 0 and not strided
+        full_width = is_full_width(v_vector, strided)
         w = self._innermost_reused(node, u, rows) if u is not None and full_width else None
         if u is None and full_width:
             # nothing to reuse across `v` (a depthwise conv): rows of the output the broadcast
@@ -275,7 +283,7 @@ class DefaultPlanner:
         # RewriteParallelVectorizeUnroll runs before RewriteReductionBlock).
         for part in inner[:-1]:
             _applied("unroll the register tile", partial(sch.unroll, part))
-        masked = tile.v_vector & (tile.v_vector - 1) != 0
+        masked = not is_full_width(tile.v_vector)
         # A strided read into a masked vector is a masked hardware gather. Alone it is slower
         # than what LLVM makes of the plain loop (4.7 vs 16.6 ms on ResNet's last stride-2 conv,
         # and 1x1 stride-2 convs stay rolled); with the kernel window unrolled around it, each
@@ -459,9 +467,7 @@ class DefaultPlanner:
         least of the others from memory (each other read is read again for every tile of the
         reused operand's iter vars: a 128-row matmul reuses its weights, not its 128 x K
         input); without them, the one along `u`."""
-        out = node.writes[0].buffer
-        reduce_vars = [iv.var for iv in node.iter_vars if iv.iter_type == S.IterType.COMM_REDUCE]
-        moving = [r for r in node.reads if r.buffer is not out and any(_uses(r, var) for var in reduce_vars)]
+        moving = _moving_reads(node)
         best: tuple[int, float, list[int], S.Buffer] | None = None
         for region in moving:
             dims = [i for i in spatial if _uses(region, node.iter_vars[i].var)]
@@ -478,11 +484,8 @@ class DefaultPlanner:
     def _broadcast_row(self, node: S.Block, v: int, candidates: Sequence[int]) -> int | None:
         """The innermost of `candidates` that some read moving with the reduction but not with
         `v` (the broadcast operand: a depthwise conv's weights) does not depend on."""
-        out = node.writes[0].buffer
-        reduce_vars = [iv.var for iv in node.iter_vars if iv.iter_type == S.IterType.COMM_REDUCE]
         v_var = node.iter_vars[v].var
-        broadcasts = [r for r in node.reads if r.buffer is not out and not _uses(r, v_var)
-                      and any(_uses(r, var) for var in reduce_vars)]
+        broadcasts = [r for r in _moving_reads(node) if not _uses(r, v_var)]
         for i in reversed(candidates):
             if any(not _uses(r, node.iter_vars[i].var) for r in broadcasts):
                 return i

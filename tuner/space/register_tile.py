@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from msdb.records.target import Target
 from msdb.schedule.sampling import divisors
 
-__all__ = ["RegisterTile", "choose_tile", "vector_part", "vector_lanes", "accumulator_registers",
+__all__ = ["RegisterTile", "choose_tile", "vector_part", "is_full_width", "vector_lanes", "accumulator_registers",
            "ACCUMULATOR_REGISTERS", "ACCUMULATOR_REGISTERS_AVX2", "MAX_UNROLL"]
 
 #: Vector registers the accumulators of one register tile may take, of the 32 that AVX-512 has
@@ -72,7 +72,7 @@ def choose_tile(u_extent: int, v_extent: int, lanes: int, strided: bool = False,
         for w in divisors(w_extent):
             if u > MAX_UNROLL or u * w > budget:
                 continue
-            loads_per_fma = (u + w * regs_per_vector) / (u * w * regs_per_vector)
+            loads_per_fma = _loads_per_fma(RegisterTile(u, 1, v_vector, w), regs_per_vector)
             # then prefer u rows: they reuse the loaded vector
             key = (-u, loads_per_fma, w) if broadcast_rows_first else (loads_per_fma, -u, w)
             if best is None or key < best[0]:
@@ -81,8 +81,7 @@ def choose_tile(u_extent: int, v_extent: int, lanes: int, strided: bool = False,
     _, u_inner, w_inner = best
     v_outer = max(d for d in divisors(v_extent // v_vector) if d * u_inner * w_inner <= budget)
     tile = RegisterTile(u_inner, v_outer, v_vector, w_inner)
-    full_width = v_vector & (v_vector - 1) == 0 and not strided
-    if broadcast_rows_first or not full_width:
+    if broadcast_rows_first or not is_full_width(v_vector, strided):
         return tile
     for u in divisors(u_extent):
         for w in divisors(w_extent):
@@ -99,6 +98,12 @@ def _loads_per_fma(tile: RegisterTile, regs_per_vector: int) -> float:
     vectors for `u_inner * w_inner * v_outer` vector FMAs."""
     vectors = tile.w_inner * tile.v_outer * regs_per_vector
     return (tile.u_inner + vectors) / (tile.u_inner * vectors)
+
+
+def is_full_width(v_vector: int, strided: bool = False) -> bool:
+    """Whether vectors of `v_vector` lanes are unmasked (a power of two) and contiguous: only
+    those keep a tile's accumulators in registers across loop iterations."""
+    return v_vector & (v_vector - 1) == 0 and not strided
 
 
 def vector_part(extent: int, lanes: int, strided: bool = False) -> int:
@@ -121,5 +126,5 @@ def vector_part(extent: int, lanes: int, strided: bool = False) -> int:
     # several masked vectors along a row (28 = 4 x 7 lanes with AVX2's 8) lose their
     # accumulators to memory on every step: unmasked half-width vectors instead (4 x 7: a
     # depthwise 28 x 28 conv 11.4x -> 0.76x onnxruntime, docs/benchmarks.md)
-    return power if widest & (widest - 1) and power >= 4 else widest
+    return power if not is_full_width(widest) and power >= 4 else widest
 
