@@ -326,7 +326,10 @@ class IRMutator:
         return S.BlockRealize(values, pred, block)
 
 
-class _Substituter(IRMutator):
+class Substituter(IRMutator):
+    """Replaces variables by expressions (`substitute`); a subclass that knows more node kinds
+    (the code generator's lowering-only `Allocate`) adds their visits."""
+
     def __init__(self, vmap: Mapping[E.Var, E.PrimExpr]) -> None:
         super().__init__()
         self.vmap = vmap
@@ -339,7 +342,7 @@ def substitute(node: Node, vmap: Mapping[E.Var, E.PrimExpr]) -> Node:
     """Replace variables by expressions everywhere under `node` (statements or expressions)."""
     if not vmap:
         return node
-    return _Substituter(vmap).visit(node)
+    return Substituter(vmap).visit(node)
 
 
 class _BufferReplacer(IRMutator):

@@ -187,21 +187,24 @@ def test_a_select_on_an_unrolled_index_emits_only_the_taken_case(isa_target: Tar
     assert text.count("fsub") == 1 and text.count("fmul") == 1
 
 
-RATIONAL_SCRIPT = '''
+def _two_functions(first: str, second: str, n: int) -> str:
+    """TVMScript applying `first` and `second` to F's elements into columns 0 and 1 of G
+    (scalar code) and of V (8-lane vectors)."""
+    return f'''
 from tvm.script import tir as T
 @T.prim_func
-def main(F: T.Buffer((N,), "float32"), G: T.Buffer((N, 2), "float32"), V: T.Buffer((N, 2), "float32")):
-    for i in range(N):
+def main(F: T.Buffer(({n},), "float32"), G: T.Buffer(({n}, 2), "float32"), V: T.Buffer(({n}, 2), "float32")):
+    for i in range({n}):
         with T.block("scalar"):
-            vi = T.axis.spatial(N, i)
-            G[vi, 0] = T.erf(F[vi])
-            G[vi, 1] = T.tanh(F[vi])
-    for o in range(N // 8):
+            vi = T.axis.spatial({n}, i)
+            G[vi, 0] = T.{first}(F[vi])
+            G[vi, 1] = T.{second}(F[vi])
+    for o in range({n // 8}):
         for j in T.vectorized(8):
             with T.block("vector"):
-                vi = T.axis.spatial(N, o * 8 + j)
-                V[vi, 0] = T.erf(F[vi])
-                V[vi, 1] = T.tanh(F[vi])
+                vi = T.axis.spatial({n}, o * 8 + j)
+                V[vi, 0] = T.{first}(F[vi])
+                V[vi, 1] = T.{second}(F[vi])
 '''
 
 
@@ -216,7 +219,7 @@ def test_erf_and_tanh_are_inline_and_as_accurate_as_a_few_float32_ulps(isa_targe
                            np.float32([0.0, -0.0, 1e-30, -1e-20, 1e-6, np.inf, -np.inf, np.nan])])
     grid = np.concatenate([grid, np.zeros((-len(grid)) % 8, "float32")])
     n = len(grid)
-    mod = from_script(RATIONAL_SCRIPT.replace("N", str(n)))
+    mod = from_script(_two_functions("erf", "tanh", n))
     kernel = build(mod, isa_target)
     assert kernel.llvm_ir and "erff" not in kernel.llvm_ir and "tanhf" not in kernel.llvm_ir
     scalar, vector = np.zeros((n, 2), "float32"), np.zeros((n, 2), "float32")
@@ -232,6 +235,41 @@ def test_erf_and_tanh_are_inline_and_as_accurate_as_a_few_float32_ulps(isa_targe
             assert out[grid == -np.inf, column].tolist() == [-1.0]
             assert np.isnan(out[np.isnan(grid), column]).all()
             assert np.signbit(out[np.flatnonzero(np.signbit(grid) & (grid == 0)), column]).all()
+
+
+def test_exp_is_inline_and_within_one_float32_ulp(isa_target: Target) -> None:
+    """float32 exp (and sigmoid's) is emitted as arithmetic (`msdb.tuner.codegen.rational.EXP`, so
+    that softmax vectorizes, not a libm call per lane): over the whole float32 range, scalar and
+    vector code are within one unit in the last place of the correctly rounded result where it
+    is normal, within the smallest denormal below, 0 and inf where exp underflows and overflows
+    (as numpy's), 1 at +-0, and NaN for NaN; sigmoid within 3e-7."""
+    grid = np.concatenate([np.linspace(-110, 90, 400_000, dtype="float32"),
+                           np.linspace(-1, 1, 10_001, dtype="float32"),
+                           np.float32([0.0, -0.0, 1e-30, -1e-20, 88.72, 88.73, -87.34, -103.9, -104.5,
+                                        np.inf, -np.inf, np.nan])])
+    grid = np.concatenate([grid, np.zeros((-len(grid)) % 8, "float32")])
+    n = len(grid)
+    kernel = build(from_script(_two_functions("exp", "sigmoid", n)), isa_target)
+    assert kernel.llvm_ir and "expf" not in kernel.llvm_ir and "llvm.exp" not in kernel.llvm_ir
+    scalar, vector = np.zeros((n, 2), "float32"), np.zeros((n, 2), "float32")
+    kernel(grid, scalar, vector)
+    finite = np.isfinite(grid)
+    with np.errstate(over="ignore"):
+        expected = np.exp(grid.astype("float64"))
+        rounded = expected.astype("float32").astype("float64")
+        sigmoid = 1 / (1 + np.exp(-grid.astype("float64")))
+    normal = finite & (rounded >= np.finfo("float32").tiny) & np.isfinite(rounded)
+    tiny = finite & (rounded < np.finfo("float32").tiny)
+    for out in (scalar, vector):
+        got = out[:, 0].astype("float64")
+        assert (np.abs(got[normal] - expected[normal]) <= 2.0 ** -23 * expected[normal]).all()
+        assert (np.abs(got[tiny] - expected[tiny]) <= 2.0 ** -149).all()
+        assert np.array_equal(np.isinf(got[finite]), np.isinf(rounded[finite]))
+        assert got[grid == np.inf].tolist() == [np.inf] and got[grid == -np.inf].tolist() == [0.0]
+        assert (got[grid == 0] == 1).all() and np.isnan(got[np.isnan(grid)]).all()
+        sig = out[:, 1].astype("float64")
+        # below -88.7, exp(-x) overflows float32 and 1 / (1 + inf) is 0, as with libm's exp
+        assert (np.abs(sig[finite] - sigmoid[finite]) <= 3e-7 * sigmoid[finite] + np.finfo("float32").tiny).all()
 
 
 POWER_SCRIPT = '''

@@ -11,15 +11,15 @@ calls stride 1 (docs/architecture.md, "Integer arithmetic").
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from msdb.ir import expr as E
 from msdb.ir import stmt as S
-from msdb.ir.functor import IRVisitor, post_order_visit
+from msdb.ir.functor import IRVisitor, Substituter, post_order_visit
 from msdb.ir.dtype import is_int
 
 __all__ = [
-    "Allocate", "flat_index", "buffer_strides", "static_shape", "allocation_elements", "vars_in", "stmt_children",
+    "Allocate", "substitute_lowered", "flat_index", "buffer_strides", "static_shape", "allocation_elements", "vars_in", "stmt_children",
     "expr_info", "walk", "has_load", "count_stmts", "promote_to_i64", "EXTERN_CALLS",
 ]
 
@@ -31,6 +31,20 @@ class Allocate(S.Stmt):
 
     buffer: E.Buffer
     body: S.Stmt
+
+
+class _LoweredSubstitute(Substituter):
+    """Variable substitution that also walks the lowering-only `Allocate`."""
+
+    def visit_Allocate(self, node: Allocate) -> S.Stmt:
+        return Allocate(node.buffer, self.visit(node.body))
+
+
+def substitute_lowered(stmt: S.Stmt, vmap: Mapping[E.Var, E.PrimExpr]) -> S.Stmt:
+    """`stmt` with each variable of `vmap` replaced (a vthread's or an unrolled loop's copy),
+    `Allocate`s included."""
+    out: S.Stmt = _LoweredSubstitute(vmap).visit(stmt)
+    return out
 
 
 class _VarCollector(IRVisitor):

@@ -15,7 +15,7 @@ from msdb.ir.arith.limits import wrap
 from msdb.ir.dtype import is_float, is_int
 from msdb.tuner.codegen.analysis import EXTERN_CALLS, expr_info, has_load, speculatable
 from msdb.tuner.codegen.errors import CodegenError
-from msdb.tuner.codegen.rational import RATIONAL, OddRational
+from msdb.tuner.codegen.rational import EXP, RATIONAL, ExpPolynomial, OddRational
 from msdb.tuner.codegen.state import FnState
 from msdb.tuner.codegen.types import (
     I1, I32, VOID, common_dtype, const, dtype_bits, fold_cast, limit_const, scalar_type, signed,
@@ -465,6 +465,8 @@ class ExprEmitter:
             out = vals[0]
             for _ in range(power - 1):
                 out = bld.fmul(out, vals[0], flags=fl)
+        elif op == "exp" and work == "float32":
+            out = self.exp_polynomial(fn, vals[0], EXP)
         elif op in _LLVM_UNARY:
             out = bld.call(self._intrinsic(_LLVM_UNARY[op], vals[0].type, 1), vals[:1])
         elif op in _LLVM_BINARY:
@@ -474,7 +476,7 @@ class ExprEmitter:
         elif op == "sigmoid":
             x = vals[0]
             neg = bld.fneg(x)
-            ex = bld.call(self._intrinsic("exp", x.type, 1), [neg])
+            ex = self.exp_polynomial(fn, neg, EXP) if work == "float32" else bld.call(self._intrinsic("exp", x.type, 1), [neg])
             one = self.const_like(x, 1.0)
             out = bld.fdiv(one, bld.fadd(one, ex, flags=fl), flags=fl)
         elif op == "rsqrt":
@@ -510,6 +512,31 @@ class ExprEmitter:
         one, minus_one = self.const_like(x, 1.0), self.const_like(x, -1.0)
         out = bld.select(bld.fcmp_ordered(">", out, one), one, out)
         return bld.select(bld.fcmp_ordered("<", out, minus_one), minus_one, out)
+
+    def exp_polynomial(self, fn: FnState, x: ir.Value, f: ExpPolynomial) -> ir.Value:
+        """float32 `exp` inline (`msdb.tuner.codegen.rational`): x clamped, n = round(x / ln2),
+        r = x - n ln2 in two steps, 1 + r + r^2 P(r) by Horner, times 2^n in two halves; a NaN
+        input is returned as is."""
+        bld, fl = fn.builder, self.flags
+        top, bottom = self.const_like(x, f.high), self.const_like(x, f.low)
+        xc = bld.select(bld.fcmp_ordered(">", x, top), top, x)
+        xc = bld.select(bld.fcmp_ordered("<", xc, bottom), bottom, xc)
+        n = bld.call(self._intrinsic("nearbyint", x.type, 1), [bld.fmul(xc, self.const_like(x, 1.4426950408889634))])
+        r = bld.fsub(xc, bld.fmul(n, self.const_like(x, f.ln2_high), flags=fl), flags=fl)
+        r = bld.fsub(r, bld.fmul(n, self.const_like(x, f.ln2_low), flags=fl), flags=fl)
+        acc = self.const_like(x, f.p[-1])
+        for c in reversed(f.p[:-1]):
+            acc = bld.fadd(bld.fmul(acc, r, flags=fl), self.const_like(x, c), flags=fl)
+        y = bld.fadd(self.const_like(x, 1.0), bld.fadd(r, bld.fmul(bld.fmul(r, r, flags=fl), acc, flags=fl), flags=fl),
+                     flags=fl)
+        int_type = ir.VectorType(I32, x.type.count) if isinstance(x.type, ir.VectorType) else I32
+        whole = bld.fptosi(n, int_type)
+        half = bld.ashr(whole, self.const_like(whole, 1))
+        out = y
+        for part in (half, bld.sub(whole, half)):
+            bits = bld.shl(bld.add(part, self.const_like(whole, 127)), self.const_like(whole, 23))
+            out = bld.fmul(out, bld.bitcast(bits, x.type), flags=fl)
+        return bld.select(bld.fcmp_unordered("uno", x, x), x, out)
 
     def libm(self, fn: FnState, op: str, vals: list[ir.Value], dtype: str) -> ir.Value:
         """A C math library call; vectors go lane by lane."""

@@ -22,7 +22,7 @@ from msdb.ir.arith import Affine, affine_form, const_int_bound, simplify
 from msdb.ir.arith.affine import term_expr
 from msdb.ir.function import IRModule, PrimFunc
 from msdb.ir.functor import IRMutator, IRVisitor, substitute
-from msdb.tuner.codegen.analysis import Allocate, stmt_children, static_shape, vars_in
+from msdb.tuner.codegen.analysis import Allocate, stmt_children, static_shape, substitute_lowered, vars_in
 from msdb.tuner.codegen.errors import CodegenError
 
 __all__ = ["Allocate", "LoweredFunc", "lower_func", "lower_module", "NOOP"]
@@ -468,33 +468,111 @@ class _LoopRanges(IRVisitor):
 
 
 class _AccessCollector(IRVisitor):
+    """Every access of one buffer: its indices and the conditions that guard it (the
+    enclosing `if`s, a lowered block's predicate among them)."""
+
     def __init__(self, buf: E.Buffer) -> None:
         super().__init__()
         self.buf = buf
         self.accesses: list[tuple[E.PrimExpr, ...]] = []
+        self.guards: list[tuple[E.PrimExpr, ...]] = []
+        self._guards: list[E.PrimExpr] = []
+
+    def _record(self, indices: tuple[E.PrimExpr, ...]) -> None:
+        self.accesses.append(indices)
+        self.guards.append(tuple(self._guards))
 
     def visit_BufferLoad(self, node: E.BufferLoad) -> None:
         if node.buffer is self.buf:
-            self.accesses.append(node.indices)
+            self._record(node.indices)
         for i in node.indices:
             self.visit(i)
 
     def visit_BufferStore(self, node: S.BufferStore) -> None:
         if node.buffer is self.buf:
-            self.accesses.append(node.indices)
+            self._record(node.indices)
         self.visit(node.value)
         for i in node.indices:
             self.visit(i)
+
+    def visit_IfThenElse(self, node: S.IfThenElse) -> None:
+        self.visit(node.condition)
+        depth = len(self._guards)
+        self._guards.extend(_conjuncts(node.condition))
+        self.visit(node.then_case)
+        del self._guards[depth:]
+        if node.else_case is not None:
+            self.visit(node.else_case)
 
     def visit_Allocate(self, node: Allocate) -> None:
         self.visit(node.body)
 
 
-def _dim_plan(indices: list[E.PrimExpr], inner: set[E.Var], ranges: dict[E.Var, E.Range], extent: int) -> tuple[int, int] | None:
+def _conjuncts(cond: E.PrimExpr) -> list[E.PrimExpr]:
+    if isinstance(cond, E.And):
+        return _conjuncts(cond.a) + _conjuncts(cond.b)
+    return [cond]
+
+
+def _guarded_bound(expr: E.PrimExpr, guards: tuple[E.PrimExpr, ...], ranges: dict[E.Var, E.Range]) -> tuple[int, int]:
+    """Bounds of `expr` over `ranges`, tightened by each guard `G < C` where G is a fused loop
+    index (`f0 * e1 + f1`: loops in mixed radix, the last of extent 1's step): each of G's
+    loops is rewritten as a digit of one variable g in [0, C), so `f0 * 28 + f1 // 16` under
+    `f0 * 448 + f1 < 512` reads `g // 16` and is at most 31. A cooperative fetch fused over a
+    tile and cut by its predicate touches only the tile; TVM's CompactBufferAllocation
+    estimates regions under the block's predicate too."""
+    lo, hi = const_int_bound(expr, ranges)
+    used = vars_in(expr)
+    for guard in guards:
+        if not isinstance(guard, (E.LT, E.LE)):
+            continue
+        bound = E.const_int(guard.b)
+        if bound is None:
+            continue
+        form = affine_form(guard.a)
+        digits = _radix_digits(form, ranges)
+        if digits is None or not used & {var for var, _, _ in digits}:
+            continue
+        limit = bound - (1 if isinstance(guard, E.LT) else 0) - form.const
+        span = digits[-1][1] * digits[-1][2]  # the values G's loops can reach
+        if limit < 0 or limit + 1 >= span:
+            continue
+        fused = E.Var("fused", guard.a.dtype)
+        vmap: dict[E.Var, E.PrimExpr] = {}
+        for i, (var, step, extent) in enumerate(digits):
+            digit: E.PrimExpr = E.FloorDiv(fused, E.IntImm(var.dtype, step)) if step > 1 else fused
+            vmap[var] = digit if i == len(digits) - 1 else E.FloorMod(digit, E.IntImm(var.dtype, extent))
+        bounded = {**ranges, fused: E.Range(E.IntImm(fused.dtype, 0), E.IntImm(fused.dtype, limit + 1))}
+        g_lo, g_hi = const_int_bound(simplify(substitute(expr, vmap), bounded), bounded)
+        lo, hi = max(lo, g_lo), min(hi, g_hi)
+    return lo, hi
+
+
+def _radix_digits(form: Affine, ranges: dict[E.Var, E.Range]) -> list[tuple[E.Var, int, int]] | None:
+    """[(loop var, step, extent)] from the fastest digit up when `form` (its constant aside) is
+    a fused loop index: loop variables from 0, steps 1, e0, e0 * e1, ...; else None."""
+    digits = []
+    for term, coef in form.terms.items():
+        rng = ranges.get(term) if isinstance(term, E.Var) else None
+        extent = E.const_int(rng.extent) if rng is not None else None
+        if rng is None or extent is None or E.const_int(rng.min) != 0 or coef <= 0:
+            return None
+        digits.append((term, coef, extent))
+    digits.sort(key=lambda d: d[1])
+    step = 1
+    for _, coef, extent in digits:
+        if coef != step:
+            return None
+        step *= extent
+    return digits or None
+
+
+def _dim_plan(indices: list[E.PrimExpr], guards: list[tuple[E.PrimExpr, ...]], inner: set[E.Var],
+              ranges: dict[E.Var, E.Range], extent: int) -> tuple[int, int] | None:
     """(offset-from-outer-part lo, new extent) for one dimension, or None to keep it."""
     signature = None
     lo_all, hi_all = None, None
-    for index in indices:
+    for index, guard in zip(indices, guards):
         form = affine_form(index)
         inner_keys, outer = [], []
         for term, coef in form.terms.items():
@@ -512,7 +590,7 @@ def _dim_plan(indices: list[E.PrimExpr], inner: set[E.Var], ranges: dict[E.Var, 
         elif sig != signature:
             return None
         inner_expr = form.render(index.dtype, inner_keys)
-        lo, hi = const_int_bound(inner_expr, ranges)
+        lo, hi = _guarded_bound(inner_expr, guard, ranges)
         if hi - lo >= extent:
             return None
         lo_all = lo if lo_all is None else min(lo_all, lo)
@@ -527,12 +605,14 @@ def _dim_plan(indices: list[E.PrimExpr], inner: set[E.Var], ranges: dict[E.Var, 
 class _Compactor(IRMutator):
     """Rewrites accesses of one buffer: dimension d's index keeps only its inner part minus lo."""
 
-    def __init__(self, old: E.Buffer, new: E.Buffer, plans: list[tuple[int, int] | None], inner: set[E.Var]) -> None:
+    def __init__(self, old: E.Buffer, new: E.Buffer, plans: list[tuple[int, int] | None], inner: set[E.Var],
+                 prefix: E.PrimExpr | None = None) -> None:
         super().__init__()
         self.old, self.new, self.plans, self.inner = old, new, plans, inner
+        self.prefix = prefix  # the index of a new leading dimension (a virtual thread's copy)
 
     def _indices(self, indices: tuple[E.PrimExpr, ...]) -> tuple[E.PrimExpr, ...]:
-        out = []
+        out = [] if self.prefix is None else [self.prefix]
         for index, plan in zip(indices, self.plans):
             if plan is None:
                 out.append(index)
@@ -598,33 +678,73 @@ class _CompactPass(IRMutator):
         loops = _LoopRanges()
         loops.visit(body)
         inner = set(loops.ranges) | loops.lets
-        if self.relax_thread is not None:
-            # GPU: a thread-bound loop is relaxed (the allocation spans its threads) iff the
-            # buffer's scope is shared by those threads, wherever the loop sits
-            relax = self.relax_thread
-            inner -= {v for v, tag in loops.threads.items() if not relax(buf, tag)}
-            for loop in self.enclosing:
-                tag = _thread_tag(loop)
-                if tag is not None and relax(buf, tag):
-                    inner.add(loop.loop_var)
-                    loops.ranges[loop.loop_var] = E.Range(loop.min, loop.extent)
         collector = _AccessCollector(buf)
         collector.visit(body)
         if not collector.accesses:
             return body
+        copies: list[tuple[E.Var, int]] = []  # virtual threads that each get their own copy
+        if self.relax_thread is not None:
+            copies = self._thread_scopes(buf, loops, inner, collector)
         plans: list[tuple[int, int] | None] = []
         for d, extent in enumerate(shape):
-            plans.append(_dim_plan([acc[d] for acc in collector.accesses], inner, loops.ranges, extent))
+            plans.append(_dim_plan([acc[d] for acc in collector.accesses], collector.guards, inner, loops.ranges,
+                                   extent))
         if all(p is None for p in plans):
             return Allocate(buf, body) if body is not node.body else node
         new_shape = tuple(
             E.IntImm("int32", p[1] if p is not None else extent) for p, extent in zip(plans, shape)
         )
+        prefix = None
+        if copies:
+            count = 1
+            for _, extent in copies:
+                count *= extent
+            new_shape = (E.IntImm("int32", count),) + new_shape
+            prefix = _linear_index(copies)
         new_buf = E.Buffer(buf.name, new_shape, buf.dtype, buf.scope, (), None, buf.data_alignment,
                            buf.offset_factor, buf.axis_separators)
         logger.debug("compacted %s %s -> %s", buf.name, shape, tuple(int(d.value) for d in new_shape))
-        body = _Compactor(buf, new_buf, plans, inner).visit(body)
+        body = _Compactor(buf, new_buf, plans, inner, prefix).visit(body)
         return Allocate(new_buf, body)
+
+    def _thread_scopes(self, buf: E.Buffer, loops: _LoopRanges, inner: set[E.Var],
+                       collector: _AccessCollector) -> list[tuple[E.Var, int]]:
+        """GPU: a thread-bound loop is relaxed (the allocation spans its threads, `inner`
+        grows by it) iff the buffer's scope is shared by those threads, wherever the loop sits.
+        A virtual thread that does not share the buffer gets a copy of its own instead, as TVM's
+        InjectVirtualThread gives it (returned with its count: the buffer's new leading
+        dimension), so the compacted region is one virtual thread's, not the span of all."""
+        assert self.relax_thread is not None
+        relax = self.relax_thread
+        thread_loops = [(v, tag, loops.ranges[v]) for v, tag in loops.threads.items()]
+        thread_loops += [(loop.loop_var, tag, E.Range(loop.min, loop.extent)) for loop in self.enclosing
+                         if (tag := _thread_tag(loop)) is not None]
+        used: set[E.Var] = set()
+        for indices in collector.accesses:
+            for index in indices:
+                used |= vars_in(index)
+        copies: list[tuple[E.Var, int]] = []
+        for var, tag, rng in thread_loops:
+            extent = E.const_int(rng.extent)
+            own_copy = tag.startswith("vthread") and not relax(buf, tag) and extent is not None
+            if own_copy and var in used and E.const_int(rng.min) == 0:
+                inner.discard(var)
+                copies.append((var, extent))  # type: ignore[arg-type]
+            elif relax(buf, tag) or tag.startswith("vthread"):
+                inner.add(var)
+                loops.ranges[var] = rng
+            else:
+                inner.discard(var)
+        return copies
+
+
+def _linear_index(copies: list[tuple[E.Var, int]]) -> E.PrimExpr:
+    """Row-major linear index of the virtual threads' copies."""
+    index: E.PrimExpr | None = None
+    for var, extent in copies:
+        index = var if index is None else E.Add(E.Mul(index, E.IntImm(var.dtype, extent)), var)
+    assert index is not None
+    return index
 
 
 def _int(value: Any) -> int:
@@ -686,15 +806,33 @@ def _const_extent(loop: S.For) -> int | None:
 class _AutoUnroll:
     """TVM's UnrollLoop rule under `pragma_auto_unroll_max_step`: a serial loop is unrolled when
     nothing below it is a kept loop and extent * (statements below) <= max_step. A vectorized
-    loop counts as one statement (TVM vectorizes before unrolling)."""
+    loop counts as one statement (TVM vectorizes before unrolling), and so does a loop `intrinsic`
+    names (a dp4a loop: one call in TVM); a statement that uses vthread variables counts once per
+    virtual thread (TVM injects virtual threads before unrolling). With `expand` (TVM's explicit
+    unroll) an unrolled loop becomes its body once per iteration, the loop variable a constant:
+    NVRTC compiles straight-line code in seconds where the same loops under `#pragma unroll`
+    took it minutes (docs/architecture.md, "CUDA")."""
 
-    def __init__(self, max_step: int) -> None:
+    def __init__(self, max_step: int, expand: bool = False,
+                 intrinsic: Callable[[S.For], bool] | None = None) -> None:
         self.max_step = max_step
+        self.expand = expand
+        self.intrinsic = intrinsic
+        self.vthreads: dict[E.Var, int] = {}
 
     def visit(self, s: S.Stmt) -> tuple[S.Stmt, int, bool, int]:
         """(stmt, steps, has_kept_loop, unroll_depth)"""
         if isinstance(s, S.For):
-            body, steps, normal, depth = self.visit(s.body)
+            if self.intrinsic is not None and self.intrinsic(s):
+                return s, self._copies(s), False, 0
+            vthread = s.thread_binding is not None and s.thread_binding.thread_tag.startswith("vthread")
+            vextent = _const_extent(s)
+            if vthread and vextent is not None:
+                self.vthreads[s.loop_var] = vextent
+            try:
+                body, steps, normal, depth = self.visit(s.body)
+            finally:
+                self.vthreads.pop(s.loop_var, None)
             if s.kind == S.ForKind.THREAD_BINDING:  # a launch dimension, not a loop (GPU only)
                 return self._rebuild(s, body, s.kind), steps, normal, depth
             ext = _const_extent(s)
@@ -705,7 +843,8 @@ class _AutoUnroll:
             if s.kind == S.ForKind.UNROLLED and ext is not None:
                 auto = True
             if auto and ext is not None:
-                return self._rebuild(s, body, S.ForKind.UNROLLED), ext * steps, False, depth + 1
+                out = self._expanded(s, body, ext) if self.expand else self._rebuild(s, body, S.ForKind.UNROLLED)
+                return out, ext * steps, False, depth + 1
             return self._rebuild(s, body, s.kind), steps, True, depth
         if isinstance(s, S.SeqStmt):
             parts, total, normal, depth = [], 0, False, 0
@@ -729,7 +868,31 @@ class _AutoUnroll:
         if isinstance(s, Allocate):
             body, st, nm, d = self.visit(s.body)
             return Allocate(s.buffer, body), st, nm, d
-        return s, 1, False, 0
+        return s, self._copies(s), False, 0
+
+    def _copies(self, s: S.Stmt) -> int:
+        """How many statements `s` is once virtual threads are injected."""
+        count = 1
+        if self.vthreads:
+            for var in vars_in(s):
+                count *= self.vthreads.get(var, 1)
+        return count
+
+    @staticmethod
+    def _expanded(s: S.For, body: S.Stmt, extent: int) -> S.Stmt:
+        """The body once per iteration; arrays allocated inside are allocated once, around
+        the copies (the iterations run in turn, so they can share them)."""
+        buffers: list[E.Buffer] = []
+        body = _without_allocations(body, buffers)
+        parts: list[S.Stmt] = []
+        for i in range(extent):
+            value = simplify(E.Add(s.min, E.IntImm(s.loop_var.dtype, i)))
+            step = substitute_lowered(body, {s.loop_var: value})
+            parts.extend(step.seq if isinstance(step, S.SeqStmt) else (step,))
+        out: S.Stmt = S.SeqStmt(tuple(parts)) if parts else NOOP
+        for buf in reversed(buffers):
+            out = Allocate(buf, out)
+        return out
 
     @staticmethod
     def _rebuild(s: S.For, body: S.Stmt, kind: S.ForKind) -> S.Stmt:
@@ -738,30 +901,50 @@ class _AutoUnroll:
         return S.For(s.loop_var, s.min, s.extent, kind, body, s.thread_binding, s.annotations)
 
 
+class _AllocationHoist(IRMutator):
+    def __init__(self, buffers: list[E.Buffer]) -> None:
+        super().__init__()
+        self.buffers = buffers
+
+    def visit_Allocate(self, node: Allocate) -> S.Stmt:
+        self.buffers.append(node.buffer)
+        return self.visit(node.body)
+
+
+def _without_allocations(body: S.Stmt, buffers: list[E.Buffer]) -> S.Stmt:
+    """`body` with its `Allocate`s removed, their buffers appended to `buffers`."""
+    out: S.Stmt = _AllocationHoist(buffers).visit(body)
+    return out
+
+
 def _pragma_value(value: Any) -> int:
     if isinstance(value, E.IntImm):
         return int(value.value)
     return int(value)
 
 
-def apply_unroll_pragmas(s: S.Stmt, implicit: bool = False) -> S.Stmt:
+def apply_unroll_pragmas(s: S.Stmt, implicit: bool = False, expand: bool = False,
+                         intrinsic: Callable[[S.For], bool] | None = None) -> S.Stmt:
     """Loops annotated `pragma_auto_unroll_max_step` (with `pragma_unroll_explicit` true, as
     MetaSchedule writes them) get TVM's auto-unroll decisions applied to their subtree. Without
     the explicit flag TVM's LLVM backend ignores the hint, and so does this pass, unless
-    `implicit`: the CUDA backend marks those loops `#pragma unroll` for NVCC instead."""
+    `implicit`: the CUDA backend marks those loops `#pragma unroll` for NVCC instead. With
+    `expand` (the CUDA backend) explicitly unrolled loops are written out, as TVM writes them;
+    `intrinsic` names loops that stay whole (see `_AutoUnroll`)."""
     if isinstance(s, S.For):
         ann = s.annotations
-        if UNROLL_MAX_STEP in ann and (implicit or _pragma_value(ann.get(UNROLL_EXPLICIT, 1))):
+        if UNROLL_MAX_STEP in ann:
+            explicit = bool(_pragma_value(ann.get(UNROLL_EXPLICIT, 1)))
             max_step = _pragma_value(ann[UNROLL_MAX_STEP])
-            if max_step > 0:
-                out, _, _, _ = _AutoUnroll(max_step).visit(s)
+            if max_step > 0 and (implicit or explicit):
+                out, _, _, _ = _AutoUnroll(max_step, expand and explicit, intrinsic).visit(s)
                 return out
-        body = apply_unroll_pragmas(s.body, implicit)
+        body = apply_unroll_pragmas(s.body, implicit, expand, intrinsic)
         return s if body is s.body else S.For(s.loop_var, s.min, s.extent, s.kind, body, s.thread_binding, s.annotations)
     children = stmt_children(s)
     out = s
     for i, child in enumerate(children):
-        new = apply_unroll_pragmas(child, implicit)
+        new = apply_unroll_pragmas(child, implicit, expand, intrinsic)
         if new is not child:
             out = _with_child(out, i, new)
     return out

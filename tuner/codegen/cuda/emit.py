@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 from msdb.ir import expr as E
 from msdb.ir import stmt as S
 from msdb.ir.arith import Affine, affine_form, simplify, stride_of
-from msdb.ir.functor import IRMutator, substitute
-from msdb.tuner.codegen.analysis import Allocate, allocation_elements, flat_index, static_shape, vars_in
+from msdb.ir.functor import substitute
+from msdb.tuner.codegen.analysis import (
+    Allocate, allocation_elements, flat_index, static_shape, substitute_lowered, vars_in,
+)
 from msdb.tuner.codegen.cuda.cross_thread import allreduce_parts
 from msdb.tuner.codegen.cuda.emit_expr import ExprPrinter, c_type, elem_bytes
 from msdb.tuner.codegen.cuda.lower import GpuLoweredFunc, Kernel, thread_tag
@@ -114,7 +116,7 @@ class _KernelWriter:
         if isinstance(s, (S.SeqStmt, Allocate)):
             return True
         if isinstance(s, S.For):
-            return (s.kind != S.ForKind.VECTORIZED and _match_dp4a(s) is None
+            return (s.kind != S.ForKind.VECTORIZED and match_dp4a(s) is None
                     and not (vars_in(s.min) | vars_in(s.extent)) & used)
         if isinstance(s, S.IfThenElse):
             return not vars_in(s.condition) & used
@@ -151,7 +153,7 @@ class _KernelWriter:
         self.vthreads = {v: r for v, r in saved.items() if v not in used}
         try:
             for combo in combos:
-                self._stmt(_Substitute(combo).visit(s))
+                self._stmt(substitute_lowered(s, combo))
         finally:
             self.vthreads = saved
 
@@ -365,7 +367,7 @@ class _KernelWriter:
     def dp4a(self, s: S.For) -> bool:
         """`C[c] = C[c] + int32(A[a + k]) * int32(B[b + k])` over k in [0, 4) with int8 A, B
         (contiguous, 4-aligned) and int32 C that does not move with k: one `__dp4a`."""
-        matched = _match_dp4a(s)
+        matched = match_dp4a(s)
         if matched is None:
             return False
         st, acc, loads = matched
@@ -376,7 +378,7 @@ class _KernelWriter:
         return True
 
 
-def _match_dp4a(s: S.For) -> tuple[S.BufferStore, E.BufferLoad, list[tuple[E.Buffer, E.PrimExpr]]] | None:
+def match_dp4a(s: S.For) -> tuple[S.BufferStore, E.BufferLoad, list[tuple[E.Buffer, E.PrimExpr]]] | None:
     """(store, accumulator load, [(int8 buffer, first element)] * 2) of a dp4a loop."""
     if E.const_int(s.extent) != 4 or E.const_int(s.min) != 0:
         return None
@@ -404,20 +406,6 @@ def _match_dp4a(s: S.For) -> tuple[S.BufferStore, E.BufferLoad, list[tuple[E.Buf
     if loads[0][0].dtype != loads[1][0].dtype:
         return None
     return st, acc, loads
-
-
-class _Substitute(IRMutator):
-    """Variable substitution that also walks lowering-only `Allocate`s (vthread copies)."""
-
-    def __init__(self, vmap: dict[E.Var, E.PrimExpr]) -> None:
-        super().__init__()
-        self.vmap = vmap
-
-    def visit_Var(self, node: E.Var) -> E.PrimExpr:
-        return self.vmap.get(node, node)
-
-    def visit_Allocate(self, node: Allocate) -> S.Stmt:
-        return Allocate(node.buffer, self.visit(node.body))
 
 
 def _at_zero(flat: E.PrimExpr, var: E.Var) -> E.PrimExpr:

@@ -53,12 +53,10 @@ def thread_rank(tag: str) -> int:
 
 
 def can_relax_under_thread(buffer: E.Buffer, tag: str) -> bool:
-    """Whether the threads of `tag` share one allocation of `buffer` (see the module docstring
-    for the vthread rule of local arrays)."""
-    rank = storage_rank(buffer)
-    if tag.startswith("vthread"):
-        return True
-    return rank <= thread_rank(tag)
+    """Whether the threads of `tag` share one allocation of `buffer` (TVM's rule: the storage
+    rank is at most the thread's). A virtual thread that does not share a local array gets its
+    own copy of it (`compact_allocations`)."""
+    return storage_rank(buffer) <= thread_rank(tag)
 
 
 def thread_tag(loop: S.For) -> str | None:
@@ -108,6 +106,7 @@ def lower_gpu_module(mod: IRModule | PrimFunc) -> GpuLoweredFunc:
 def lower_gpu(func: PrimFunc, name: str = "main") -> GpuLoweredFunc:
     """The GPU lowering pipeline, one pass per line."""
     from msdb.tuner.codegen.cuda.cross_thread import lower_cross_thread_reductions
+    from msdb.tuner.codegen.cuda.emit import match_dp4a
     from msdb.tuner.codegen.cuda.sync import insert_barriers
 
     params = _param_buffers(func)                                   # the kernels' pointer arguments, in order
@@ -122,7 +121,8 @@ def lower_gpu(func: PrimFunc, name: str = "main") -> GpuLoweredFunc:
     body = plan_allocations(body, on_chip)                          # shared/local arrays at the LCA of their uses
     body = compact_allocations(body, can_relax_under_thread)        # shrink to the region their threads touch
     body = align_allocations(body, lowering.dim_aligns)             # storage_align padding (bank conflicts)
-    body = apply_unroll_pragmas(body, implicit=True)                # auto-unroll -> `#pragma unroll` loops
+    body = apply_unroll_pragmas(body, implicit=True, expand=True,   # auto-unroll: explicit ones written out,
+                                intrinsic=lambda loop: match_dp4a(loop) is not None)  # implicit ones `#pragma unroll`
     symbol = _c_identifier(str(func.attrs.get("global_symbol", name)))
     kernels = _split_kernels(body, symbol, params + workspaces)     # one kernel per top-level launch region
     kernels = [Kernel(k.name, insert_barriers(k.body), k.launch, k.params) for k in kernels]  # __syncthreads()
