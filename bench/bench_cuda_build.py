@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _timing import cpu_line  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "cuda_verdicts"
-WORKLOADS = ("matmul", "conv2d", "softmax", "depthwise_conv2d", "batch_matmul")
+WORKLOADS = tuple(sorted(p.name.removesuffix(".json.gz") for p in DATA.glob("*.json.gz")))
 
 
 def _build_in_child(conn: object, mod: Any, target: Any) -> None:
@@ -144,7 +144,8 @@ def _tvm_compile_seconds(tvm_python: str, name: str, data: dict[str, Any]) -> li
         try:
             assemble_cubin(compile_ptx(_without_header_block(source), arch), arch)
         except Exception as exc:  # noqa: BLE001 - reported, the run goes on
-            print(f"   TVM's CUDA C of {name}[{index}] did not build: {str(exc).splitlines()[1][:200]}")
+            lines = str(exc).splitlines()
+            print(f"   TVM's CUDA C of {name}[{index}] did not build: {(lines[1:] or lines or [''])[0][:200]}")
             continue
         seconds.append(time.perf_counter() - started)
     return seconds

@@ -535,7 +535,7 @@ class ExprEmitter:
         out = y
         for part in (half, bld.sub(whole, half)):
             bits = bld.shl(bld.add(part, self.const_like(whole, 127)), self.const_like(whole, 23))
-            out = bld.fmul(out, bld.bitcast(bits, x.type), flags=fl)
+            out = bld.fmul(out, bld.bitcast(bits, x.type))  # no fast-math flags: it may overflow to inf
         return bld.select(bld.fcmp_unordered("uno", x, x), x, out)
 
     def libm(self, fn: FnState, op: str, vals: list[ir.Value], dtype: str) -> ir.Value:

@@ -476,6 +476,7 @@ class _AccessCollector(IRVisitor):
         self.buf = buf
         self.accesses: list[tuple[E.PrimExpr, ...]] = []
         self.guards: list[tuple[E.PrimExpr, ...]] = []
+        self.stored_vars: set[E.Var] = set()  # variables of the values stored into the buffer
         self._guards: list[E.PrimExpr] = []
 
     def _record(self, indices: tuple[E.PrimExpr, ...]) -> None:
@@ -491,6 +492,7 @@ class _AccessCollector(IRVisitor):
     def visit_BufferStore(self, node: S.BufferStore) -> None:
         if node.buffer is self.buf:
             self._record(node.indices)
+            self.stored_vars |= vars_in(node.value)
         self.visit(node.value)
         for i in node.indices:
             self.visit(i)
@@ -544,7 +546,8 @@ def _guarded_bound(expr: E.PrimExpr, guards: tuple[E.PrimExpr, ...], ranges: dic
             vmap[var] = digit if i == len(digits) - 1 else E.FloorMod(digit, E.IntImm(var.dtype, extent))
         bounded = {**ranges, fused: E.Range(E.IntImm(fused.dtype, 0), E.IntImm(fused.dtype, limit + 1))}
         g_lo, g_hi = const_int_bound(simplify(substitute(expr, vmap), bounded), bounded)
-        lo, hi = max(lo, g_lo), min(hi, g_hi)
+        if max(lo, g_lo) <= min(hi, g_hi):  # guards that contradict each other: dead code, left alone
+            lo, hi = max(lo, g_lo), min(hi, g_hi)
     return lo, hi
 
 
@@ -711,30 +714,38 @@ class _CompactPass(IRMutator):
                        collector: _AccessCollector) -> list[tuple[E.Var, int]]:
         """GPU: a thread-bound loop is relaxed (the allocation spans its threads, `inner`
         grows by it) iff the buffer's scope is shared by those threads, wherever the loop sits.
-        A virtual thread that does not share the buffer gets a copy of its own instead, as TVM's
-        InjectVirtualThread gives it (returned with its count: the buffer's new leading
-        dimension), so the compacted region is one virtual thread's, not the span of all."""
+        A virtual thread around the allocation whose variable the buffer's accesses use (in an
+        index or a stored value: TVM's "touched") and that does not share the buffer gets a copy
+        of its own instead, as TVM's InjectVirtualThread gives it (returned with its count: the
+        buffer's new leading dimension), so the compacted region is one virtual thread's, not
+        the span of all. A vthread loop inside the allocation is relaxed, as before: the
+        allocation has accesses outside it, which a copy index could not name."""
         assert self.relax_thread is not None
         relax = self.relax_thread
-        thread_loops = [(v, tag, loops.ranges[v]) for v, tag in loops.threads.items()]
-        thread_loops += [(loop.loop_var, tag, E.Range(loop.min, loop.extent)) for loop in self.enclosing
-                         if (tag := _thread_tag(loop)) is not None]
         used: set[E.Var] = set()
         for indices in collector.accesses:
             for index in indices:
                 used |= vars_in(index)
+        used |= collector.stored_vars
         copies: list[tuple[E.Var, int]] = []
-        for var, tag, rng in thread_loops:
-            extent = E.const_int(rng.extent)
-            own_copy = tag.startswith("vthread") and not relax(buf, tag) and extent is not None
-            if own_copy and var in used and E.const_int(rng.min) == 0:
-                inner.discard(var)
-                copies.append((var, extent))  # type: ignore[arg-type]
-            elif relax(buf, tag) or tag.startswith("vthread"):
+        for var, inner_tag in loops.threads.items():
+            if relax(buf, inner_tag) or inner_tag.startswith("vthread"):
                 inner.add(var)
-                loops.ranges[var] = rng
             else:
                 inner.discard(var)
+        for loop in self.enclosing:
+            tag = _thread_tag(loop)
+            if tag is None:
+                continue
+            extent = E.const_int(loop.extent)
+            own_copy = (tag.startswith("vthread") and not relax(buf, tag) and extent is not None
+                        and E.const_int(loop.min) == 0 and loop.loop_var in used)
+            if own_copy:
+                inner.discard(loop.loop_var)
+                copies.append((loop.loop_var, extent))  # type: ignore[arg-type]
+            elif relax(buf, tag) or tag.startswith("vthread"):
+                inner.add(loop.loop_var)
+                loops.ranges[loop.loop_var] = E.Range(loop.min, loop.extent)
         return copies
 
 
@@ -790,7 +801,10 @@ def compact_allocations(body: S.Stmt, relax_thread: RelaxThread | None = None) -
 
     On the GPU (`relax_thread` given) a thread-bound loop counts as relaxed when the buffer's
     scope is shared by its threads (shared memory spans threadIdx, a local array does not),
-    whether it sits inside or around the allocation (TVM's CompactBufferAllocation)."""
+    whether it sits inside or around the allocation (TVM's CompactBufferAllocation); a virtual
+    thread around it that does not share the buffer gets a copy of its own (`_thread_scopes`).
+    On both, an access under a guard on a fused loop index is bounded under it
+    (`_guarded_bound`)."""
     return _CompactPass(relax_thread).visit(body)
 
 

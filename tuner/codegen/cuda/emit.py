@@ -262,8 +262,8 @@ class _KernelWriter:
         """TVM's InjectVirtualThread: the body is emitted once, and each statement that uses
         the vthread variable (and cannot pass it down: a store, a vector loop, a condition
         on it) once per virtual thread. Statements that do not use it, such as a cooperative
-        fetch into shared memory and its barriers, run once for all virtual threads; register
-        arrays were widened by the compaction (`lower.can_relax_under_thread`)."""
+        fetch into shared memory and its barriers, run once for all virtual threads; a register
+        array has one copy per virtual thread (`lower.compact_allocations`)."""
         extent = E.const_int(s.extent)
         lo = E.const_int(s.min)
         if extent is None or lo is None:
