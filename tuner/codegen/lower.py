@@ -524,6 +524,8 @@ def _guarded_bound(expr: E.PrimExpr, guards: tuple[E.PrimExpr, ...], ranges: dic
     tile and cut by its predicate touches only the tile; TVM's CompactBufferAllocation
     estimates regions under the block's predicate too."""
     lo, hi = const_int_bound(expr, ranges)
+    if not guards:  # most accesses: nothing to tighten (compaction runs for every build)
+        return lo, hi
     used = vars_in(expr)
     for guard in guards:
         if not isinstance(guard, (E.LT, E.LE)):
@@ -727,23 +729,22 @@ class _CompactPass(IRMutator):
             for index in indices:
                 used |= vars_in(index)
         used |= collector.stored_vars
-        copies: list[tuple[E.Var, int]] = []
+        def spans(tag: str) -> bool:
+            return relax(buf, tag) or tag.startswith("vthread")
+
         for var, inner_tag in loops.threads.items():
-            if relax(buf, inner_tag) or inner_tag.startswith("vthread"):
-                inner.add(var)
-            else:
+            if not spans(inner_tag):
                 inner.discard(var)
+        copies: list[tuple[E.Var, int]] = []
         for loop in self.enclosing:
             tag = _thread_tag(loop)
+            extent = E.const_int(loop.extent)
             if tag is None:
                 continue
-            extent = E.const_int(loop.extent)
-            own_copy = (tag.startswith("vthread") and not relax(buf, tag) and extent is not None
-                        and E.const_int(loop.min) == 0 and loop.loop_var in used)
-            if own_copy:
-                inner.discard(loop.loop_var)
-                copies.append((loop.loop_var, extent))  # type: ignore[arg-type]
-            elif relax(buf, tag) or tag.startswith("vthread"):
+            if (tag.startswith("vthread") and not relax(buf, tag) and extent is not None
+                    and E.const_int(loop.min) == 0 and loop.loop_var in used):
+                copies.append((loop.loop_var, extent))
+            elif spans(tag):
                 inner.add(loop.loop_var)
                 loops.ranges[loop.loop_var] = E.Range(loop.min, loop.extent)
         return copies
@@ -839,9 +840,8 @@ class _AutoUnroll:
         if isinstance(s, S.For):
             if self.intrinsic is not None and self.intrinsic(s):
                 return s, self._copies(s), False, 0
-            vthread = s.thread_binding is not None and s.thread_binding.thread_tag.startswith("vthread")
-            vextent = _const_extent(s)
-            if vthread and vextent is not None:
+            tag, vextent = _thread_tag(s), _const_extent(s)
+            if tag is not None and tag.startswith("vthread") and vextent is not None:
                 self.vthreads[s.loop_var] = vextent
             try:
                 body, steps, normal, depth = self.visit(s.body)

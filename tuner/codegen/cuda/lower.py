@@ -15,6 +15,7 @@ from msdb.ir import expr as E
 from msdb.ir import stmt as S
 from msdb.ir.function import IRModule, PrimFunc
 from msdb.ir.functor import IRMutator, substitute
+from msdb.schedule import thread_scope
 from msdb.tuner.codegen.analysis import Allocate, walk
 from msdb.tuner.codegen.errors import CodegenError
 from msdb.tuner.codegen.lower import (
@@ -28,27 +29,26 @@ __all__ = ["Kernel", "GpuLoweredFunc", "lower_gpu", "lower_gpu_module", "storage
 #: Launch dimensions, in CUDA's order.
 THREAD_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z")
 
-_STORAGE_RANK = {"global": 0, "shared": 1, "shared.dyn": 1, "warp": 2, "local": 3}
+#: The storage scopes the CUDA code generator allocates.
+_SCOPES = ("global", "shared", "shared.dyn", "warp", "local")
 
 
 def storage_rank(buffer: E.Buffer) -> int:
-    """TVM's StorageRank of a buffer's scope (global 0, shared 1, warp 2, local 3)."""
+    """TVM's StorageRank of a buffer's scope (global 0, shared 1, warp 2, local 3:
+    `msdb.schedule.thread_scope`); a scope the generator does not allocate is refused."""
     scope = buffer.scope or "global"
-    try:
-        return _STORAGE_RANK[scope]
-    except KeyError:
+    if scope not in _SCOPES:
         raise CodegenError(
             f"buffer {buffer.name} has storage scope {scope!r}; the CUDA code generator supports "
             "'global', 'shared', 'shared.dyn' and 'local'"
-        ) from None
+        )
+    return thread_scope.storage_rank(scope)
 
 
 def thread_rank(tag: str) -> int:
-    """TVM's ThreadScope rank: blockIdx 0, threadIdx and vthread 1."""
-    if tag.startswith("blockIdx."):
-        return 0
-    if tag.startswith("threadIdx.") or tag.startswith("vthread"):
-        return 1
+    """TVM's ThreadScope rank: blockIdx 0, threadIdx and vthread 1 (`msdb.schedule.thread_scope`)."""
+    if tag.startswith("blockIdx.") or tag.startswith("threadIdx.") or tag.startswith("vthread"):
+        return thread_scope.thread_rank(tag)
     raise CodegenError(f"unknown thread axis {tag!r}; bind loops to blockIdx.x/y/z, threadIdx.x/y/z or vthread")
 
 
