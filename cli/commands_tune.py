@@ -111,7 +111,8 @@ class _TuneProgress:
 @click.option("--fuse", type=click.Choice(FUSE_MODES), default=None,
               help="An ONNX MODEL's fusion (default tvm: TVM's tasks; fold: batch-norm folded, epilogues fused; "
                    "packed: fold with conv weights packed in 16-channel blocks; winograd: packed, "
-                   "3x3 stride-1 convs by Winograd's F(m, 3)).")
+                   "3x3 stride-1 convs by Winograd's F(m, 3); nchwc: fold with activations in 16-channel "
+                   "blocks).")
 def tune_command(db: str, script: str | None, zoo_name: str | None, target: Target | None, trials: int, per_iter: int,
                  strategy: str, cost_model: str, seed: int | None, workers: int | None, threads: int,
                  cluster: str | None, module_equality: str, max_trials_per_task: int | None, profile: bool,

@@ -18,6 +18,7 @@ from msdb.ir import te
 from msdb.ir.function import PrimFunc
 from msdb.model.fuse import Partition, fold_batch_norm, fuse_tvm, pack_convs
 from msdb.model.graph import Call, Model, ModelError, TensorInfo
+from msdb.model.nchwc import block_channels
 from msdb.model.ops import FUSE_MODES, OpGraph, OpNode, OpPattern
 
 logger = logging.getLogger(__name__)
@@ -29,6 +30,8 @@ __all__ = ["lower", "FUNC_NAMES", "FUSE_MODES"]
 #: function's `__name__`; `isnan` and `where` only appear folded and never collide)
 FUNC_NAMES: dict[str, str] = {
     "nn.conv2d": "conv2d", "nn.conv2d_packed": "conv2d_packed", "nn.conv2d_winograd": "conv2d_winograd",
+    "nn.conv2d_nchwc": "conv2d_nchwc", "nn.depthwise_conv2d_nchwc": "depthwise_conv2d_nchwc",
+    "nn.to_nchwc": "to_nchwc", "nn.from_nchwc": "from_nchwc",
     "nn.batch_norm": "batch_norm", "nn.relu": "relu", "add": "add", "subtract": "subtract", "multiply": "multiply", "divide": "divide", "maximum": "maximum",
     "minimum": "minimum", "nn.max_pool2d": "max_pool2d", "nn.avg_pool2d": "avg_pool2d", "mean": "mean",
     "sum": "sum", "reshape": "reshape", "flatten": "reshape", "permute_dims": "transpose",
@@ -37,16 +40,20 @@ FUNC_NAMES: dict[str, str] = {
 }
 
 
-def lower(graph: OpGraph, fuse: Literal["tvm", "fold", "packed", "winograd"] | str = "tvm") -> Model:
+def lower(graph: OpGraph, fuse: Literal["tvm", "fold", "packed", "winograd", "nchwc"] | str = "tvm") -> Model:
     """The `Model` of `graph` with TVM's legalization and the given fusion: "tvm" (the "zero"
     pipeline's FuseOps), "fold" (batch-norm folded into the convs, conv epilogues fused),
-    "packed" (fold, with the convs' weights packed in output-channel blocks: `pack_convs`) or
-    "winograd" (packed, with 3x3 stride-1 convs computed by Winograd's F(m, 3))."""
+    "packed" (fold, with the convs' weights packed in output-channel blocks: `pack_convs`),
+    "winograd" (packed, with 3x3 stride-1 convs computed by Winograd's F(m, 3)) or "nchwc"
+    (fold, with the activations between convs in blocks of 16 channels:
+    `msdb.model.nchwc.block_channels`)."""
     if fuse not in FUSE_MODES:
         raise ModelError(f"fuse={fuse!r} is not a fusion mode; use one of {', '.join(FUSE_MODES)}")
     source = fold_batch_norm(graph) if fuse != "tvm" else graph
     if fuse in ("packed", "winograd"):
         source = pack_convs(source, winograd=fuse == "winograd")
+    elif fuse == "nchwc":
+        source = block_channels(source)
     lowering = _Lowering(source)
     # AnnotateTIROpPattern: each op's class is TVM's analysis of its legalized PrimFunc
     part = fuse_tvm(source, pattern_of=lowering.pattern)

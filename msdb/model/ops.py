@@ -18,8 +18,9 @@ __all__ = ["OpPattern", "OpNode", "OpGraph", "FUSE_MODES"]
 
 
 #: The fusion modes `msdb.model.lower.lower` knows (docs/architecture.md, "Models"): TVM's
-#: "zero" pipeline, then msdb's own, each one step beyond the last.
-FUSE_MODES = ("tvm", "fold", "packed", "winograd")
+#: "zero" pipeline, then msdb's own: "fold", "packed" and "winograd" each one step beyond the
+#: last, and "nchwc" ("fold" with every activation between convs in channel blocks).
+FUSE_MODES = ("tvm", "fold", "packed", "winograd", "nchwc")
 
 
 class OpPattern(enum.IntEnum):

@@ -145,7 +145,7 @@ def test_fold_mode_groups_conv_bias_residual_relu_with_the_conv_first():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("fuse", ["tvm", "fold", "packed", "winograd"])
+@pytest.mark.parametrize("fuse", ["tvm", "fold", "packed", "winograd", "nchwc"])
 def test_small_resnet_runs_as_onnxruntime_in_every_mode(fuse):
     proto = zoo.resnet(18, image=16, width=4, num_classes=10)
     feeds = random_feeds(proto)

@@ -117,7 +117,7 @@ def test_random_matmuls_compute_what_numpy_computes(m: int, n: int, k: int, bias
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("fuse", ["tvm", "fold", "packed", "winograd"])
+@pytest.mark.parametrize("fuse", ["tvm", "fold", "packed", "winograd", "nchwc"])
 def test_a_stem_and_max_pool_match_onnxruntime_in_every_fuse_mode(fuse: str, isa_target: Target,
                                                                   tmp_path: Path) -> None:
     """A reported regression: a stem-like conv (3 channels, 7x7, stride 2, pad 3) with batch-norm

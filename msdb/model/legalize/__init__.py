@@ -15,7 +15,7 @@ import numpy as np
 
 # Importing the op families registers their legalizers.
 from msdb.model.legalize import (  # noqa: F401
-    batch_norm, conv, elemwise, index, manipulate, matmul, norm, pool, reduce, shape, softmax, winograd,
+    batch_norm, conv, elemwise, index, manipulate, matmul, nchwc, norm, pool, reduce, shape, softmax, winograd,
 )
 from msdb.model.graph import ModelError
 from msdb.model.legalize.pattern import tir_op_pattern

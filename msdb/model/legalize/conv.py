@@ -23,7 +23,8 @@ from msdb.model.legalize.common import attr_int, expect_tensor, i64, int_list, s
 from msdb.model.legalize.registry import Legalized, Operand, register
 from msdb.model.ops import OpPattern
 
-__all__ = ["conv2d_nchw", "conv2d_packed", "conv_padding", "PACK_BLOCK", "pack_weight", "CONV_LAYOUTS"]
+__all__ = ["conv2d_nchw", "conv2d_packed", "conv2d_blocked_output", "conv_out_dims", "conv_padding", "PACK_BLOCK",
+           "pack_weight", "CONV_LAYOUTS"]
 
 #: The layout attributes msdb legalizes convs with (Relax's defaults): attribute -> value.
 CONV_LAYOUTS = {"data_layout": "NCHW", "kernel_layout": "OIHW", "out_layout": "NCHW"}
@@ -47,7 +48,7 @@ def conv_padding(attrs: Mapping[str, Any], op: str) -> tuple[list[int], list[int
     return pads[:2], pads[2:]
 
 
-def _out_dims(h: int, w: int, kh: int, kw: int, strides: Sequence[int], pad_before: Sequence[int],
+def conv_out_dims(h: int, w: int, kh: int, kw: int, strides: Sequence[int], pad_before: Sequence[int],
               pad_after: Sequence[int], dilation: Sequence[int], op: str) -> list[int]:
     out_dims = []
     for d, k, dil, pb, pe, s in zip((h, w), (kh, kw), dilation, pad_before, pad_after, strides):
@@ -67,7 +68,7 @@ def conv2d_nchw(data: te.Tensor, weight: te.Tensor, strides: Sequence[int], pad_
         raise ModelError(f"{op}: expects 4-d NCHW data and OIHW weights")
     if groups < 1 or c % groups or f % groups or c // groups != c_per_group:
         raise ModelError(f"{op}: {c} input channels, {f} filters of {c_per_group} channels and groups={groups} disagree")
-    out_dims = _out_dims(h, w, kh, kw, strides, pad_before, pad_after, dilation, op)
+    out_dims = conv_out_dims(h, w, kh, kw, strides, pad_before, pad_after, dilation, op)
     temp = te.pad(data, [0, 0, *pad_before], [0, 0, *pad_after], name="pad_temp")
     rc = te.reduce_axis((i64(0), i64(c // groups)), name="rc")
     ry = te.reduce_axis((i64(0), i64(kh)), name="ry")
@@ -118,10 +119,23 @@ def conv2d_packed(data: te.Tensor, weight: te.Tensor, strides: Sequence[int], pa
                   pad_after: Sequence[int], dilation: Sequence[int], op: str = "nn.conv2d_packed") -> te.Tensor:
     """A conv of NCHW data with packed weights ([F/16, C, KH, KW, 16], `pack_weight`), msdb's
     `fuse="packed"` form (docs/architecture.md, "Models"). Blocks: `pad_temp`, then
-    `conv2d_NCHWc` computing [N, F/16, OH, OW, 16] (output channels innermost, so that a
-    schedule vectorizes over them: one weight vector times a broadcast input value per step,
-    full vectors whatever the image width or stride), then `conv2d_unpack` writing the NCHW
-    result that the fused epilogue reads."""
+    `conv2d_NCHWc` computing [N, F/16, OH, OW, 16] (`conv2d_blocked_output`), then
+    `conv2d_unpack` writing the NCHW result that the fused epilogue reads."""
+    packed = conv2d_blocked_output(data, weight, strides, pad_before, pad_after, dilation, op)
+    n, blocks, out_h, out_w, _ = static_shape(packed, op)
+    return te.compute(tuple(i64(d) for d in (n, blocks * PACK_BLOCK, out_h, out_w)),
+                      lambda nn, ff, yy, xx: packed[nn, te.floordiv(ff, i64(PACK_BLOCK)), yy, xx,
+                                                    te.floormod(ff, i64(PACK_BLOCK))],
+                      name="conv2d_unpack")
+
+
+def conv2d_blocked_output(data: te.Tensor, weight: te.Tensor, strides: Sequence[int], pad_before: Sequence[int],
+                          pad_after: Sequence[int], dilation: Sequence[int], op: str) -> te.Tensor:
+    """The conv of NCHW data with packed weights ([F/16, C, KH, KW, 16]) as `pad_temp` then
+    `conv2d_NCHWc` [N, F/16, OH, OW, 16]: output channels innermost, so that a schedule
+    vectorizes over them (one weight vector times a broadcast input value per step, full
+    vectors whatever the image width or stride). `conv2d_packed` unpacks it to NCHW; the
+    `nchwc` mode keeps it blocked (`msdb.model.legalize.nchwc`)."""
     n, c, h, w = static_shape(data, op)
     if data.ndim != 4 or weight.ndim != 5:
         raise ModelError(f"{op}: expects 4-d NCHW data and 5-d packed weights [F/16, C, KH, KW, 16]")
@@ -129,7 +143,7 @@ def conv2d_packed(data: te.Tensor, weight: te.Tensor, strides: Sequence[int], pa
     if c_w != c or block != PACK_BLOCK:
         raise ModelError(f"{op}: weights {[blocks, c_w, kh, kw, block]} do not pack {c} input channels in blocks "
                          f"of {PACK_BLOCK}")
-    out_h, out_w = _out_dims(h, w, kh, kw, strides, pad_before, pad_after, dilation, op)
+    out_h, out_w = conv_out_dims(h, w, kh, kw, strides, pad_before, pad_after, dilation, op)
     temp = te.pad(data, [0, 0, *pad_before], [0, 0, *pad_after], name="pad_temp")
     rc = te.reduce_axis((i64(0), i64(c)), name="rc")
     ry = te.reduce_axis((i64(0), i64(kh)), name="ry")
@@ -140,12 +154,8 @@ def conv2d_packed(data: te.Tensor, weight: te.Tensor, strides: Sequence[int], pa
         return te.sum(temp[nn, rc, yy * i64(sh) + ry * i64(dh), xx * i64(sw) + rx * i64(dw)]
                       * weight[fo, rc, ry, rx, fi], axis=[rc, ry, rx])
 
-    packed = te.compute(tuple(i64(d) for d in (n, blocks, out_h, out_w, PACK_BLOCK)), lambda *i: body(*i),
-                        name="conv2d_NCHWc", tag="conv2d_NCHWc", varargs_names=["nn", "fo", "yy", "xx", "fi"])
-    return te.compute(tuple(i64(d) for d in (n, blocks * PACK_BLOCK, out_h, out_w)),
-                      lambda nn, ff, yy, xx: packed[nn, te.floordiv(ff, i64(PACK_BLOCK)), yy, xx,
-                                                    te.floormod(ff, i64(PACK_BLOCK))],
-                      name="conv2d_unpack")
+    return te.compute(tuple(i64(d) for d in (n, blocks, out_h, out_w, PACK_BLOCK)), lambda *i: body(*i),
+                      name="conv2d_NCHWc", tag="conv2d_NCHWc", varargs_names=["nn", "fo", "yy", "xx", "fi"])
 
 
 @register("nn.conv2d_packed", OpPattern.OUT_EWISE_FUSABLE, (2, 2))

@@ -17,7 +17,7 @@ from msdb.ir import expr as E
 from msdb.ir import te
 from msdb.model.graph import ModelError
 from msdb.model.legalize.common import ax_compute, expect_tensor, i64, int_list, static_shape
-from msdb.model.legalize.conv import conv_padding
+from msdb.model.legalize.conv import PACK_BLOCK, conv_padding
 from msdb.model.legalize.registry import Legalized, Operand, register
 from msdb.model.ops import OpPattern
 
@@ -50,10 +50,11 @@ def topi_cpp_pad(data: te.Tensor, before: Sequence[int], after: Sequence[int], v
 def pool2d(x: te.Tensor, kind: str, kernel: Sequence[int], strides: Sequence[int], dilation: Sequence[int],
            pad_before: Sequence[int], pad_after: Sequence[int], ceil_mode: bool, count_include_pad: bool,
            op: str) -> te.Tensor:
-    """topi pool2d over the H, W axes (2, 3) of an NCHW tensor."""
+    """topi pool2d over the H, W axes (2, 3) of an NCHW tensor, or of an NCHW16c one (5-d: the
+    `nchwc` mode's, `msdb.model.legalize.nchwc`)."""
     shape = static_shape(x, op)
-    if len(shape) != 4:
-        raise ModelError(f"{op}: expects a 4-d NCHW input, got shape {list(shape)}")
+    if len(shape) not in (4, 5):
+        raise ModelError(f"{op}: expects a 4-d NCHW or 5-d NCHW16c input, got shape {list(shape)}")
     axes = (2, 3)
     tails = list(pad_after)
     offsets = [0, 0]
@@ -69,8 +70,9 @@ def pool2d(x: te.Tensor, kind: str, kernel: Sequence[int], strides: Sequence[int
             raise ModelError(f"{op}: pool window, padding and strides give an empty output ({raw})")
         out_shape[ax] = raw
     do_pad = any(pad_before) or any(tails)
-    before4 = [0, 0, *pad_before]
-    after4 = [0, 0, *tails]
+    inner = [0] * (len(shape) - 4)
+    before4 = [0, 0, *pad_before, *inner]
+    after4 = [0, 0, *tails, *inner]
     rv = [te.reduce_axis((i64(0), i64(k)), name=f"rv{i}") for i, k in enumerate(kernel)]
 
     def window(out: tuple[E.PrimExpr, ...]) -> tuple[E.PrimExpr, ...]:
@@ -113,9 +115,10 @@ def _divide(value: E.PrimExpr, divisor: int) -> E.PrimExpr:
 
 def _pool(inputs: Sequence[Operand], attrs: Mapping[str, Any], kind: str, op: str) -> te.Tensor:
     x = expect_tensor(inputs[0], op, 0)
+    want = "NCHW" if x.ndim == 4 else f"NCHW{PACK_BLOCK}c"
     for key in ("layout", "out_layout"):
-        if attrs.get(key, "NCHW") != "NCHW":
-            raise ModelError(f"{op}: only {key}='NCHW' is supported, got {attrs[key]!r}")
+        if attrs.get(key, "NCHW") != want:
+            raise ModelError(f"{op}: a {x.ndim}-d input needs {key}={want!r}, got {attrs[key]!r}")
     if "pool_size" not in attrs:
         raise ModelError(f"{op}: attribute 'pool_size' is required")
     kernel = int_list(attrs, "pool_size", (1, 1), 2, op)

@@ -41,7 +41,7 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
 
 
 @pytest.mark.slow  # ~6 s each; tests/cli/test_compile_cli.py runs the tvm layout against onnxruntime unmarked
-@pytest.mark.parametrize("fuse", ["tvm", "fold", "packed", "winograd"])
+@pytest.mark.parametrize("fuse", ["tvm", "fold", "packed", "winograd", "nchwc"])
 def test_small_resnet_with_an_empty_database_matches_onnxruntime(models: dict[int, Path], tmp_path: Path,
                                                                  fuse: str) -> None:
     empty = SQLiteDatabase(tmp_path / "empty.sqlite")
@@ -112,14 +112,15 @@ def test_resnet18_at_224_with_an_empty_database_matches_onnxruntime(tmp_path: Pa
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("fuse,op,least", [("packed", "conv2d_packed", 6), ("winograd", "conv2d_winograd", 2)])
+@pytest.mark.parametrize("fuse,op,least", [("packed", "conv2d_packed", 6), ("winograd", "conv2d_winograd", 2),
+                                           ("nchwc", "conv2d_nchwc", 6)])
 def test_packed_resnet_tuned_from_its_design_spaces_hits_and_matches_onnxruntime(models: dict[int, Path],
                                                                                  tmp_path: Path, fuse: str, op: str,
                                                                                  least: int) -> None:
-    """`fuse="packed"` and `"winograd"`: each task tuned with one sample of TVM's design space
-    (no default schedule: the space itself must schedule the packed or Winograd conv, its
-    unpack and epilogue); the records apply at compile time and the model still computes what
-    onnxruntime computes."""
+    """`fuse="packed"`, `"winograd"` and `"nchwc"`: each task tuned with one sample of TVM's
+    design space (no default schedule: the space itself must schedule the packed, Winograd or
+    blocked conv, its unpack and epilogue); the records apply at compile time and the model
+    still computes what onnxruntime computes."""
     from msdb.model.loader import load
     from msdb.model.tasks import extract_tasks
     from msdb.tuner.model_tuning import tune_model
@@ -127,7 +128,8 @@ def test_packed_resnet_tuned_from_its_design_spaces_hits_and_matches_onnxruntime
     model = load(models[18], fuse=fuse)
     packed = [name for name in model.functions if op in name]
     # packed: the 16-, 32- and 64-channel convs of a width-8 ResNet-18; winograd: its 3x3
-    # stride-1 convs of 16 and 32 channels (4x4 and 2x2 outputs)
+    # stride-1 convs of 16 and 32 channels (4x4 and 2x2 outputs); nchwc: every conv, the
+    # 8-channel ones in one padded block
     assert len(packed) >= least
     db = SQLiteDatabase(tmp_path / "packed.sqlite")
     try:

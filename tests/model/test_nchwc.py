@@ -1,0 +1,158 @@
+"""The `nchwc` mode (`msdb.model.nchwc`, `msdb.model.legalize.nchwc`): activations in blocks of 16
+channels between convs, checked against onnxruntime through the interpreter and through msdb's
+code generator (default schedules, every ISA level this host runs), and the graph it makes."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from msdb.model import zoo
+from msdb.model.fuse import fold_batch_norm
+from msdb.model.graph import ModelError
+from msdb.model.lower import lower
+from msdb.model.nchwc import block_channels
+from msdb.model.onnx_frontend import from_onnx
+from msdb.records.target import Target
+
+from .conftest import ort_run, random_feeds, run_model
+
+onnx = pytest.importorskip("onnx", reason="models are built with onnx.helper (msdb[onnx])")
+
+
+def _edge_model() -> object:
+    """Every rule of the pass on one small graph (24 and 40 channels: padded blocks):
+
+    stem conv 3 -> 24 /2 (NCHW data) + relu, depthwise 3x3 /2, divide by a per-channel constant
+    (padding lanes divided by 1), subtract a [1, C, 1, 1] constant, max-pool 3x3 pad 1, average
+    pool 2x2 /2, 1x1 conv 24 -> 40 (`y`); a grouped conv of `y` (stays NCHW: `y` unblocked);
+    relu(y) + 1 divides a constant (a blocked divisor stays NCHW: its padding lanes would give
+    inf); the sum of the two, then a 1x1 conv 40 -> 24 whose blocked output is the graph's."""
+    b = zoo._Builder(seed=5)
+    rng = np.random.default_rng(7)
+    x = b.node("Relu", [b.conv("data", 3, 24, 3, 2, "stem", bias=True)], "stem.relu")
+    x = b.conv(x, 24, 24, 3, 2, "dw", group=24, bias=True)
+    x = b.node("Div", [x, b.init("scale", rng.uniform(0.5, 2.0, (24, 1, 1)).astype("float32"))], "div")
+    x = b.node("Sub", [x, b.init("shift", rng.standard_normal((1, 24, 1, 1)).astype("float32"))], "sub")
+    x = b.node("MaxPool", [x], "maxpool", kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1])
+    x = b.node("AveragePool", [x], "avgpool", kernel_shape=[2, 2], strides=[2, 2])
+    y = b.conv(x, 24, 40, 1, 1, "expand", bias=True)
+    grouped = b.conv(y, 40, 40, 3, 1, "grouped", group=2)
+    one = b.init("one", np.array(1.0, dtype="float32"))
+    t = b.node("Add", [b.node("Relu", [y], "expand.relu"), one], "expand.plus1")
+    u = b.node("Div", [b.init("numerator", rng.uniform(1.0, 2.0, (1, 40, 1, 1)).astype("float32")), t], "recip")
+    v = b.node("Add", [u, grouped], "sum")
+    out = b.conv(v, 40, 24, 1, 1, "project", bias=True)
+    return b.model("edges", [("data", [2, 3, 32, 32])], out, [2, 24, 4, 4])
+
+
+def test_the_pass_blocks_what_works_per_channel_and_unblocks_the_rest_once():
+    graph = block_channels(fold_batch_norm(from_onnx(_edge_model())))
+    ops = Counter(n.op for n in graph.nodes)
+    assert ops["nn.conv2d_nchwc"] == 3 and ops["nn.depthwise_conv2d_nchwc"] == 1
+    assert ops["nn.conv2d"] == 1  # the grouped conv
+    assert ops["nn.to_nchwc"] == 0  # the stem reads NCHW data and writes blocks
+    # y for the grouped conv, relu(y) + 1 for the division, and the graph's output
+    unblocked = [n.outputs[0] for n in graph.nodes if n.op == "nn.from_nchwc"]
+    assert sorted(unblocked) == ["expand", "expand.plus1", "project"]
+    divides = {n.outputs[0].removesuffix(".nchw16c"): n for n in graph.nodes if n.op == "divide"}
+    assert len(graph.shapes[divides["div"].inputs[0]]) == 5  # blocked
+    assert len(graph.shapes[divides["recip"].inputs[1]]) == 4  # the divisor stays NCHW
+    scale = graph.constants[divides["div"].inputs[1]]
+    assert scale.shape == (1, 2, 1, 1, 16) and np.all(scale[0, 1, 0, 0, 8:] == 1.0)  # 24 channels: lanes 8-15 padding
+    pools = [n for n in graph.nodes if n.op in ("nn.max_pool2d", "nn.avg_pool2d")]
+    assert [n.attrs["layout"] for n in pools] == ["NCHW16c", "NCHW16c"]
+    assert graph.outputs == ("project",) and graph.shapes["project"] == (2, 24, 4, 4)
+
+
+def test_the_edge_model_computes_what_onnxruntime_computes():
+    proto = _edge_model()
+    feeds = random_feeds(proto)
+    model = lower(from_onnx(proto), "nchwc")
+    np.testing.assert_allclose(run_model(model, feeds)[0], ort_run(proto, feeds)[0], rtol=1e-4, atol=1e-5)
+
+
+def _compile_and_check(proto: object, tmp_path: Path, target: Target) -> object:
+    from msdb.tuner.compile import compile_model
+    from msdb.tuner.compile.reference import onnxruntime_session
+
+    path = tmp_path / "model.onnx"
+    onnx.save(proto, str(path))
+    compiled = compile_model(path, None, target, fuse="nchwc")
+    feeds = random_feeds(proto)
+    (expected,) = onnxruntime_session(path).run(None, feeds)
+    (actual,) = compiled.run(feeds)  # type: ignore[attr-defined]
+    np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-4 * float(np.max(np.abs(expected))))
+    return compiled
+
+
+@pytest.mark.slow
+def test_the_edge_model_compiles_to_what_onnxruntime_computes(isa_target: Target, tmp_path: Path) -> None:
+    _compile_and_check(_edge_model(), tmp_path, isa_target)
+
+
+@pytest.mark.slow
+def test_a_mobilenet_v2_keeps_its_activations_blocked_and_matches_onnxruntime(isa_target: Target,
+                                                                              tmp_path: Path) -> None:
+    """Depthwise convs at 7 to 28 pixels a row (the default schedule's NCHW16c tile of up to 7
+    pixels, its padding inlined), strides 2, 24-channel layers (padded blocks), residual adds,
+    ReLU6 with 0-d bounds; one unblocking, before Flatten."""
+    compiled = _compile_and_check(zoo.mobilenet_v2(image=56, width=0.5, num_classes=10), tmp_path, isa_target)
+    functions = compiled.model.functions  # type: ignore[attr-defined]
+    assert sum("depthwise_conv2d_nchwc" in name for name in functions) >= 5
+    assert [name for name in functions if "from_nchwc" in name] == ["fused_from_nchwc_reshape"]
+    assert not [name for name in functions if "to_nchwc" in name.replace("from_nchwc", "")]
+
+
+def test_blocked_ops_refuse_operands_of_the_wrong_layout_by_name():
+    from msdb.ir import te
+    from msdb.model.legalize import legalize_op
+
+    data = te.placeholder((1, 2, 6, 6, 16), name="data")
+    with pytest.raises(ModelError, match=r"nn.conv2d_nchwc: weights \[2, 3, 1, 1, 16, 16\] are not \[F/16, 2,"):
+        legalize_op("nn.conv2d_nchwc", [data, te.placeholder((2, 3, 1, 1, 16, 16), name="w")])
+    with pytest.raises(ModelError, match=r"nn.depthwise_conv2d_nchwc: input 0 must be NCHW16c"):
+        legalize_op("nn.depthwise_conv2d_nchwc", [te.placeholder((1, 32, 6, 6), name="x"),
+                                                  te.placeholder((2, 3, 3, 16), name="w")])
+    with pytest.raises(ModelError, match=r"nn.from_nchwc: channels=40 do not fill 2 blocks of 16"):
+        legalize_op("nn.from_nchwc", [data], {"channels": 40})
+    with pytest.raises(ModelError, match=r"nn.max_pool2d: a 5-d input needs layout='NCHW16c', got 'NCHW'"):
+        legalize_op("nn.max_pool2d", [data], {"pool_size": (2, 2), "layout": "NCHW"})
+
+
+@pytest.mark.parametrize("width", [14, 7, 8])
+def test_a_blocked_depthwise_conv_tiles_pixels_with_its_padding_inlined(width: int, isa_target: Target) -> None:
+    """The default schedule of an NCHW16c depthwise conv: up to `MAX_PIXELS` pixels of a row per
+    tile (a divisor of the row), each a whole channel block (one AVX-512 vector, two AVX2
+    ones) sharing the weight vector; no padded copy of the input (the bounds test is inlined)."""
+    from msdb.ir import stmt as S
+    from msdb.ir import te
+    from msdb.model.legalize import legalize_op
+    from msdb.tuner import build
+    from msdb.tuner.space.default_planner import MAX_PIXELS
+    from msdb.tuner.space.default_schedule import default_schedule
+    from msdb.tuner.space.register_tile import vector_lanes
+
+    data = te.placeholder((1, 2, width, width, 16), name="data")
+    weight = te.placeholder((2, 3, 3, 16), name="weight")
+    out = legalize_op("nn.depthwise_conv2d_nchwc", [data, weight], {"padding": (1, 1, 1, 1)})
+    sch = default_schedule(te.create_prim_func([data, weight, out]), isa_target)
+    assert "pad_temp" not in sch.state.index(sch.func_name).blocks
+    loops = [sch.get(lp) for lp in sch.get_loops(sch.get_block("depthwise_conv2d_NCHWc_update"))]
+    lanes = min(16, vector_lanes(isa_target))
+    pixels = max(d for d in range(1, MAX_PIXELS + 1) if width % d == 0)
+    assert loops[-1].kind == S.ForKind.VECTORIZED and loops[-1].extent.value == lanes
+    assert (loops[-3].kind, loops[-3].extent.value) == (S.ForKind.UNROLLED, pixels)
+    assert loops[-2].extent.value == 16 // lanes
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 2, width, width, 16)).astype("float32")
+    w = rng.standard_normal((2, 3, 3, 16)).astype("float32")
+    got = np.zeros((1, 2, width, width, 16), "float32")
+    build(sch.mod, isa_target)(x, w, got)
+    padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1), (0, 0)))
+    expected = sum(padded[:, :, i:i + width, j:j + width, :] * w[None, :, i, j, None, None, :]
+                   for i in range(3) for j in range(3))
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
