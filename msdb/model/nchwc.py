@@ -15,7 +15,8 @@ depthwise conv of NCHW data gets an `nn.to_nchwc` before it.
 
 Channel counts that are not a multiple of 16 are padded: the padding channels of weights and
 per-channel constants are 0 (1 for a divisor), so the padding lanes of every blocked tensor
-stay finite, and the next conv's zero weights for them keep them out of every real channel.
+stay finite, and the next conv's zero weights for them keep them out of every real channel; a
+division by a blocked tensor (padding lanes 0) is done in NCHW.
 """
 
 from __future__ import annotations
@@ -177,6 +178,8 @@ class _Blocker:
         operands: list[str] = []
         any_blocked = False
         for position, name in enumerate(node.inputs):
+            if node.op == "divide" and position == 1 and name in self.blocked:
+                return False  # a blocked divisor's padding lanes are 0: 0 / 0 would leak NaN
             if name in self.blocked and self.shapes[name] == out_shape:
                 operands.append(self.blocked[name])
                 any_blocked = True

@@ -156,3 +156,32 @@ def test_a_blocked_depthwise_conv_tiles_pixels_with_its_padding_inlined(width: i
     expected = sum(padded[:, :, i:i + width, j:j + width, :] * w[None, :, i, j, None, None, :]
                    for i in range(3) for j in range(3))
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_a_division_by_a_blocked_tensor_is_done_in_nchw():
+    """24 channels: the padding lanes of both convs' outputs are 0, and 0 / 0 in a blocked
+    division would be NaN that the next conv's zero weights spread to every channel."""
+    b = zoo._Builder(seed=11)
+    num = b.conv("data", 8, 24, 1, 1, "num", bias=True)
+    den = b.node("Add", [b.node("Relu", [b.conv("data", 8, 24, 1, 1, "den", bias=True)], "den.relu"),
+                         b.init("half", np.array(0.5, dtype="float32"))], "den.plus")
+    out = b.conv(b.node("Div", [num, den], "ratio"), 24, 16, 1, 1, "out")
+    proto = b.model("ratio", [("data", [1, 8, 6, 6])], out, [1, 16, 6, 6])
+    graph = block_channels(fold_batch_norm(from_onnx(proto)))
+    (divide,) = [n for n in graph.nodes if n.op == "divide"]
+    assert all(len(graph.shapes[name]) == 4 for name in divide.inputs)
+    feeds = random_feeds(proto)
+    got = run_model(lower(from_onnx(proto), "nchwc"), feeds)[0]
+    assert np.isfinite(got).all()
+    np.testing.assert_allclose(got, ort_run(proto, feeds)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_a_pool_of_blocked_data_without_its_layout_is_a_clear_error():
+    from msdb.ir import te
+    from msdb.model.legalize import legalize_op
+
+    with pytest.raises(ModelError, match=r"nn.max_pool2d: a 5-d input needs layout='NCHW16c', got 'NCHW'"):
+        legalize_op("nn.max_pool2d", [te.placeholder((1, 2, 6, 6, 16), name="x")], {"pool_size": (2, 2)})
+    with pytest.raises(ModelError, match=r"nn.avg_pool2d: a 5-d input must be NCHW16c, got shape \[1, 2, 6, 6, 8\]"):
+        legalize_op("nn.avg_pool2d", [te.placeholder((1, 2, 6, 6, 8), name="x")],
+                    {"pool_size": (2, 2), "layout": "NCHW16c", "out_layout": "NCHW16c"})

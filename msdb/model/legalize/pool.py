@@ -116,9 +116,11 @@ def _divide(value: E.PrimExpr, divisor: int) -> E.PrimExpr:
 def _pool(inputs: Sequence[Operand], attrs: Mapping[str, Any], kind: str, op: str) -> te.Tensor:
     x = expect_tensor(inputs[0], op, 0)
     want = "NCHW" if x.ndim == 4 else f"NCHW{PACK_BLOCK}c"
+    if x.ndim == 5 and static_shape(x, op)[4] != PACK_BLOCK:
+        raise ModelError(f"{op}: a 5-d input must be NCHW{PACK_BLOCK}c, got shape {list(static_shape(x, op))}")
     for key in ("layout", "out_layout"):
         if attrs.get(key, "NCHW") != want:
-            raise ModelError(f"{op}: a {x.ndim}-d input needs {key}={want!r}, got {attrs[key]!r}")
+            raise ModelError(f"{op}: a {x.ndim}-d input needs {key}={want!r}, got {attrs.get(key, 'NCHW')!r}")
     if "pool_size" not in attrs:
         raise ModelError(f"{op}: attribute 'pool_size' is required")
     kernel = int_list(attrs, "pool_size", (1, 1), 2, op)
