@@ -406,12 +406,15 @@ class DefaultPlanner:
         for part in (tw_i, g_fo, fi_io):
             _applied("unroll the register tile", partial(sch.unroll, part))
         _applied("vectorize the register tile", lambda: sch.vectorize(fi_ii))
+        # parallel before the init is split off (as `tile_reduction`): a loop over both the
+        # product's init and its update is refused as parallel (no compact dataflow), which
+        # left every Winograd conv on one thread
+        self.parallelize(outer)
         self.split_init(gemm, rc)
         *data_outer, e_loop, v_loop, c_loop, t_loop = sch.get_loops(sch.get_block(data_pack))
         self._transform_loops([c_loop, e_loop, v_loop, t_loop])
         self._transform_loops([tw, i, j, fi])
         self.done.update(WINOGRAD_BLOCKS)
-        self.parallelize(outer)
         if not rows_outside:  # data_pack runs first, at the root: its own outer loops
             self.parallelize(data_outer)
 
