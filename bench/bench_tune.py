@@ -103,7 +103,8 @@ def tune_msdb(mod: object, trials: int, per_iter: int, seed: int, cost_model: st
         started = time.perf_counter()
         try:
             with Profiler() as profiler:
-                result = tune_tir(mod, "llvm -num-cores=1", db, trials, per_iter, seed=seed, num_threads=1,  # type: ignore[arg-type]
+                result = tune_tir(mod, f"llvm -num-cores=1 -mcpu={host_cpu()}", db, trials, per_iter, seed=seed,  # type: ignore[arg-type]
+                                  num_threads=1,
                                   cost_model=cost_model, builder=builder, runner=runner)
         finally:
             builder.close()
@@ -132,11 +133,19 @@ def tune_tvm(python: str, mod: object, trials: int, per_iter: int, seed: int) ->
         script = os.path.join(tmp, "workload.json")
         Path(script).write_bytes(payload_bytes(encode_workload(mod)))  # type: ignore[arg-type]
         out = subprocess.run([python, str(ROOT / "bench" / "_tvm_tune.py"), script, str(trials), str(per_iter),
-                              os.path.join(tmp, "work"), str(seed)], capture_output=True, text=True)
+                              os.path.join(tmp, "work"), str(seed), host_cpu()], capture_output=True, text=True)
         if out.returncode != 0:
             print(f"TVM failed: {out.stderr[-2000:]}", file=sys.stderr)
             return None
         return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def host_cpu() -> str:
+    """The host's CPU as LLVM names it: both tuners build for it (`-mcpu`; TVM's plain `llvm`
+    target builds for the generic x86-64 CPU, SSE2 only)."""
+    import llvmlite.binding as llvm
+
+    return str(llvm.get_host_cpu_name())
 
 
 def find_tvm(explicit: str | None) -> str | None:

@@ -50,6 +50,8 @@ class CompiledModel:
                  target: Target, timings: Mapping[str, float] | None = None, *, num_threads: int | None = None) -> None:
         import numpy as np
 
+        from msdb.tuner.compile.memory_plan import intermediate_buffers
+
         self.model = model
         self.kernels = dict(kernels)
         self.report: list[FunctionReport] = list(report)
@@ -58,8 +60,10 @@ class CompiledModel:
         self.num_threads = num_threads
         for kernel in self.kernels.values():
             kernel.num_threads = num_threads
-        self._buffers: dict[str, np.ndarray] = {}
+        self._buffers: dict[str, np.ndarray] = intermediate_buffers(model)
         for name, info in model.values.items():
+            if name in self._buffers:
+                continue
             dtype = np.dtype("bool") if info.dtype == "bool" else np.dtype(info.dtype)
             if name in model.params:
                 # asarray, not ascontiguousarray: that makes a 0-d parameter (a Clip bound) 1-d
