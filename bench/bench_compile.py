@@ -153,7 +153,7 @@ def main() -> None:
     parser.add_argument("--tune-db", type=Path, default=None, help="where --tune commits (default: a temp file)")
     parser.add_argument("--mcpu", default=None,
                         help="build the kernels for this LLVM CPU (e.g. x86-64-v3 for the AVX2 path on an AVX-512 host)")
-    parser.add_argument("--skip-warm", action="store_true", help="only the default schedules (no warm database)")
+    parser.add_argument("--skip-warm", action="store_true", help="no warm database (default schedules, and --tune)")
     parser.add_argument("--fuse", choices=FUSE_MODES, default="tvm",
                         help="how the model's operators are fused (msdb.model.load): TVM's layout, folded, or "
                              "folded with packed conv weights")
@@ -193,23 +193,21 @@ def main() -> None:
         SQLiteDatabase(empty).close()
         compile_and_time(path, str(empty), session, args.repeat, inputs, expected, "default schedules (empty db)",
                          fuse=args.fuse, target=target, threads=threads)
-        if args.skip_warm:
-            print_profiles()
-            return
-        warm = args.db
-        if warm is None:
-            warm = Path(tmp) / "warm.sqlite"
-            warm_up_database(path, warm, args.warm_trials, args.fuse)
-        compile_and_time(path, str(warm), session, args.repeat, inputs, expected, f"warm db {warm.name}",
-                         fuse=args.fuse, threads=threads)
-        if args.workers > 1:
-            compile_and_time(path, str(warm), session, args.repeat, inputs, expected,
-                             f"warm db, {args.workers} build processes", args.workers, args.fuse)
+        if not args.skip_warm:
+            warm = args.db
+            if warm is None:
+                warm = Path(tmp) / "warm.sqlite"
+                warm_up_database(path, warm, args.warm_trials, args.fuse)
+            compile_and_time(path, str(warm), session, args.repeat, inputs, expected, f"warm db {warm.name}",
+                             fuse=args.fuse, threads=threads)
+            if args.workers > 1:
+                compile_and_time(path, str(warm), session, args.repeat, inputs, expected,
+                                 f"warm db, {args.workers} build processes", args.workers, args.fuse)
         if args.tune:
             tuned = args.tune_db or Path(tmp) / "tuned.sqlite"
             tune(path, tuned, args.tune, args.fuse)
             compile_and_time(path, str(tuned), session, args.repeat, inputs, expected, f"tuned, {args.tune} trials",
-                             fuse=args.fuse)
+                             fuse=args.fuse, target=target, threads=threads)
         print_profiles()
 
 

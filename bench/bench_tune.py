@@ -11,6 +11,7 @@ TVM runs in a subprocess with --tvm-python (default .tvm-venv/bin/python; skippe
 no TVM is found). With --pretrain msdb also tunes into a database holding the three teams' TVM
 logs (examples/team_logs), to see whether a shared database makes tuning faster.
 Run: taskset -c 0 python bench/bench_tune.py [--workloads gmm,c2d] [--trials 64,200] [--seeds 0,1,2] [--no-tvm] [--pretrain]
+     [--mcpu x86-64-v3]
 With several seeds, a median row per tuner (issue 29: compare over at least 3 seeds).
 """
 
@@ -140,12 +141,16 @@ def tune_tvm(python: str, mod: object, trials: int, per_iter: int, seed: int) ->
         return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+#: The LLVM CPU both tuners build for (`--mcpu`, default the host's)
+MCPU: list[str] = []
+
+
 def host_cpu() -> str:
-    """The host's CPU as LLVM names it: both tuners build for it (`-mcpu`; TVM's plain `llvm`
-    target builds for the generic x86-64 CPU, SSE2 only)."""
+    """The CPU both tuners build for, as LLVM names it: `--mcpu`, else the host's (`-mcpu`;
+    TVM's plain `llvm` target builds for the generic x86-64 CPU, SSE2 only)."""
     import llvmlite.binding as llvm
 
-    return str(llvm.get_host_cpu_name())
+    return MCPU[0] if MCPU else str(llvm.get_host_cpu_name())
 
 
 def find_tvm(explicit: str | None) -> str | None:
@@ -165,13 +170,18 @@ def main() -> None:
     parser.add_argument("--no-tvm", action="store_true")
     parser.add_argument("--tvm-python", default=None)
     parser.add_argument("--pretrain", action="store_true", help="also tune into a database holding the team logs")
+    parser.add_argument("--mcpu", default=None,
+                        help="the LLVM CPU both tuners build for (default: the host's; x86-64-v3 for the AVX2 path "
+                             "on an AVX-512 host)")
     args = parser.parse_args()
+    if args.mcpu:
+        MCPU.append(args.mcpu)
     tvm = None if args.no_tvm else find_tvm(args.tvm_python)
     seeds = [int(s) for s in args.seeds.split(",")]
     table = workloads()
     import llvmlite.binding as llvm
 
-    print(f"CPU {llvm.get_host_cpu_name()}; affinity: cores {sorted(os.sched_getaffinity(0))}; "
+    print(f"CPU {llvm.get_host_cpu_name()}, building for -mcpu={host_cpu()}; affinity: cores {sorted(os.sched_getaffinity(0))}; "
           f"load average {os.getloadavg()[0]:.2f}")
     print("| workload | trials | seed | tuner | best GFLOPS | vs anchor | vs TVM | wall s | s/trial | outside build+run |")
     print("|---|---|---|---|---|---|---|---|---|---|")

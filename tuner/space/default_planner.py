@@ -154,6 +154,9 @@ class DefaultPlanner:
                 self.done = {name for name in self.done if name in self.names()}
         for name in self.names():
             if name not in self.done and not self.is_root(name) and name in self.sch.state.index(self.sch.func_name).blocks:
+                if not SA.is_spatial(self.block(name)):
+                    self.row_reduction(name)  # the other row reductions (a softmax's sum)
+                    continue
                 self.vectorize_padding(name)
                 self.parallelize_elementwise(name)
 
@@ -192,6 +195,8 @@ class DefaultPlanner:
         lanes = self.lanes_for(name)
         strided = self._strided(node, v)
         if strided and u is None:
+            if self.row_reduction(name):
+                return True
             # Nothing to reuse across a tile (pooling): the separate lane loads of an explicit
             # vector lose to LLVM's own vectorizer on the plain nest (measured: 0.58 vs 0.93 ms
             # for ResNet's max-pool), once the output row is the innermost loop.
@@ -583,6 +588,62 @@ class DefaultPlanner:
         if _applied("reverse_compute_at the epilogue",
                     lambda: sch.reverse_compute_at(block, outer[-1], preserve_unit_loops=True)):
             self.done.add(name)  # its loops under the tile are LLVM's to vectorize (as step 4)
+
+    def row_reduction(self, name: str) -> bool:
+        """A reduction along the rows of its input (a softmax's max and sum, a layer norm's
+        mean: the last reduction loop walks the innermost, contiguous dimension): that loop is
+        split into vectors and factored out (`rfactor`), so that each lane accumulates every
+        `lanes`-th element of the row, one vector load a step, and the lanes are added up at
+        the end. False when the last reduction loop is not contiguous or not a multiple of
+        two vectors (`pool` then takes it)."""
+        node = self.block(name)
+        nest = self.loops(name)
+        reduce = [i for i, iv in enumerate(node.iter_vars) if iv.iter_type == S.IterType.COMM_REDUCE]
+        if not reduce or len(nest) != len(node.iter_vars) or not SA.is_trivial_binding(self.sch, node):
+            return False
+        last = reduce[-1]
+        lanes = self.lanes_for(name)
+        extent = _extent(nest[last]) or 1
+        if extent % lanes or extent < 2 * lanes or not self._contiguous(node, last):
+            return False
+        sch = self.sch.copy()  # kept only if every step applies
+        try:
+            _, lane = sch.split(sch.get_loops(sch.get_block(name))[last], [None, lanes])
+            spatial_count = sum(iv.iter_type == S.IterType.DATA_PAR for iv in node.iter_vars)
+            rf = sch.rfactor(lane, spatial_count)  # the lanes innermost in the partial sums
+            *rf_spatial, rf_outer, rf_lane = sch.get_loops(rf)
+            sch.vectorize(rf_lane)
+        except ScheduleError as exc:
+            logger.debug("default schedule: row reduction of %s skipped: %s", name, exc)
+            return False
+        self.sch = sch
+        self.parallelize(rf_spatial)  # before the init is split off (`tile_reduction`)
+        init = _attempt("decompose the partial sums", lambda: sch.decompose_reduction(rf, rf_outer))
+        self.done.update({name, sch.get(rf).name_hint})
+        if init is not None:
+            self.done.add(sch.get(init).name_hint)
+            init_loops = sch.get_loops(init)
+            if sch.get(init_loops[-1]).kind != S.ForKind.VECTORIZED:
+                _applied("vectorize the partial sums' init", lambda: sch.vectorize(init_loops[-1]))
+        return True
+
+    def _contiguous(self, node: S.Block, i: int) -> bool:
+        """Whether some read moving with the reduction steps by one element per step of iter
+        var `i` (it walks the innermost dimension)."""
+        var = node.iter_vars[i].var
+        for region in _moving_reads(node):
+            step, inner = 0, 1
+            for rng, dim in zip(reversed(region.region), reversed(region.buffer.shape)):
+                coeff = stride_of(rng.min, var)
+                size = getattr(dim, "value", None)
+                if coeff is None or not isinstance(size, int):
+                    break
+                step += coeff * inner
+                inner *= size
+            else:
+                if step == 1:
+                    return True
+        return False
 
     def pool(self, name: str, spatial: Sequence[int], reduce: Sequence[int], v: int) -> bool:
         """A strided reduction with nothing to reuse (max- or sum-pooling): its padding

@@ -415,3 +415,28 @@ def test_a_reduction_the_tiling_does_not_fit_keeps_its_loops_and_its_numbers() -
     out = np.zeros((1, 8, 8, 8), "float32")
     build(sch.mod, AVX2.target())(x, w, b, out)
     np.testing.assert_allclose(out, np.maximum(numpy_conv(x, w, 1, 1) + b, 0), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("cores", [1, 2])
+def test_row_reductions_sum_vectors_and_add_the_lanes_at_the_end(cores: int, isa_target: Target) -> None:
+    """A softmax over rows of 128 (BERT's attention, masked scores of -10000 and -inf among
+    them): its max and its sum are each split into vectors along the row (`rfactor`: one
+    vector load a step into partial results, the lanes added up at the end), with several cores
+    over rows in parallel; the result is numpy's, masked entries exactly 0."""
+    from msdb.model.legalize import legalize_op
+
+    x = te.placeholder((1, 4, 16, 128), name="x")
+    func = te.create_prim_func([x, legalize_op("nn.softmax", [x], {"axis": -1})])
+    sch = default_schedule(func, with_cores(Target({"kind": "llvm", "num-cores": 1}), cores))
+    blocks = set(sch.state.index(sch.func_name).blocks)
+    assert {"T_softmax_maxelem_rf_update", "T_softmax_expsum_rf_update"} <= blocks
+    for name in ("T_softmax_maxelem_rf_update", "T_softmax_expsum_rf_update"):
+        kinds = [sch.get(lp).kind for lp in sch.get_loops(sch.get_block(name))]
+        assert kinds[-1] == S.ForKind.VECTORIZED and (S.ForKind.PARALLEL in kinds) is (cores > 1)
+    data = rand(1, 4, 16, 128)
+    data[0, :, :, 100:] = -10000.0
+    data[0, 1, 3, :64] = -np.inf
+    got = run(func, [data], with_cores(isa_target, cores))
+    e = np.exp(data - data.max(-1, keepdims=True))
+    np.testing.assert_allclose(got, e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-7)
+    assert np.all(got[0, :, :, 100:] == 0.0)
