@@ -189,7 +189,7 @@ class ExprEmitter:
         raise CodegenError(f"cannot emit {t.__name__}")
 
     def _fused_multiply_add(self, fn: FnState, t: type, a: ir.Value, b: ir.Value) -> ir.Value | None:
-        """`x * y + b` (and `x * y - b`, `a + x * y`) as one `llvm.fmuladd`, the first product
+        """`x * y + b` (and `x * y - b`, `a + x * y`, `a - x * y`) as one `llvm.fmuladd`, the first product
         operand taken when both are: the contraction is then decided here, once per expression,
         not by LLVM's instruction selection, which fused a product in the unrolled scalar code
         of a batch-norm and left it unfused in the vectorized body of the same function built
@@ -205,11 +205,21 @@ class ExprEmitter:
             x, y = first.operands
         else:
             second = product(b)
-            if second is None or t is not E.Add:
+            if second is None:
                 return None
             addend = a
             x, y = second.operands
+            if t is E.Sub:  # a - x * y
+                x = bld.fneg(x)
         return bld.call(self._intrinsic("fmuladd", x.type, 3), [x, y, addend])
+
+    def multiply_add(self, fn: FnState, a: ir.Value, b: ir.Value, c: ir.Value) -> ir.Value:
+        """`a * b + c` of the inline math (Horner steps): one `llvm.fmuladd` with `contract`,
+        for the reason `_fused_multiply_add` gives, else a product and a sum."""
+        bld, fl = fn.builder, self.flags
+        if "contract" in fl:
+            return bld.call(self._intrinsic("fmuladd", a.type, 3), [a, b, c])
+        return bld.fadd(bld.fmul(a, b, flags=fl), c, flags=fl)
 
     def float_arith(self, fn: FnState, t: type, a: ir.Value, b: ir.Value) -> ir.Value:
         bld = fn.builder
@@ -532,7 +542,7 @@ class ExprEmitter:
         def horner(coefficients: tuple[float, ...]) -> ir.Value:
             acc = self.const_like(x, coefficients[-1])
             for c in reversed(coefficients[:-1]):
-                acc = bld.fadd(bld.fmul(acc, t, flags=fl), self.const_like(x, c), flags=fl)
+                acc = self.multiply_add(fn, acc, t, self.const_like(x, c))
             return acc
 
         out = bld.fdiv(bld.fmul(x, horner(f.p), flags=fl), horner(f.q), flags=fl)
@@ -557,9 +567,8 @@ class ExprEmitter:
         r = bld.fsub(r, bld.fmul(n, self.const_like(x, f.ln2_low), flags=fl), flags=fl)
         acc = self.const_like(x, f.p[-1])
         for c in reversed(f.p[:-1]):
-            acc = bld.fadd(bld.fmul(acc, r, flags=fl), self.const_like(x, c), flags=fl)
-        y = bld.fadd(self.const_like(x, 1.0), bld.fadd(r, bld.fmul(bld.fmul(r, r, flags=fl), acc, flags=fl), flags=fl),
-                     flags=fl)
+            acc = self.multiply_add(fn, acc, r, self.const_like(x, c))
+        y = bld.fadd(self.const_like(x, 1.0), self.multiply_add(fn, bld.fmul(r, r, flags=fl), acc, r), flags=fl)
         int_type = ir.VectorType(I32, x.type.count) if isinstance(x.type, ir.VectorType) else I32
         whole = bld.fptosi(n, int_type)
         half = bld.ashr(whole, self.const_like(whole, 1))

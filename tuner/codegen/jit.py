@@ -9,7 +9,9 @@ every engine gets a fresh one. libgomp is loaded into the process before any obj
 `GOMP_parallel` is finalized, its workers spinning only briefly between parallel regions
 (`WORKER_SPIN_COUNT`) unless the user set `OMP_WAIT_POLICY` or `GOMP_SPINCOUNT`: libgomp's
 default spin held the second core of the 2-core machines this was measured on and doubled run
-times, and never spinning made every region wait for a sleeping worker to wake.
+times, and never spinning made every region wait for a sleeping worker to wake. libgomp reads
+them when it is first loaded: a libgomp another library loaded into the process earlier (the
+copy PyTorch bundles, which the optional MLP cost model imports) keeps its own settings.
 """
 
 from __future__ import annotations

@@ -611,7 +611,8 @@ class DefaultPlanner:
             _, lane = sch.split(sch.get_loops(sch.get_block(name))[last], [None, lanes])
             spatial_count = sum(iv.iter_type == S.IterType.DATA_PAR for iv in node.iter_vars)
             rf = sch.rfactor(lane, spatial_count)  # the lanes innermost in the partial sums
-            *rf_spatial, rf_outer, rf_lane = sch.get_loops(rf)
+            rf_loops = sch.get_loops(rf)  # the spatial loops, the reduction's (the last split), the lanes
+            rf_spatial, rf_outer, rf_lane = rf_loops[:spatial_count], rf_loops[spatial_count], rf_loops[-1]
             sch.vectorize(rf_lane)
         except ScheduleError as exc:
             logger.debug("default schedule: row reduction of %s skipped: %s", name, exc)
