@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Literal, Mapping
 
 import numpy as np
 
@@ -93,7 +93,7 @@ def pack_convs(graph: OpGraph, winograd: bool = False) -> OpGraph:
             continue
         tile = _winograd_tile(node, shapes, weight.shape, dtypes.get(node.inputs[0])) if winograd else None
         packed = pack_weight(weight) if tile is None else winograd_weight(weight, tile)
-        name = _fresh(constants, f"{node.inputs[1]}.{'packed' if tile is None else 'winograd'}")
+        name = fresh_name(constants, f"{node.inputs[1]}.{'packed' if tile is None else 'winograd'}")
         constants[name] = packed
         shapes[name], dtypes[name] = tuple(packed.shape), str(packed.dtype)
         op = "nn.conv2d_packed" if tile is None else "nn.conv2d_winograd"
@@ -239,8 +239,8 @@ def fold_batch_norm(graph: OpGraph) -> OpGraph:
         new_weight = (weight.astype(np.float64) * scale[:, None, None, None]).astype(weight.dtype)
         old_bias = np.zeros(weight.shape[0]) if bias is None else np.asarray(bias, dtype=np.float64)
         new_bias = ((old_bias - mean) * scale + beta).astype(weight.dtype)
-        w_name = _fresh(constants, f"{conv.inputs[1]}.bn_folded")
-        b_name = _fresh(constants, f"{bn.inputs[2]}.bn_folded")
+        w_name = fresh_name(constants, f"{conv.inputs[1]}.bn_folded")
+        b_name = fresh_name(constants, f"{bn.inputs[2]}.bn_folded")
         constants[w_name], constants[b_name] = new_weight, new_bias
         shapes[w_name], dtypes[w_name] = tuple(new_weight.shape), str(new_weight.dtype)
         shapes[b_name], dtypes[b_name] = tuple(new_bias.shape), str(new_bias.dtype)
@@ -297,7 +297,8 @@ def _conv_chain(producers: dict[str, OpNode], readers: dict[str, int], constants
     return conv, [node, reshape], bias
 
 
-def _fresh(taken: dict[str, Any], hint: str) -> str:
+def fresh_name(taken: Mapping[str, Any], hint: str) -> str:
+    """`hint`, or `hint_1`, `hint_2`, ... : the first name `taken` does not have."""
     name, i = hint, 0
     while name in taken:
         i += 1

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from msdb.model.fuse import fold_constants
+from msdb.model.fuse import fold_constants, fresh_name
 from msdb.model.ops import OpGraph, OpNode
 
 __all__ = ["block_channels"]
@@ -56,7 +56,7 @@ class _Blocker:
         self.nodes: list[OpNode] = []
         self.shapes = dict(graph.shapes)
         self.dtypes = dict(graph.dtypes)
-        self.constants: dict[str, Any] = dict(graph.constants)
+        self.constants: dict[str, Any] = dict(graph.constants)  # every name here is in `shapes` too
         #: NCHW tensor name -> its NCHW16c tensor's name
         self.blocked: dict[str, str] = {}
         #: NCHW tensor names that exist as NCHW tensors (graph inputs, constants, ops' outputs)
@@ -78,22 +78,15 @@ class _Blocker:
     def _emit(self, node: OpNode) -> None:
         self.nodes.append(node)
 
-    def _fresh(self, hint: str) -> str:
-        name, i = hint, 0
-        while name in self.shapes or name in self.constants:
-            i += 1
-            name = f"{hint}_{i}"
-        return name
-
     def _constant(self, hint: str, array: np.ndarray) -> str:
-        name = self._fresh(hint)
+        name = fresh_name(self.shapes, hint)
         self.constants[name] = array
         self.shapes[name], self.dtypes[name] = tuple(array.shape), str(array.dtype)
         return name
 
     def _new_blocked(self, plain_name: str, shape: tuple[int, ...]) -> str:
         """The name of `plain_name`'s NCHW16c tensor of `shape`, recorded."""
-        name = self._fresh(f"{plain_name}.nchw16c")
+        name = fresh_name(self.shapes, f"{plain_name}.nchw16c")
         self.shapes[name], self.dtypes[name] = shape, self.dtypes[plain_name]
         self.blocked[plain_name] = name
         return name

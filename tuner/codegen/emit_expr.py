@@ -211,7 +211,7 @@ class ExprEmitter:
             x, y = second.operands
             if t is E.Sub:  # a - x * y
                 x = bld.fneg(x)
-        return bld.call(self._intrinsic("fmuladd", x.type, 3), [x, y, addend])
+        return self.multiply_add(fn, x, y, addend)
 
     def multiply_add(self, fn: FnState, a: ir.Value, b: ir.Value, c: ir.Value) -> ir.Value:
         """`a * b + c` of the inline math (Horner steps): one `llvm.fmuladd` with `contract`,

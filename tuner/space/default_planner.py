@@ -91,6 +91,20 @@ def _moving_reads(node: S.Block) -> list[S.BufferRegion]:
     return [r for r in node.reads if r.buffer is not out and any(_uses(r, var) for var in reduce_vars)]
 
 
+def _read_step(region: S.BufferRegion, var: Any) -> int | None:
+    """How many elements the read moves in memory per step of `var` (None: not affine in it, or
+    a dimension of unknown size)."""
+    step, inner = 0, 1
+    for rng, dim in zip(reversed(region.region), reversed(region.buffer.shape)):
+        coeff = stride_of(rng.min, var)
+        size = getattr(dim, "value", None)
+        if coeff is None or not isinstance(size, int):
+            return None
+        step += coeff * inner
+        inner *= size
+    return step
+
+
 def _uses(region: S.BufferRegion, var: Any) -> bool:
     return any(A.uses_var(r.min, var) or A.uses_var(r.extent, var) for r in region.region)
 
@@ -523,14 +537,15 @@ class DefaultPlanner:
                        for region in _moving_reads(node) for r in region.region)
 
     def _inline_padding(self, name: str) -> None:
-        """Inline the padding copies `name` reads (an NCHW16c depthwise conv's): the bounds test
-        is one scalar test per loaded vector there (the border is the same for all 16
-        channels), cheaper than writing and reading back a padded copy of the whole input
-        (96 x 112 x 112 stride 2: 0.57 -> 0.23 ms; 32 x 112 x 112: 0.23 -> 0.12 ms)."""
+        """Inline the spatial producers only `name` reads (its padding) into it: `pool`'s, and an
+        NCHW16c depthwise conv's, whose bounds test is one scalar test per loaded vector (the
+        border is the same for all 16 channels), cheaper than writing and reading back a padded
+        copy of the whole input (96 x 112 x 112 stride 2: 0.57 -> 0.23 ms; 32 x 112 x 112:
+        0.23 -> 0.12 ms)."""
         sch = self.sch
         for producer in sch.get_producers(sch.get_block(name)):
             node = sch.get(producer)
-            if SA.is_spatial(node) and SA.has_if_then_else(node):
+            if SA.is_spatial(node) and len(A.scope_of(sch.state, sch.func_name, node).consumers(node)) == 1:
                 _applied("inline the padding", lambda: sch.compute_inline(producer))
 
     def _innermost_reused(self, node: S.Block, along: int, candidates: Sequence[int]) -> int | None:
@@ -552,21 +567,8 @@ class DefaultPlanner:
         (a strided conv's input, a reduction over inner dimensions): each vector lane is then
         a separate load."""
         var = node.iter_vars[v].var
-        for region in node.reads:
-            if region.buffer is node.writes[0].buffer or not region.region:
-                continue
-            step = 0
-            inner = 1
-            for rng, dim in zip(reversed(region.region), reversed(region.buffer.shape)):
-                coeff = stride_of(rng.min, var)
-                size = getattr(dim, "value", None)
-                if coeff is None or not isinstance(size, int):
-                    return True
-                step += coeff * inner
-                inner *= size
-            if step not in (0, 1):
-                return True
-        return False
+        return any(_read_step(region, var) not in (0, 1) for region in node.reads
+                   if region.buffer is not node.writes[0].buffer and region.region)
 
     def epilogue(self, anchor: str, outer: Sequence[LoopRV]) -> None:
         """Step 3: the anchor's single consumer (its fused epilogue) under the tile."""
@@ -632,19 +634,7 @@ class DefaultPlanner:
         """Whether some read moving with the reduction steps by one element per step of iter
         var `i` (it walks the innermost dimension)."""
         var = node.iter_vars[i].var
-        for region in _moving_reads(node):
-            step, inner = 0, 1
-            for rng, dim in zip(reversed(region.region), reversed(region.buffer.shape)):
-                coeff = stride_of(rng.min, var)
-                size = getattr(dim, "value", None)
-                if coeff is None or not isinstance(size, int):
-                    break
-                step += coeff * inner
-                inner *= size
-            else:
-                if step == 1:
-                    return True
-        return False
+        return any(_read_step(region, var) == 1 for region in _moving_reads(node))
 
     def pool(self, name: str, spatial: Sequence[int], reduce: Sequence[int], v: int) -> bool:
         """A strided reduction with nothing to reuse (max- or sum-pooling): its padding
@@ -654,11 +644,8 @@ class DefaultPlanner:
         window. Measured on ResNet-18's max-pool: 0.60 -> 0.39 ms (the copy and a window-
         innermost nest; onnxruntime's NCHWc pool: 0.17 ms)."""
         sch = self.sch
+        self._inline_padding(name)
         block = sch.get_block(name)
-        for producer in sch.get_producers(block):
-            node = sch.get(producer)
-            if SA.is_spatial(node) and len(A.scope_of(sch.state, sch.func_name, node).consumers(node)) == 1:
-                _applied("inline the padding", lambda: sch.compute_inline(producer))
         rvs = sch.get_loops(block)
         outer = [rvs[i] for i in spatial if i != v]
         window = [rvs[i] for i in reduce]
