@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+from functools import partial
 from typing import Any, Callable, Sequence
 
 from msdb.ir.function import IRModule, PrimFunc
@@ -89,6 +90,14 @@ class Kernel:
         pointers = _check_arrays(self.compiled.args, arrays, self.name)
         self._prepare()
         self._fn(*pointers)
+
+    def bind(self, *arrays: Any) -> Callable[[], None]:
+        """The kernel on these arrays, checked once: a call with no arguments, no checks and
+        no thread setting (a compiled model calls each kernel on the same buffers every run,
+        and sets the threads once a run: docs/architecture.md, "Compile"). The caller keeps
+        the arrays alive and unchanged in shape while it uses the call."""
+        pointers = [ctypes.c_void_p(p) for p in _check_arrays(self.compiled.args, arrays, self.name)]
+        return partial(self._fn, *pointers)
 
     def time_evaluator(self, number: int = 3, repeat: int = 1, min_repeat_ms: float = 100.0,
                        enable_cpu_cache_flush: bool = False) -> Callable[..., TimingResult]:

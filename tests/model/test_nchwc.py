@@ -158,6 +158,103 @@ def test_a_blocked_depthwise_conv_tiles_pixels_with_its_padding_inlined(width: i
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
 
 
+def _blocked_conv(c: int, f: int, width: int, k: int, target: Target) -> tuple[object, object]:
+    """An NCHW16c conv (stride 1, same padding), its default schedule for `target`, and a check
+    that the kernel built from it computes numpy's conv."""
+    from msdb.ir import te
+    from msdb.model.legalize import legalize_op
+    from msdb.tuner import build
+    from msdb.tuner.space.default_schedule import default_schedule
+
+    data = te.placeholder((1, c // 16, width, width, 16), name="data")
+    weight = te.placeholder((f // 16, c // 16, k, k, 16, 16), name="weight")
+    out = legalize_op("nn.conv2d_nchwc", [data, weight], {"padding": (k // 2,) * 4})
+    sch = default_schedule(te.create_prim_func([data, weight, out]), target)
+
+    def check() -> None:
+        rng = np.random.default_rng(5)
+        x = rng.standard_normal(tuple(int(d.value) for d in data.shape)).astype("float32")
+        w = rng.standard_normal(tuple(int(d.value) for d in weight.shape)).astype("float32")
+        got = np.zeros((1, f // 16, width, width, 16), "float32")
+        build(sch.mod, target)(x, w, got)
+        padded = np.pad(x, ((0, 0), (0, 0), (k // 2,) * 2, (k // 2,) * 2, (0, 0)))
+        expected = sum(np.einsum("bchwi,fcio->bfhwo", padded[:, :, i:i + width, j:j + width, :], w[:, :, i, j])
+                       for i in range(k) for j in range(k))
+        np.testing.assert_allclose(got, expected, rtol=1e-3, atol=1e-3)
+
+    return sch, check
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_a_blocked_conv_tiles_pixels_by_two_channel_blocks_where_registers_allow(k: int, isa_target: Target) -> None:
+    """The register tile of an NCHW16c conv: a row's pixels (broadcast input) by output-channel
+    blocks (weight vectors). With AVX-512's 32 registers, 14 pixels x 2 blocks
+    (`BLOCK_PAIR_ACCUMULATORS`), the window kept rolled around so many accumulators; with
+    AVX2's 16, the tile `choose_tile` gives without block pairs."""
+    from msdb.ir import stmt as S
+    from msdb.tuner.space.register_tile import BLOCK_PAIR_ACCUMULATORS, accumulator_registers, vector_lanes
+
+    sch, check = _blocked_conv(32, 64, 28, k, isa_target)
+    loops = [sch.get(lp) for lp in sch.get_loops(sch.get_block("conv2d_NCHWc_update"))]
+    lanes = vector_lanes(isa_target)
+    assert (loops[-1].kind, loops[-1].extent.value) == (S.ForKind.VECTORIZED, min(16, lanes))
+    if lanes == 16:
+        assert [(lp.kind, lp.extent.value) for lp in loops[-4:-1]] == [
+            (S.ForKind.UNROLLED, 14), (S.ForKind.UNROLLED, 2), (S.ForKind.UNROLLED, 1)]
+        assert 14 * 2 <= BLOCK_PAIR_ACCUMULATORS
+        assert all(lp.kind == S.ForKind.SERIAL for lp in loops[-8:-4])  # the window and the channels: rolled
+    else:
+        tile = [lp.extent.value for lp in loops[-4:]]
+        assert tile[0] * tile[1] * tile[2] <= accumulator_registers(isa_target)
+    check()
+
+
+def test_a_blocked_1x1_conv_over_a_big_input_sweeps_the_channel_blocks_inside_the_pixels(isa_target: Target) -> None:
+    """An input larger than `L2_STREAM_BYTES` (1.6 MiB here) with weights that fit: the loop
+    over output-channel blocks runs inside the row's pixel loops, so each tile of the input
+    stays in cache while every block of weights passes it (`_streamed_first`); a small input
+    keeps the channel blocks outside."""
+    from msdb.tuner.space.default_planner import L2_STREAM_BYTES
+
+    def order(sch: object) -> list[str]:
+        loops = sch.get_loops(sch.get_block("conv2d_NCHWc_update"))  # type: ignore[attr-defined]
+        return [sch.get(lp).loop_var.name for lp in loops[:4]]  # type: ignore[attr-defined]
+
+    assert 256 * 40 * 40 * 4 > L2_STREAM_BYTES
+    big, check = _blocked_conv(256, 32, 40, 1, isa_target)
+    assert [name.split("_")[0] for name in order(big)] == ["nn", "yy", "xx", "fo"]
+    small, _ = _blocked_conv(32, 32, 14, 1, isa_target)
+    assert [name.split("_")[0] for name in order(small)][:2] == ["nn", "fo"]
+    check()
+
+
+@pytest.mark.parametrize("width", [14, 8])
+def test_a_blocked_max_pool_tiles_pixels_with_its_padding_inlined(width: int, isa_target: Target) -> None:
+    """An NCHW16c max-pool (nothing broadcast): several pixels of a row a tile, each a whole
+    channel block, and no padded copy of the input, as the blocked depthwise conv."""
+    from msdb.ir import stmt as S
+    from msdb.ir import te
+    from msdb.model.legalize import legalize_op
+    from msdb.tuner import build
+    from msdb.tuner.space.default_schedule import default_schedule
+
+    data = te.placeholder((1, 2, 2 * width, 2 * width, 16), name="data")
+    out = legalize_op("nn.max_pool2d", [data], {"pool_size": (3, 3), "strides": (2, 2), "padding": (1, 1, 1, 1),
+                                                "layout": "NCHW16c", "out_layout": "NCHW16c"})
+    sch = default_schedule(te.create_prim_func([data, out]), isa_target)
+    assert "pad_temp" not in sch.state.index(sch.func_name).blocks
+    loops = [sch.get(lp) for lp in sch.get_loops(sch.get_block("pool_max_update"))]
+    assert loops[-1].kind == S.ForKind.VECTORIZED
+    assert loops[-3].kind == S.ForKind.UNROLLED and loops[-3].extent.value > 1
+    x = np.random.default_rng(6).standard_normal((1, 2, 2 * width, 2 * width, 16)).astype("float32")
+    got = np.zeros((1, 2, width, width, 16), "float32")
+    build(sch.mod, isa_target)(x, got)
+    padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1), (0, 0)), constant_values=-np.inf)
+    expected = np.max([padded[:, :, i:i + 2 * width:2, j:j + 2 * width:2, :] for i in range(3) for j in range(3)],
+                      axis=0)
+    np.testing.assert_array_equal(got, expected)
+
+
 def test_a_division_by_a_blocked_tensor_is_done_in_nchw():
     """24 channels: the padding lanes of both convs' outputs are 0, and 0 / 0 in a blocked
     division would be NaN that the next conv's zero weights spread to every channel."""

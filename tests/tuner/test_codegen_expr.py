@@ -159,6 +159,25 @@ def test_wrong_arguments_are_rejected_before_the_call() -> None:
         kernel(a[:10], b, out)
     with pytest.raises(CodegenError, match="contiguous"):
         kernel(a, b, np.asfortranarray(out))
+    with pytest.raises(CodegenError, match="shape"):  # a bound call is checked when it is bound
+        kernel.bind(a[:10], b, out)
+
+
+def test_a_bound_kernel_computes_what_a_called_one_computes_on_the_same_arrays() -> None:
+    """`Kernel.bind` (a compiled model's steps): the arrays checked once, every later call on
+    their current contents."""
+    mod = from_script(INT_SCRIPT)
+    kernel = build(mod)
+    a, b, out = _int_inputs(mod)
+    expected = out.copy()
+    kernel(a, b, expected)
+    bound = kernel.bind(a, b, out)
+    bound()
+    np.testing.assert_array_equal(out, expected)
+    a += 1
+    kernel(a, b, expected)
+    bound()
+    np.testing.assert_array_equal(out, expected)
 
 
 SELECT_BY_UNROLLED_INDEX = '''

@@ -73,7 +73,9 @@ class CompiledModel:
                                     f"the model says {info.shape}")
             else:
                 self._buffers[name] = np.zeros(info.shape, dtype=dtype)
-        self._steps = [(self.kernels[call.function], tuple(self._buffers[n] for n in call.args + call.outputs))
+        # each call checked once, here (`Kernel.bind`; `_buffers` keeps the arrays alive): a run
+        # only calls (12 us of checks a call were 7% of a MobileNetV2 run)
+        self._calls = [self.kernels[call.function].bind(*(self._buffers[n] for n in call.args + call.outputs))
                        for call in model.calls]
 
     @property
@@ -111,8 +113,11 @@ class CompiledModel:
             np.copyto(self._buffers[name], array)
 
     def _execute(self) -> None:
-        for kernel, arrays in self._steps:
-            kernel(*arrays)
+        from msdb.tuner.codegen.jit import set_num_threads
+
+        set_num_threads(self.num_threads)
+        for call in self._calls:
+            call()
 
     def run(self, inputs: Mapping[str, Any]) -> list[np.ndarray]:
         """Run the model on `inputs` (every input by name, exact shape and dtype); the outputs in
@@ -157,9 +162,9 @@ class CompiledModel:
         runs: list[dict[str, int]] = []
         for _ in range(repeat):
             spent: dict[str, int] = dict.fromkeys(names, 0)
-            for name, (kernel, arrays) in zip(names, self._steps):
+            for name, call in zip(names, self._calls):
                 start = time.perf_counter_ns()
-                kernel(*arrays)
+                call()
                 spent[name] += time.perf_counter_ns() - start
             runs.append(spent)
         out = [FunctionTime(name, count, median(run[name] for run in runs) * 1e-9)
@@ -188,7 +193,7 @@ class CompiledModel:
         for kernel in self.kernels.values():
             kernel.close()
         self.kernels.clear()
-        self._steps = []
+        self._calls = []
 
     def __repr__(self) -> str:
         return f"CompiledModel({self.model.name!r}, {len(self.kernels)} functions, {summary_line(self.report)})"

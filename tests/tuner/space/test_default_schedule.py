@@ -113,6 +113,26 @@ def test_packed_convolutions_compute_what_numpy_computes(c: int, hw: int, f: int
     np.testing.assert_allclose(run(func, inputs, isa_target), expected, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("cores", [1, 2])
+def test_a_matrix_vector_product_streams_the_weights_row_after_row(cores: int, isa_target: Target) -> None:
+    """A classifier's `x @ W + b` (one output row): the weight rows are the stream, `STREAM_ROWS`
+    of them a step, unrolled, each a run of vectors along the output row, which stays in cache
+    (`DefaultPlanner.row_stream`); with two cores the row is cut in parallel parts first."""
+    from msdb.tuner.space.default_planner import STREAM_ROWS
+
+    func = matmul_func(1, 200, 64, bias=True)
+    target = with_cores(isa_target, cores)
+    sch = default_schedule(func, target)
+    loops = [sch.get(lp) for lp in sch.get_loops(sch.get_block("matmul_update"))]
+    kinds = [lp.kind for lp in loops]
+    assert kinds[-2:] == [S.ForKind.UNROLLED, S.ForKind.VECTORIZED]
+    assert loops[-2].extent.value == STREAM_ROWS and 200 % loops[-1].extent.value == 0
+    assert loops[-4].loop_var.name.startswith("k")  # the rows outside the run along the output row
+    assert (S.ForKind.PARALLEL in kinds) is (cores > 1)
+    x, w, b = rand(1, 64), rand(64, 200, seed=1), rand(1, 200, seed=2)
+    np.testing.assert_allclose(run(func, [x, w, b], target), x @ w + b, rtol=1e-4, atol=1e-4)
+
+
 def test_a_packed_conv_vectorizes_output_channels_with_its_epilogue_under_the_tile(isa_target: Target) -> None:
     """ResNet's last stage in packed form: 16 channels a vector, as many of the 7 output columns
     (broadcast) and channel blocks as the target's accumulator registers hold (`choose_tile`:
