@@ -112,6 +112,12 @@ def _read_step(region: S.BufferRegion, var: Any) -> int | None:
     return step
 
 
+def _wider_than(buffer: S.Buffer, width: int) -> bool:
+    """Whether the rows of `buffer` (its last dimension) are longer than `width` elements."""
+    last = getattr(buffer.shape[-1], "value", None) if buffer.shape else None
+    return isinstance(last, int) and last > width
+
+
 def _uses(region: S.BufferRegion, var: Any) -> bool:
     return any(A.uses_var(r.min, var) or A.uses_var(r.extent, var) for r in region.region)
 
@@ -302,7 +308,12 @@ class DefaultPlanner:
                 inner_extent[w] = tile.w_inner
             rest = (_product([inner_extent.get(i, 1) for i in reused]) * _product(r_extents[1:])
                     * self.dtype_bytes(name))
-            if rest * r_extents[0] > L1_REUSE_BYTES * 2:
+            # a block that is part of wider rows (a matmul's columns) is blocked from L1_REUSE_BYTES
+            # on (and packed, below): its rows, a multiple of 512 bytes apart, share a few L1 sets
+            # (GMM 128^3, a 128 x 64 block of 32 KiB: 35 -> 28 us); a block of whole rows (a
+            # blocked conv's weights) from twice that
+            wide = v in reused and reused_buffer is not None and _wider_than(reused_buffer, inner_extent[v])
+            if rest * r_extents[0] > L1_REUSE_BYTES * (1 if wide else 2):
                 r_inner = max(d for d in divisors(r_extents[0]) if d * rest <= L1_REUSE_BYTES or d == 1)
                 if r_inner < r_extents[0]:
                     r_outer, r_in = sch.split(reduce_rvs[0], [None, r_inner])
@@ -521,8 +532,7 @@ class DefaultPlanner:
         their panels (measured: BERT's 128 x 3072 x 768 24.4 -> 33.9 GFLOPS; MobileNetV2
         packed 1.93x -> 1.75x onnxruntime)."""
         sch = self.sch
-        last = getattr(buffer.shape[-1], "value", None) if buffer.shape else None
-        if not isinstance(last, int) or last <= tile_width:
+        if not _wider_than(buffer, tile_width):
             return
         index = next((i for i, r in enumerate(sch.get(block).reads) if r.buffer is buffer), None)
         if index is None:

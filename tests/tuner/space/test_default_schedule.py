@@ -285,6 +285,24 @@ def test_a_matmul_with_wide_weights_blocks_and_packs_them(batch: tuple[int, ...]
     np.testing.assert_allclose(run(func, [a, b, c], isa_target), a @ b + c, rtol=1e-4, atol=1e-4)
 
 
+def test_a_matmul_whose_column_block_spans_more_than_l1_reuse_bytes_is_blocked_and_packed(isa_target: Target) -> None:
+    """128 x 128 x 128: the tile's block of columns over the whole reduction (with AVX-512's
+    64-column tile 32 KiB, twice `L1_REUSE_BYTES`) is part of wider rows, a multiple of 512
+    bytes apart, so it is blocked from `L1_REUSE_BYTES` on and packed contiguous; a blocked
+    conv's weights (whole rows) only from twice that."""
+    from msdb.tuner.space.default_planner import L1_REUSE_BYTES
+
+    func = matmul_func(128, 128, 128)
+    sch = default_schedule(func, isa_target)
+    tile = choose_tile(128, 128, vector_lanes(isa_target), accumulators=accumulator_registers(isa_target))
+    width = tile.v_outer * tile.v_vector
+    spans = 128 * width * 4 > L1_REUSE_BYTES
+    assert spans or vector_lanes(isa_target) < 16  # AVX2's 32-column tile: 16 KiB, left whole
+    assert ("B_global" in sch.state.index(sch.func_name).blocks) is spans
+    a, b = rand(128, 128), rand(128, 128, seed=1)
+    np.testing.assert_allclose(run(func, [a, b], isa_target), a @ b, rtol=1e-4, atol=1e-4)
+
+
 def test_max_pool_computes_what_numpy_computes(isa_target: Target) -> None:
     x = rand(1, 8, 16, 16)
     padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=-np.inf)
