@@ -171,7 +171,7 @@ def test_ctrl_c_of_publish_removes_its_folder_at_once(team_db: pathlib.Path, tmp
     with locked(team_db):  # held until the publish ends: it cannot finish its copy meanwhile
         proc = run_msdb("publish", team_db, out, new_session=True)
         status, stdout, stderr = ctrl_c(proc, (lambda: copying(tmp_path), "the publish to begin its copy"))
-    assert status == 130
+    assert status == 130, stderr
     assert stderr == f"Interrupted: nothing was published; {out} is as it was.\n" and stdout == ""
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hub"]
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
@@ -239,7 +239,7 @@ def test_ctrl_c_of_merge_says_what_was_committed(big_src: pathlib.Path, tmp_path
 
     status, stdout, stderr = ctrl_c(proc, (first_merged, "the merge of the first SRC"),
                                     (lambda: wal_size(dest) > grown[0], "the merge to write records of the second SRC"))
-    assert status == 130
+    assert status == 130, stderr
     assert stdout.startswith(f"{first}: workloads:") and len(stdout.splitlines()) == 1
     after_first = kept + int(re.search(r"records: (\d+) new", stdout)[1])  # type: ignore[index]
     line = re.fullmatch(
