@@ -209,6 +209,39 @@ def test_a_blocked_conv_tiles_pixels_by_two_channel_blocks_where_registers_allow
     check()
 
 
+def test_a_blocked_conv_epilogue_over_one_register_tile_takes_the_tiles_loop_kinds(isa_target: Target) -> None:
+    """A bias, a residual add and a relu under an NCHW16c conv's register tile: the epilogue's
+    own loops unrolled and the innermost vectorized, as the tile's (`_epilogue_as_tile`), so
+    LLVM keeps the tile in registers through it; the numbers are numpy's."""
+    from msdb.ir import stmt as S
+    from msdb.ir import te
+    from msdb.model.legalize import legalize_op
+    from msdb.tuner import build
+    from msdb.tuner.space.default_schedule import default_schedule
+
+    data = te.placeholder((1, 2, 14, 14, 16), name="data")
+    weight = te.placeholder((4, 2, 1, 1, 16, 16), name="weight")
+    bias = te.placeholder((1, 4, 1, 1, 16), name="bias")
+    residual = te.placeholder((1, 4, 14, 14, 16), name="residual")
+    conv = legalize_op("nn.conv2d_nchwc", [data, weight], {})
+    biased = te.compute(conv.shape, lambda n, f, y, x, c: conv[n, f, y, x, c] + bias[0, f, 0, 0, c], name="T_add")
+    added = te.compute(conv.shape, lambda *i: biased[i] + residual[i], name="T_add_1")
+    out = te.compute(conv.shape, lambda *i: te.max(added[i], te.const(0.0, "float32")), name="T_relu")
+    sch = default_schedule(te.create_prim_func([data, weight, bias, residual, out]), isa_target)
+    epilogue = [sch.get(lp) for lp in sch.get_loops(sch.get_block("T_relu"))]
+    conv_loops = [sch.get(lp) for lp in sch.get_loops(sch.get_block("conv2d_NCHWc_update"))]
+    shared = next(i for i, (a, b) in enumerate(zip(epilogue, conv_loops)) if a.loop_var is not b.loop_var)
+    own = epilogue[shared:]
+    assert own[-1].kind == S.ForKind.VECTORIZED and all(lp.kind == S.ForKind.UNROLLED for lp in own[:-1])
+    rng = np.random.default_rng(7)
+    x, w, b, r = (rng.standard_normal(tuple(int(d.value) for d in t.shape)).astype("float32")
+                  for t in (data, weight, bias, residual))
+    got = np.zeros((1, 4, 14, 14, 16), "float32")
+    build(sch.mod, isa_target)(x, w, b, r, got)
+    expected = np.maximum(np.einsum("bchwi,fcio->bfhwo", x, w[:, :, 0, 0]) + b + r, 0)
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
 def test_a_blocked_1x1_conv_over_a_big_input_sweeps_the_channel_blocks_inside_the_pixels(isa_target: Target) -> None:
     """An input larger than `L2_STREAM_BYTES` (1.6 MiB here) with weights that fit: the loop
     over output-channel blocks runs inside the row's pixel loops, so each tile of the input
