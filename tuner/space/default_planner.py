@@ -254,8 +254,9 @@ class DefaultPlanner:
         # packed there instead (`pack_reused_block`), and its tile is chosen for fewest loads.
         # On AVX2 a 1x1 conv's tile is chosen for fewest loads too: an AVX-512 FMA takes its
         # broadcast operand from memory in the same instruction ({1to16}), AVX2 broadcasts with
-        # an instruction of its own (ResNet-50's packed 1x1 convs 19-27 -> 24-33 GFLOPS); a conv with a window
-        # keeps rows first there (as fast, and LLVM compiled the other tile 5x slower).
+        # an instruction of its own (ResNet-50's packed 1x1 convs 19-27 -> 24-33 GFLOPS); a
+        # conv with a window keeps rows first there (as fast, and LLVM compiled the other tile
+        # 5x slower).
         window = _product([extents[i] or 1 for i in reduce[1:]])
         rows_first = v in reused and (extents[v] or 1) <= 2 * lanes and \
             (self.accumulators >= ACCUMULATOR_REGISTERS or window > 1)
@@ -310,7 +311,7 @@ class DefaultPlanner:
                     * self.dtype_bytes(name))
             # a block that is part of wider rows (a matmul's columns) is blocked from L1_REUSE_BYTES
             # on (and packed, below): its rows, a multiple of 512 bytes apart, share a few L1 sets
-            # (GMM 128^3, a 128 x 64 block of 32 KiB: 35 -> 28 us); a block of whole rows (a
+            # (GMM 128^3, a 128 x 64 block of 32 KiB: 35 -> 29 us); a block of whole rows (a
             # blocked conv's weights) from twice that
             wide = v in reused and reused_buffer is not None and _wider_than(reused_buffer, inner_extent[v])
             if rest * r_extents[0] > L1_REUSE_BYTES * (1 if wide else 2):
@@ -368,8 +369,8 @@ class DefaultPlanner:
         after row (`STREAM_ROWS` rows a step, each a run of vectors along `v`) while the
         output row's accumulators stay in L1, instead of a tile of columns walking down all
         rows (one cache line per 4 KiB row, which the prefetchers do not follow across
-        pages). Measured cold, 1280 x 1000: 0.38 -> 0.28 ms, 2048 x 1000: 0.76 -> 0.44 ms
-        (numpy's sgemv 0.23 and 0.38 ms). With several cores the row is cut in parallel
+        pages). Measured in ResNet-50, where its 2048 x 1000 weights come from memory: 0.88-1.01
+        -> 0.77-0.97 ms (onnxruntime's 0.69). With several cores the row is cut in parallel
         parts first."""
         sch = self.sch
         block = sch.get_block(name)
@@ -674,8 +675,9 @@ class DefaultPlanner:
         loops unrolled, the innermost vectorized): each output of the tile is then a constant
         position of the compacted tile buffer, which LLVM keeps in registers from the
         reduction through the epilogue instead of storing the accumulators and loading them
-        back (ResNet-50's 64 -> 256 1x1 conv at 56 x 56 with its residual add: 0.78 -> 0.72-0.75
-        ms). An epilogue over several tiles (under a blocked reduction's sweep) stays LLVM's."""
+        back (ResNet-50's 64 -> 256 1x1 conv at 56 x 56 with its residual add: 0.78-0.82 ->
+        0.75-0.78 ms). An epilogue over several tiles (under a blocked reduction's sweep) stays
+        LLVM's."""
         sch = self.sch
         loops = sch.get_loops(sch.get_block(name))
         anchor_var = sch.get(at).loop_var
