@@ -352,7 +352,7 @@ class DefaultPlanner:
         gather_window = strided and masked and window > 1
         if not (strided and masked) or gather_window:
             _applied("vectorize the register tile", lambda: sch.vectorize(v_ii))
-        if (not strided or gather_window) and tile.u_inner * tile.w_inner * tile.v_outer <= ACCUMULATOR_REGISTERS:
+        if (not strided or gather_window) and tile.registers(lanes) <= ACCUMULATOR_REGISTERS:
             # (a tile of more accumulators keeps its window rolled: a 1x1 conv's 16 input
             # channels unrolled around a 14 x 2 tile spilled, 160 -> 34 GFLOPS)
             self._unroll_window(reduce_rvs, masked)
@@ -688,7 +688,7 @@ class DefaultPlanner:
             return
         lanes = self.lanes_for(name)
         vectors = _product([e or 1 for e in extents[:-1]]) * -(-(extents[-1] or 1) // lanes)
-        if vectors > tile.u_inner * tile.w_inner * tile.v_outer * -(-tile.v_vector // lanes):
+        if vectors > tile.registers(lanes):
             return
         for loop in own[:-1]:
             _applied("unroll the epilogue", partial(sch.unroll, loop))

@@ -57,6 +57,10 @@ class RegisterTile:
     v_vector: int
     w_inner: int = 1
 
+    def registers(self, lanes: int) -> int:
+        """The vector registers its accumulators take with `lanes`-lane registers."""
+        return self.u_inner * self.w_inner * self.v_outer * -(-self.v_vector // lanes)
+
 
 def choose_tile(u_extent: int, v_extent: int, lanes: int, strided: bool = False, w_extent: int = 1,
                 broadcast_rows_first: bool = False, accumulators: int = ACCUMULATOR_REGISTERS,
