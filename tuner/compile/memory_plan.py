@@ -6,6 +6,10 @@ Why: with a buffer of its own for every intermediate, a CNN's activations add up
 megabytes, so each function writes its output into memory no recent function touched, which
 comes from DRAM (and is read before it is written over). Reused memory was written a few
 functions ago and is still in cache: MobileNetV2's first expansion conv writes 4.8 MB.
+
+An output the function computes element by element from an input it reads for the last time
+(a residual add: `in_place.in_place_inputs`) takes that input's memory, as onnxruntime's conv
+with a `Sum` input does: ResNet-50 one thread 1.01-1.05x -> 0.96-0.99x onnxruntime, same runs.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ import math
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from msdb.tuner.compile.in_place import in_place_inputs
 
 if TYPE_CHECKING:
     from msdb.model.graph import Model
@@ -25,7 +31,8 @@ def intermediate_buffers(model: Model) -> dict[str, np.ndarray]:
     """An array for every value the calls write, the graph's outputs included: a value that is
     not an output shares memory with values whose last reader ran before it was written (the
     smallest free block that holds it, else a new one). A call's outputs never share memory
-    with its inputs, nor with each other."""
+    with its inputs, nor with each other, except an output written in place of an input
+    (`in_place_inputs`)."""
     last_read: dict[str, int] = {}
     for index, call in enumerate(model.calls):
         for name in call.args:
@@ -34,12 +41,20 @@ def intermediate_buffers(model: Model) -> dict[str, np.ndarray]:
     free: list[np.ndarray] = []  # 1-d uint8 blocks no live value uses
     block_of: dict[str, np.ndarray] = {}
     buffers: dict[str, np.ndarray] = {}
+    in_place: dict[str, dict[int, int]] = {}  # function -> {output position: input position}
     for index, call in enumerate(model.calls):
-        for name in call.outputs:
+        if call.function not in in_place:
+            in_place[call.function] = in_place_inputs(model.functions[call.function], len(call.args))
+        for position, name in enumerate(call.outputs, len(call.args)):
             info = model.values[name]
             dtype = np.dtype("bool") if info.dtype == "bool" else np.dtype(info.dtype)
             if name in kept:
                 buffers[name] = np.zeros(info.shape, dtype=dtype)
+                continue
+            source = call.args[in_place[call.function][position]] if position in in_place[call.function] else ""
+            if source in block_of and last_read[source] == index and call.args.count(source) == 1:
+                block_of[name] = block_of.pop(source)
+                buffers[name] = buffers[source]
                 continue
             size = max(1, math.prod(info.shape) * dtype.itemsize)
             fits = [i for i, block in enumerate(free) if block.nbytes >= size]
