@@ -7,7 +7,9 @@ same run, alternating calls.
 - compile time with a warm database (every function hits), by phase: load/lower, query, apply,
   build (budget < 30 s);
 - with --tune N: the model's tasks tuned with N trials in all, then latency and ratio again
-  (budget <= 1.0x); after the table, the slowest functions (`CompiledModel.profile`).
+  (budget <= 1.0x); after the table, the slowest functions (`CompiledModel.profile`);
+- with more than one build (a warm database, --tune): every build and onnxruntime again in one
+  loop (`round_robin`), so that the builds compare with each other in the same minutes too.
 
 The warm database is --db when given, else one made by tuning every task with --warm-trials
 trials each (replay-trace, random cost model: only so that every function has a record).
@@ -64,6 +66,30 @@ def paired_latency(compiled: object, session: object, inputs: dict[str, np.ndarr
         theirs.append(time.perf_counter() - middle)
         ours.append(middle - start)
     return float(np.median(ours)), float(np.median(theirs))
+
+
+def round_robin(builds: list[tuple[str, object]], session: object, inputs: dict[str, np.ndarray], repeat: int
+                ) -> list[tuple[str, float, float]]:
+    """Each build's median seconds per run and its median ratio to the onnxruntime run of the same
+    round, every build and onnxruntime run once a round (`repeat` rounds, the builds' order
+    rotated each round): the separate tables of `paired_latency` are minutes apart, and this
+    machine's speed moved by half within an hour (docs/benchmarks.md, stop 33)."""
+    times: dict[str, list[float]] = {label: [] for label, _ in builds}
+    ratios: dict[str, list[float]] = {label: [] for label, _ in builds}
+    for round_ in range(repeat):
+        shift = round_ % len(builds)
+        spent: dict[str, float] = {}
+        for label, compiled in builds[shift:] + builds[:shift]:
+            start = time.perf_counter()
+            compiled.run(inputs)  # type: ignore[attr-defined]
+            spent[label] = time.perf_counter() - start
+        start = time.perf_counter()
+        session.run(None, inputs)  # type: ignore[attr-defined]
+        theirs = time.perf_counter() - start
+        for label, seconds in spent.items():
+            times[label].append(seconds)
+            ratios[label].append(seconds / theirs)
+    return [(label, float(np.median(times[label])), float(np.median(ratios[label]))) for label, _ in builds]
 
 
 def compile_and_time(path: str, database: object, session: object, repeat: int, inputs: dict[str, np.ndarray],
@@ -191,23 +217,32 @@ def main() -> None:
         print("|---|---|---|---|---|---|---|")
         empty = Path(tmp) / "empty.sqlite"
         SQLiteDatabase(empty).close()
-        compile_and_time(path, str(empty), session, args.repeat, inputs, expected, "default schedules (empty db)",
-                         fuse=args.fuse, target=target, threads=threads)
+        builds: list[tuple[str, object]] = []
+        label = "default schedules (empty db)"
+        builds.append((label, compile_and_time(path, str(empty), session, args.repeat, inputs, expected, label,
+                                               fuse=args.fuse, target=target, threads=threads)))
         if not args.skip_warm:
             warm = args.db
             if warm is None:
                 warm = Path(tmp) / "warm.sqlite"
                 warm_up_database(path, warm, args.warm_trials, args.fuse)
-            compile_and_time(path, str(warm), session, args.repeat, inputs, expected, f"warm db {warm.name}",
-                             fuse=args.fuse, threads=threads)
+            label = f"warm db {warm.name}"
+            builds.append((label, compile_and_time(path, str(warm), session, args.repeat, inputs, expected, label,
+                                                   fuse=args.fuse, target=target, threads=threads)))
             if args.workers > 1:
                 compile_and_time(path, str(warm), session, args.repeat, inputs, expected,
                                  f"warm db, {args.workers} build processes", args.workers, args.fuse)
         if args.tune:
             tuned = args.tune_db or Path(tmp) / "tuned.sqlite"
             tune(path, tuned, args.tune, args.fuse)
-            compile_and_time(path, str(tuned), session, args.repeat, inputs, expected, f"tuned, {args.tune} trials",
-                             fuse=args.fuse, target=target, threads=threads)
+            label = f"tuned, {args.tune} trials"
+            builds.append((label, compile_and_time(path, str(tuned), session, args.repeat, inputs, expected, label,
+                                                   fuse=args.fuse, target=target, threads=threads)))
+        if len(builds) > 1:
+            print(f"\nEvery build and onnxruntime in one loop ({args.repeat} rounds, the builds' order rotated):\n")
+            print("| build | latency | vs onnxruntime (median of each round's ratio) |\n|---|---|---|")
+            for label, seconds, ratio in round_robin(builds, session, inputs, args.repeat):
+                print(f"| {label} | {seconds * 1e3:.2f} ms | {ratio:.2f}x |")
         print_profiles()
 
 
