@@ -3,6 +3,8 @@ it is computed element by element from it, through blocks that read it nowhere e
 
 from __future__ import annotations
 
+import pytest
+
 from msdb.ir import te
 from msdb.tuner.compile.in_place import in_place_inputs
 
@@ -49,3 +51,49 @@ def test_an_output_of_another_shape_or_dtype_takes_no_memory() -> None:
     x = te.placeholder((4, 8), name="x")
     as_int = te.compute((4, 8), lambda i, j: x[i, j].astype("int32"), name="out")
     assert in_place_inputs(_func(x, as_int), 1) == {}
+
+
+@pytest.mark.slow
+def test_an_output_over_its_residual_input_is_right_under_sampled_schedules() -> None:
+    """The rule is data flow, so it holds for any schedule: random samples of the tuner's CPU
+    design space of a matmul with a residual add (TVM's rules and post-processors, as a tuning
+    run draws them), each built and run with the output written over the residual, compute what
+    they compute with separate memory (and what numpy does)."""
+    import numpy as np
+
+    from msdb.records import Target
+    from msdb.schedule.trace import Trace
+    from msdb.tuner import build
+    from msdb.tuner.search.replay import apply_trace
+    from msdb.tuner.tune import make_context
+
+    a = te.placeholder((32, 64), name="a")
+    w = te.placeholder((64, 48), name="w")
+    residual = te.placeholder((32, 48), name="residual")
+    k = te.reduce_axis((0, 64), name="k")
+    product = te.compute((32, 48), lambda i, j: te.sum(a[i, k] * w[k, j], axis=k), name="product")
+    out = te.compute((32, 48), lambda i, j: product[i, j] + residual[i, j], name="out")
+    func = _func(a, w, residual, out)
+    assert in_place_inputs(func, 3) == {3: 2}
+
+    target = Target("llvm -num-cores=1")
+    context = make_context(func, target, "post-order-apply", "replay-trace", 0, "residual_matmul", 1)
+    spaces = context.space_generator.generate_design_space(context.mod)
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(shape).astype("float32") for shape in ((32, 64), (64, 48), (32, 48))]
+    expected = arrays[0] @ arrays[1] + arrays[2]
+    built: set[str] = set()
+    for seed in range(12):
+        space = spaces[seed % len(spaces)].trace.simplified(remove_postproc=True)
+        sch = apply_trace(context.mod, Trace(space.insts), context.space_generator.postprocs, seed)
+        if sch is None:
+            continue
+        kernel = build(sch.mod, target)
+        separate = np.zeros((32, 48), "float32")
+        kernel(arrays[0], arrays[1], arrays[2], separate)
+        shared = arrays[2].copy()
+        kernel(arrays[0], arrays[1], shared, shared)
+        np.testing.assert_array_equal(shared, separate)
+        np.testing.assert_allclose(shared, expected, rtol=1e-5, atol=1e-5)
+        built.add(str(sch.trace))
+    assert len(built) >= 6  # distinct schedules, each right
