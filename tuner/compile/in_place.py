@@ -17,6 +17,8 @@ read, and no other element of the input is read later through the shared memory.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from msdb.ir import expr as E
 from msdb.ir import stmt as S
 from msdb.ir.function import PrimFunc
@@ -30,11 +32,11 @@ def in_place_inputs(func: PrimFunc, inputs: int) -> dict[int, int]:
     an input (positions in `func.buffers`; the first `inputs` are the inputs). An input gives
     its memory to one output at most."""
     buffers = func.buffers
-    blocks: list[S.Block] = []
+    blocks: list[_Accesses] = []
 
     def collect(node: object) -> None:
         if isinstance(node, S.Block) and node.iter_vars:
-            blocks.append(node)
+            blocks.append(_Accesses.of(node))
 
     post_order_visit(func.body, collect)
     found: dict[int, int] = {}
@@ -51,38 +53,49 @@ def in_place_inputs(func: PrimFunc, inputs: int) -> dict[int, int]:
     return found
 
 
-def _elementwise_chain_end(source: E.Buffer, blocks: list[S.Block]) -> E.Buffer | None:
+@dataclass(frozen=True)
+class _Accesses:
+    """A block with the loads and stores of its body, walked once."""
+
+    block: S.Block
+    loads: list[E.BufferLoad]
+    stores: list[S.BufferStore]
+
+    @staticmethod
+    def of(block: S.Block) -> _Accesses:
+        loads: list[E.BufferLoad] = []
+        stores: list[S.BufferStore] = []
+
+        def collect(node: object) -> None:
+            if isinstance(node, E.BufferLoad):
+                loads.append(node)
+            elif isinstance(node, S.BufferStore):
+                stores.append(node)
+
+        post_order_visit(block.body, collect)
+        return _Accesses(block, loads, stores)
+
+
+def _elementwise_chain_end(source: E.Buffer, blocks: list[_Accesses]) -> E.Buffer | None:
     """The buffer at the end of `source`'s chain of elementwise blocks (see the module
     docstring), or None when `source` is read any other way."""
     current = source
     while True:
-        readers = [b for b in blocks if any(load.buffer is current for load in _loads(b))]
+        readers = [b for b in blocks if any(load.buffer is current for load in b.loads)]
         if not readers:
             return current if current is not source else None
         if len(readers) != 1:
             return None
-        block = readers[0]
-        stores = _stores(block)
-        if block.init is not None or len(stores) != 1 or not _at_own_indices(block, stores[0].indices):
+        reader = readers[0]
+        block = reader.block
+        if block.init is not None or len(reader.stores) != 1 or not _at_own_indices(block, reader.stores[0].indices):
             return None
-        if any(load.buffer is current and not _at_own_indices(block, load.indices) for load in _loads(block)):
+        if any(load.buffer is current and not _at_own_indices(block, load.indices) for load in reader.loads):
             return None
-        written = stores[0].buffer
-        if sum(written is s.buffer for b in blocks for s in _stores(b)) != 1:
+        written = reader.stores[0].buffer
+        if sum(written is store.buffer for b in blocks for store in b.stores) != 1:
             return None
         current = written
-
-
-def _loads(block: S.Block) -> list[E.BufferLoad]:
-    found: list[E.BufferLoad] = []
-    post_order_visit(block.body, lambda n: found.append(n) if isinstance(n, E.BufferLoad) else None)
-    return found
-
-
-def _stores(block: S.Block) -> list[S.BufferStore]:
-    found: list[S.BufferStore] = []
-    post_order_visit(block.body, lambda n: found.append(n) if isinstance(n, S.BufferStore) else None)
-    return found
 
 
 def _at_own_indices(block: S.Block, indices: tuple[E.PrimExpr, ...]) -> bool:

@@ -51,7 +51,8 @@ def intermediate_buffers(model: Model) -> dict[str, np.ndarray]:
             if name in kept:
                 buffers[name] = np.zeros(info.shape, dtype=dtype)
                 continue
-            source = call.args[in_place[call.function][position]] if position in in_place[call.function] else ""
+            given = in_place[call.function].get(position)
+            source = call.args[given] if given is not None else None
             if source in block_of and last_read[source] == index and call.args.count(source) == 1:
                 block_of[name] = block_of.pop(source)
                 buffers[name] = buffers[source]

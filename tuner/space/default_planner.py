@@ -10,6 +10,7 @@ from typing import Any, Callable, Sequence
 
 from msdb.errors import ScheduleError
 from msdb.hashing.anchor import find_anchor_block
+from msdb.ir import expr as E
 from msdb.ir import stmt as S
 from msdb.ir.arith.affine import stride_of
 from msdb.ir.function import PrimFunc
@@ -114,8 +115,8 @@ def _read_step(region: S.BufferRegion, var: Any) -> int | None:
 
 def _wider_than(buffer: S.Buffer, width: int) -> bool:
     """Whether the rows of `buffer` (its last dimension) are longer than `width` elements."""
-    last = getattr(buffer.shape[-1], "value", None) if buffer.shape else None
-    return isinstance(last, int) and last > width
+    last = E.const_int(buffer.shape[-1]) if buffer.shape else None
+    return last is not None and last > width
 
 
 def _uses(region: S.BufferRegion, var: Any) -> bool:

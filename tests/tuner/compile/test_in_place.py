@@ -7,6 +7,7 @@ import pytest
 
 from msdb.ir import te
 from msdb.tuner.compile.in_place import in_place_inputs
+from tests.isa import IsaLevel, runnable_levels
 
 
 def _func(*tensors: te.Tensor):
@@ -54,14 +55,14 @@ def test_an_output_of_another_shape_or_dtype_takes_no_memory() -> None:
 
 
 @pytest.mark.slow
-def test_an_output_over_its_residual_input_is_right_under_sampled_schedules() -> None:
+@pytest.mark.parametrize("level", runnable_levels(), ids=lambda level: level.name)
+def test_an_output_over_its_residual_input_is_right_under_sampled_schedules(level: IsaLevel) -> None:
     """The rule is data flow, so it holds for any schedule: random samples of the tuner's CPU
     design space of a matmul with a residual add (TVM's rules and post-processors, as a tuning
     run draws them), each built and run with the output written over the residual, compute what
     they compute with separate memory (and what numpy does)."""
     import numpy as np
 
-    from msdb.records import Target
     from msdb.schedule.trace import Trace
     from msdb.tuner import build
     from msdb.tuner.search.replay import apply_trace
@@ -76,7 +77,7 @@ def test_an_output_over_its_residual_input_is_right_under_sampled_schedules() ->
     func = _func(a, w, residual, out)
     assert in_place_inputs(func, 3) == {3: 2}
 
-    target = Target("llvm -num-cores=1")
+    target = level.target()
     context = make_context(func, target, "post-order-apply", "replay-trace", 0, "residual_matmul", 1)
     spaces = context.space_generator.generate_design_space(context.mod)
     rng = np.random.default_rng(0)
