@@ -9,7 +9,8 @@ same run, alternating calls.
 - with --tune N: the model's tasks tuned with N trials in all, then latency and ratio again
   (budget <= 1.0x); after the table, the slowest functions (`CompiledModel.profile`);
 - with more than one build (a warm database, --tune): every build and onnxruntime again in one
-  loop (`round_robin`), so that the builds compare with each other in the same minutes too.
+  loop (`round_robin`), so that the builds compare with each other in the same minutes too; two
+  copies of each build, built in opposite orders (a build's placement in memory moves its speed).
 
 The warm database is --db when given, else one made by tuning every task with --warm-trials
 trials each (replay-trace, random cost model: only so that every function has a record).
@@ -70,39 +71,48 @@ def paired_latency(compiled: object, session: object, inputs: dict[str, np.ndarr
 
 def round_robin(builds: list[tuple[str, object]], session: object, inputs: dict[str, np.ndarray], repeat: int
                 ) -> list[tuple[str, float, float]]:
-    """Each build's median seconds per run and its median ratio to the onnxruntime run of the same
+    """Each label's median seconds per run and its median ratio to the onnxruntime run of the same
     round, every build and onnxruntime run once a round (`repeat` rounds, the builds' order
     rotated each round): the separate tables of `paired_latency` are minutes apart, and this
-    machine's speed moved by half within an hour (docs/benchmarks.md, stop 33)."""
-    times: dict[str, list[float]] = {label: [] for label, _ in builds}
-    ratios: dict[str, list[float]] = {label: [] for label, _ in builds}
+    machine's speed moved by half within an hour (docs/benchmarks.md, stop 33). Builds that share
+    a label are pooled: `main` passes two copies of each, built in opposite orders, because where
+    a build's code and arrays land in memory moves its speed by up to 8% (stop 34)."""
+    labels = list(dict.fromkeys(label for label, _ in builds))
+    times: dict[str, list[float]] = {label: [] for label in labels}
+    ratios: dict[str, list[float]] = {label: [] for label in labels}
     for round_ in range(repeat):
         shift = round_ % len(builds)
-        spent: dict[str, float] = {}
+        spent: list[tuple[str, float]] = []
         for label, compiled in builds[shift:] + builds[:shift]:
             start = time.perf_counter()
             compiled.run(inputs)  # type: ignore[attr-defined]
-            spent[label] = time.perf_counter() - start
+            spent.append((label, time.perf_counter() - start))
         start = time.perf_counter()
         session.run(None, inputs)  # type: ignore[attr-defined]
         theirs = time.perf_counter() - start
-        for label, seconds in spent.items():
+        for label, seconds in spent:
             times[label].append(seconds)
             ratios[label].append(seconds / theirs)
-    return [(label, float(np.median(times[label])), float(np.median(ratios[label]))) for label, _ in builds]
+    return [(label, float(np.median(times[label])), float(np.median(ratios[label]))) for label in labels]
+
+
+def compile_on(path: str, database: object, fuse: str, target: object, threads: int, workers: int = 1) -> object:
+    """The model compiled with `database` for `target` (the host with `threads` cores when None)."""
+    from msdb.tuner.compile.compiler import compile_model
+
+    if target is None and threads > 1:
+        target = {"kind": "llvm", "num-cores": threads}
+    return compile_model(path, database, target, fuse=fuse, num_threads=threads, build_workers=workers)
 
 
 def compile_and_time(path: str, database: object, session: object, repeat: int, inputs: dict[str, np.ndarray],
                      expected: list[np.ndarray], label: str, workers: int = 1, fuse: str = "tvm",
                      target: object = None, threads: int = 1) -> object:
-    from msdb.tuner.compile.compiler import compile_model
     from msdb.tuner.compile.reference import errors
     from msdb.tuner.compile.report import summary_line
 
     start = time.perf_counter()
-    if target is None and threads > 1:
-        target = {"kind": "llvm", "num-cores": threads}
-    compiled = compile_model(path, database, target, fuse=fuse, num_threads=threads, build_workers=workers)
+    compiled = compile_on(path, database, fuse, target, threads, workers)
     total = time.perf_counter() - start
     phases = ", ".join(f"{k} {v:.1f} s" for k, v in compiled.timings.items())
     max_abs, max_rel = errors(compiled.run(inputs), expected)
@@ -218,9 +228,11 @@ def main() -> None:
         empty = Path(tmp) / "empty.sqlite"
         SQLiteDatabase(empty).close()
         builds: list[tuple[str, object]] = []
+        databases: list[tuple[str, str]] = []  # (label, database) of each build, for the second copies
         label = "default schedules (empty db)"
         builds.append((label, compile_and_time(path, str(empty), session, args.repeat, inputs, expected, label,
                                                fuse=args.fuse, target=target, threads=threads)))
+        databases.append((label, str(empty)))
         if not args.skip_warm:
             warm = args.db
             if warm is None:
@@ -229,6 +241,7 @@ def main() -> None:
             label = f"warm db {warm.name}"
             builds.append((label, compile_and_time(path, str(warm), session, args.repeat, inputs, expected, label,
                                                    fuse=args.fuse, target=target, threads=threads)))
+            databases.append((label, str(warm)))
             if args.workers > 1:
                 compile_and_time(path, str(warm), session, args.repeat, inputs, expected,
                                  f"warm db, {args.workers} build processes", args.workers, args.fuse)
@@ -238,8 +251,12 @@ def main() -> None:
             label = f"tuned, {args.tune} trials"
             builds.append((label, compile_and_time(path, str(tuned), session, args.repeat, inputs, expected, label,
                                                    fuse=args.fuse, target=target, threads=threads)))
+            databases.append((label, str(tuned)))
         if len(builds) > 1:
-            print(f"\nEvery build and onnxruntime in one loop ({args.repeat} rounds, the builds' order rotated):\n")
+            for label, database in reversed(databases):  # second copies, built in the opposite order
+                builds.append((label, compile_on(path, database, args.fuse, target, threads)))
+            print(f"\nEvery build (two copies of each, built in opposite orders) and onnxruntime in one loop "
+                  f"({args.repeat} rounds, the builds' order rotated):\n")
             print("| build | latency | vs onnxruntime (median of each round's ratio) |\n|---|---|---|")
             for label, seconds, ratio in round_robin(builds, session, inputs, args.repeat):
                 print(f"| {label} | {seconds * 1e3:.2f} ms | {ratio:.2f}x |")

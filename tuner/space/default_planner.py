@@ -119,6 +119,21 @@ def _wider_than(buffer: S.Buffer, width: int) -> bool:
     return last is not None and last > width
 
 
+def _balanced_parts(vectors: int, cores: int) -> int:
+    """How many parallel parts a row of `vectors` vectors is cut into for `cores` cores: a divisor,
+    at least `cores`, that leaves the busiest core the smallest share (the parallel loop gives
+    each core a contiguous run of ceil(parts / cores) parts), the fewest parts on a tie, each
+    part at least two vectors where a divisor allows (a part is a column strip walked down
+    every row). ResNet-50's 1000 classes are 125 vectors of 8: 5 parts left one of two cores 3
+    of them (60% of the work); 25 parts leave it 13 (52%): 0.53-0.56 -> 0.48-0.50 ms on two
+    threads, in the model, same runs."""
+    if cores <= 1:
+        return 1
+    fitting = [d for d in divisors(vectors) if d >= cores]
+    wide = [d for d in fitting if vectors // d >= 2] or fitting
+    return min(wide, key=lambda d: (-(-d // cores) / d, d), default=vectors)
+
+
 def _uses(region: S.BufferRegion, var: Any) -> bool:
     return any(A.uses_var(r.min, var) or A.uses_var(r.extent, var) for r in region.region)
 
@@ -372,13 +387,13 @@ class DefaultPlanner:
         rows (one cache line per 4 KiB row, which the prefetchers do not follow across
         pages). Measured in ResNet-50, where its 2048 x 1000 weights come from memory: 0.88-1.01
         -> 0.77-0.97 ms (onnxruntime's 0.69). With several cores the row is cut in parallel
-        parts first."""
+        parts first (`_balanced_parts`)."""
         sch = self.sch
         block = sch.get_block(name)
         rvs = sch.get_loops(block)
         v_vector = vector_part(extents[v] or 1, self.lanes_for(name))
         vectors = (extents[v] or 1) // v_vector
-        parts = min((d for d in divisors(vectors) if d >= self.cores), default=vectors) if self.cores > 1 else 1
+        parts = _balanced_parts(vectors, self.cores)
         v_par, v_outer, v_inner = sch.split(rvs[v], [parts, None, v_vector])
         last = rvs[reduce[-1]]
         rows = max(d for d in divisors(_extent(sch.get(last)) or 1) if d <= STREAM_ROWS)

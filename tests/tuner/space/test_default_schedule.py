@@ -133,6 +133,36 @@ def test_a_matrix_vector_product_streams_the_weights_row_after_row(cores: int, i
     np.testing.assert_allclose(run(func, [x, w, b], target), x @ w + b, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("vectors, cores, parts", [
+    (125, 2, 25),  # ResNet-50's 1000 classes in 8-lane vectors: 5 parts would give one core 3 of 5
+    (125, 4, 25),
+    (64, 2, 2),
+    (64, 3, 32),   # 11 of 32 parts on the busiest core, against 2 of 4 or 3 of 8
+    (7, 2, 7),     # no divisor leaves two vectors a part: the balance decides
+    (1, 2, 1),
+    (200, 1, 1),
+])
+def test_a_matrix_vector_products_parts_keep_the_cores_evenly_busy(vectors: int, cores: int, parts: int) -> None:
+    """The parallel loop gives each core a contiguous run of ceil(parts / cores) parts, so the
+    parts are the divisor that leaves the busiest core the smallest share (`_balanced_parts`)."""
+    from msdb.tuner.space.default_planner import _balanced_parts
+
+    assert _balanced_parts(vectors, cores) == parts
+
+
+def test_a_classifier_on_two_cores_is_cut_into_parts_both_cores_share_evenly(isa_target: Target) -> None:
+    """ResNet-50's classifier (1000 outputs) on two cores: 25 parallel parts (13 and 12), not 5
+    (3 and 2), and the same numbers as numpy."""
+    func = matmul_func(1, 1000, 64, bias=True)
+    target = with_cores(isa_target, 2)
+    sch = default_schedule(func, target)
+    parallel = [sch.get(lp) for lp in sch.get_loops(sch.get_block("matmul_update"))
+                if sch.get(lp).kind == S.ForKind.PARALLEL]
+    assert [lp.extent.value for lp in parallel] == [25]
+    x, w, b = rand(1, 64), rand(64, 1000, seed=1), rand(1, 1000, seed=2)
+    np.testing.assert_allclose(run(func, [x, w, b], target), x @ w + b, rtol=1e-4, atol=1e-4)
+
+
 def test_a_packed_conv_vectorizes_output_channels_with_its_epilogue_under_the_tile(isa_target: Target) -> None:
     """ResNet's last stage in packed form: 16 channels a vector, as many of the 7 output columns
     (broadcast) and channel blocks as the target's accumulator registers hold (`choose_tile`:
