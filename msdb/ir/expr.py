@@ -362,6 +362,9 @@ class Buffer:
     data_alignment: int = 64
     offset_factor: int = 1
     axis_separators: tuple[int, ...] = ()
+    #: The data pointer as a variable (`C.data`), for buffers that tensor intrinsics pass to
+    #: hardware calls (`T.tvm_fill_fragment(C.data, ...)`); None for the rest.
+    data: Var | None = None
 
     def __getitem__(self, indices: ExprLike | tuple[ExprLike, ...]) -> BufferLoad:
         if not isinstance(indices, tuple):

@@ -61,6 +61,9 @@ class _AccessCollector(IRVisitor):
                 dims = []
                 for rng in region.region:
                     lo_min, lo_ext = relax(substitute(rng.min, vmap), self.loop_ranges)
+                    if lo_min is None:  # not affine in the loops: the caller widens the dimension
+                        dims.append((None, None))
+                        continue
                     dims.append((lo_min, _add_extent(lo_ext, rng.extent)))
                 table.setdefault(region.buffer, []).append(dims)
 

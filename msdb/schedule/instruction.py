@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Instruction",
     "RawInput",
+    "IndexMapInput",
     "Generation",
     "Form",
     "Param",
@@ -64,6 +65,36 @@ class RawInput(str):
     a serialized IndexMap (`{"root": ...}`), as TransformLayout records it. Kept verbatim."""
 
     __slots__ = ()
+
+
+class IndexMapInput(RawInput):
+    """A serialized IndexMap input (TVM 0.27's object graph, as TransformLayout records it)
+    whose free variables name sampled variables of the trace: `rvs` maps each such name, as
+    the text spells it, to the RV. Written back with the names the RVs have then."""
+
+    rvs: dict[str, RV]
+
+    def __new__(cls, text: str, rvs: dict[str, RV]) -> IndexMapInput:
+        obj = super().__new__(cls, text)
+        obj.rvs = dict(rvs)
+        return obj
+
+    def with_rvs(self, rv_map: Callable[[RV], RV]) -> IndexMapInput:
+        """The same map with each RV replaced by `rv_map(rv)` (KeyError when it has none)."""
+        return IndexMapInput(str(self), {name: rv_map(rv) for name, rv in self.rvs.items()})
+
+    def text(self, names: dict[RV, str]) -> str:
+        """The serialized map with each RV's variable named as `names` says (LookupError for
+        an RV without a name)."""
+        from msdb.schedule.index_map import rename_free_vars
+
+        renames = {}
+        for name, rv in self.rvs.items():
+            if rv not in names:
+                raise LookupError(rv)
+            if names[rv] != name:
+                renames[name] = names[rv]
+        return rename_free_vars(str(self), renames)
 
 
 class Generation(enum.IntEnum):
@@ -101,6 +132,8 @@ def token_text(value: Any, names: dict[RV, str], in_dict: bool = False) -> str |
             raise LookupError(value) from None
     if value is None:
         return "None"
+    if isinstance(value, IndexMapInput):
+        return value.text(names)
     if isinstance(value, RawInput):
         return str(value)
     if isinstance(value, str):

@@ -5,8 +5,8 @@ before 0.24, `GetSBlock` since; Split's `disable_predication` attribute since 0.
 parameters of its primitive in the order TVM's Python API takes them. Supporting a new kind
 means adding one entry here; the trace module and replay read the rules through `kind_of`.
 
-Kinds msdb cannot replay (TransformLayout, ReIndex and any kind it does not know) are still
-parsed, printed and written back unchanged; replaying them raises `ScheduleError`.
+Kinds msdb cannot replay (any kind it does not know, such as PadEinsum) are still parsed,
+printed and written back unchanged; replaying them raises `ScheduleError`.
 """
 
 from __future__ import annotations
@@ -167,6 +167,13 @@ _KINDS: tuple[InstructionKind, ...] = (
           outputs="b"),
     _kind("Tensorize", "tensorize", _BLOCK_OR_LOOP, attr_param("tensor_intrin", form=Form.STR),
           attr_param("preserve_unit_iters", form=Form.BOOL)),
+    # layouts (TVM's tensor-core rule); `buffer` is the index, `buffer_index_type` 0 read / 1 write
+    _kind("ReIndex", "reindex", _BLOCK, attr_param("buffer", "int"), attr_param("buffer_index_type", "int"),
+          outputs="b"),
+    _kind("TransformLayout", "transform_layout", _BLOCK, attr_param("buffer", "int"),
+          attr_param("buffer_index_type", "int"), input_param("index_map", "str"), attr_param("pad_value"),
+          attr_param("assume_injective_transform", "bool", Form.BOOL)),
+    _kind("TransformBlockLayout", "transform_block_layout", _BLOCK, attr_param("index_map", "str")),
 )
 
 

@@ -13,7 +13,7 @@ from msdb.errors import ScheduleError
 from msdb.ir import expr as E
 from msdb.ir import stmt as S
 from msdb.ir.arith import simplify
-from msdb.ir.arith.affine import as_affine
+from msdb.ir.arith.affine import Atom, affine_form, as_affine, term_expr
 from msdb.ir.functor import IRMutator, free_vars, substitute
 from msdb.schedule import analysis as A
 from msdb.schedule.state import ScheduleState
@@ -44,11 +44,13 @@ def _divide(value: E.PrimExpr, extent: int, inner_loops: dict[E.Var, S.For], whe
         return _Division(value, extent, _const(0, dtype), 1)
     if not uses_outer:
         return _Division(_const(0, dtype), 1, value, extent)
-    form = as_affine(value)
-    if form is None:
+    # non-affine parts of the outer loops (`fused // 4 * 256` after a fuse) stay whole terms
+    form = affine_form(value, assume_no_overflow=True)
+    if any(isinstance(t, Atom) and any(v in inner_loops for v in free_vars(t.expr)) for t in form.terms):
         raise ScheduleError(f"{where}: the binding {value} is not affine in the loops; it cannot be divided into "
                             "an outer and an inner part")
-    inner_terms = sorted(((v, c) for v, c in form.terms.items() if v in inner_loops), key=lambda vc: vc[1])
+    inner_terms = sorted(((v, c) for v, c in form.terms.items() if isinstance(v, E.Var) and v in inner_loops),
+                         key=lambda vc: vc[1])
     inner_extent = 1
     for var, coef in inner_terms:
         loop_extent = E.const_int(inner_loops[var].extent)
@@ -60,7 +62,7 @@ def _divide(value: E.PrimExpr, extent: int, inner_loops: dict[E.Var, S.For], whe
             raise ScheduleError(f"{where}: the inner loops of the binding {value} do not form one contiguous "
                                 "iterator, so it cannot be divided at this loop")
         inner_extent *= loop_extent
-    outer_terms = {v: c for v, c in form.terms.items() if v not in inner_loops}
+    outer_terms = {v: c for v, c in form.terms.items() if isinstance(v, Atom) or v not in inner_loops}
     if any(c % inner_extent for c in outer_terms.values()) or form.const % inner_extent or extent % inner_extent:
         raise ScheduleError(f"{where}: the binding {value} is not divisible by the extent {inner_extent} of its "
                             "inner loops")
@@ -71,7 +73,7 @@ def _divide(value: E.PrimExpr, extent: int, inner_loops: dict[E.Var, S.For], whe
     outer: E.PrimExpr = _const(form.const // inner_extent, dtype)
     for var, coef in outer_terms.items():
         c = coef // inner_extent
-        term = var if c == 1 else E.Mul(var, _const(c, dtype), dtype)
+        term = term_expr(var) if c == 1 else E.Mul(term_expr(var), _const(c, dtype), dtype)
         outer = E.Add(outer, term, dtype)
     assert inner is not None
     return _Division(simplify(outer, order="binding"), extent // inner_extent, inner, inner_extent)

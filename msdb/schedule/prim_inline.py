@@ -166,29 +166,17 @@ def reverse_compute_inline(state: ScheduleState, func_name: str, block_name: str
     if not loads:
         raise ScheduleError(f"{where}: the block does not load {buffer.name!r} in its value")
     first = loads[0].indices
-    block_vars = [iv.var for iv in block.iter_vars]
-    if (len(first) != len(block_vars) or any(not isinstance(i, E.Var) for i in first)
-            or set(first) != set(block_vars) or len(set(first)) != len(first)):
-        raise ScheduleError(f"{where}: the block must load {buffer.name!r} with all of its iter vars, each "
-                            "once, as indices (an elementwise consumer)")
     for load in loads[1:]:
         if any(a is not b for a, b in zip(load.indices, first)):
             raise ScheduleError(f"{where}: the block loads {buffer.name!r} at different indices")
     if any(_loads(i, buffer) for i in body.indices):
         raise ScheduleError(f"{where}: the block's store indices read {buffer.name!r}")
-    # consumer var w (at index position k) == producer's store index p_store.indices[k]
-    c_iv = {iv.var: iv for iv in block.iter_vars}
-    p_iv = {iv.var: iv for iv in producer.iter_vars}
-    vmap: dict[E.Var, E.PrimExpr] = {}
-    for k, w in enumerate(first):
-        p_var = p_store.indices[k]
-        assert isinstance(w, E.Var) and isinstance(p_var, E.Var)  # both checked above
-        a, b = A.domain(c_iv[w]), A.domain(p_iv[p_var])
-        if E.const_int(a.min) != E.const_int(b.min) or E.const_int(a.extent) != E.const_int(b.extent) \
-                or E.const_int(a.extent) is None:
-            raise ScheduleError(f"{where}: iter var {w.name!r} does not range over the same domain as the "
-                                f"producer's {p_var.name!r}")
-        vmap[w] = p_var
+    block_vars = [iv.var for iv in block.iter_vars]
+    if (len(first) == len(block_vars) and all(isinstance(i, E.Var) for i in first)
+            and set(first) == set(block_vars) and len(set(first)) == len(first)):
+        vmap = _elementwise_map(block, producer, first, p_store, where)
+    else:
+        vmap = _split_inverse(block, first, p_store, where)
 
     indices = tuple(substitute(i, vmap) for i in body.indices)
 
@@ -213,6 +201,86 @@ def reverse_compute_inline(state: ScheduleState, func_name: str, block_name: str
     new_scope_body = T.rebuild(scope_block.body, replace=replace)
     allocs = tuple(b for b in scope_block.alloc_buffers if b is not buffer)
     state.replace(func_name, scope_block, T.with_block(scope_block, body=new_scope_body, alloc_buffers=allocs))
+
+
+def _elementwise_map(block: S.Block, producer: S.Block, first: tuple[E.PrimExpr, ...], p_store: S.BufferStore,
+                     where: str) -> dict[E.Var, E.PrimExpr]:
+    """Each consumer iter var -> the producer iter var stored at the index position where the
+    consumer loads with it (same domains required)."""
+    c_iv = {iv.var: iv for iv in block.iter_vars}
+    p_iv = {iv.var: iv for iv in producer.iter_vars}
+    vmap: dict[E.Var, E.PrimExpr] = {}
+    for k, w in enumerate(first):
+        p_var = p_store.indices[k]
+        assert isinstance(w, E.Var) and isinstance(p_var, E.Var)  # both checked by the caller
+        a, b = A.domain(c_iv[w]), A.domain(p_iv[p_var])
+        if E.const_int(a.min) != E.const_int(b.min) or E.const_int(a.extent) != E.const_int(b.extent) \
+                or E.const_int(a.extent) is None:
+            raise ScheduleError(f"{where}: iter var {w.name!r} does not range over the same domain as the "
+                                f"producer's {p_var.name!r}")
+        vmap[w] = p_var
+    return vmap
+
+
+def _as_split(index: E.PrimExpr) -> tuple[E.Var, int, int | None] | None:
+    """`v`, `v // a`, `v % b`, `v // a % b` or `v % (a * b) // a` as (v, a, b); b None where
+    no `%` bounds it."""
+    if isinstance(index, E.FloorDiv) and isinstance(index.a, E.FloorMod) and isinstance(index.a.a, E.Var):
+        a, m = E.const_int(index.b), E.const_int(index.a.b)
+        if a and m and m % a == 0:
+            return index.a.a, a, m // a
+    lower, extent = 1, None
+    if isinstance(index, E.FloorMod) and E.const_int(index.b) is not None:
+        extent = E.const_int(index.b)
+        index = index.a
+    if isinstance(index, E.FloorDiv) and E.const_int(index.b) is not None:
+        lower = E.const_int(index.b) or 1
+        index = index.a
+    return (index, lower, extent) if isinstance(index, E.Var) else None
+
+
+def _split_inverse(block: S.Block, first: tuple[E.PrimExpr, ...], p_store: S.BufferStore,
+                   where: str) -> dict[E.Var, E.PrimExpr]:
+    """Each consumer iter var written in the producer's store indices, when the consumer loads
+    the buffer at digits of its iter vars (`C_reindex[v0 // 16, v1 // 64, 0, v1 % 64 // 16,
+    v0 % 16, v1 % 16]`, the tiles TVM's tensor-core rule lays out): `v0 = p4 + p0 * 16`, the
+    digits in ascending place value as TVM's inverse of an iter map writes them. The digits of
+    each var must cover its domain exactly once."""
+    domains = {iv.var: A.domain(iv) for iv in block.iter_vars}
+    digits: dict[E.Var, list[tuple[int, int, E.PrimExpr]]] = {}
+    problem = (f"{where}: the block must load the buffer with all of its iter vars, each once, as indices (an "
+               "elementwise consumer), or at digits of them (`v // a % b`, `v % (a * b) // a`)")
+    for k, index in enumerate(first):
+        if E.const_int(index) == 0:
+            continue
+        split = _as_split(index)
+        if split is None or split[0] not in domains:
+            raise ScheduleError(problem)
+        var, lower, extent = split
+        dom = domains[var]
+        size = E.const_int(dom.extent)
+        if E.const_int(dom.min) != 0 or size is None:
+            raise ScheduleError(f"{where}: iter var {var.name!r} must range over [0, constant)")
+        digits.setdefault(var, []).append((lower, extent if extent is not None else -(-size // lower),
+                                           p_store.indices[k]))
+    vmap: dict[E.Var, E.PrimExpr] = {}
+    for var, parts in digits.items():
+        parts.sort(key=lambda d: d[0])
+        place = 1
+        total: E.PrimExpr | None = None
+        for lower, extent, out in parts:
+            if lower != place:
+                raise ScheduleError(f"{where}: the digits of {var.name!r} in the load leave gaps or overlap")
+            term = out if lower == 1 else E.Mul(out, E.IntImm(out.dtype, lower), out.dtype)
+            total = term if total is None else E.Add(total, term, out.dtype)
+            place *= extent
+        if place != E.const_int(domains[var].extent) or total is None:
+            raise ScheduleError(f"{where}: the digits of {var.name!r} in the load do not cover its domain")
+        vmap[var] = total
+    missing = [v.name for v in domains if v not in vmap]
+    if missing:
+        raise ScheduleError(f"{problem}; iter var(s) {missing} are missing")
+    return vmap
 
 
 class _LoadReplacer(IRMutator):

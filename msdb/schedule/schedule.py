@@ -30,13 +30,16 @@ from msdb.schedule import (
     prim_for_kind,
     prim_get,
     prim_inline,
+    prim_layout,
     prim_loops,
     prim_reduction,
+    prim_reindex,
     prim_sampling,
     prim_set_scope,
     prim_tensorize,
 )
-from msdb.schedule.instruction import Instruction
+from msdb.schedule.index_map import IndexMap
+from msdb.schedule.instruction import IndexMapInput, Instruction, RawInput
 from msdb.schedule.rv import INLINE_MARK, ROOT_MARK, RV, BlockRV, ExprRV, LoopRV, LoopTarget
 from msdb.schedule.state import ScheduleState
 from msdb.schedule.trace import Trace
@@ -53,6 +56,16 @@ def _flatten_rvs(items: Sequence[Any]) -> list[Any]:
         else:
             out.append(item)
     return out
+
+
+def _buffer_access(buffer: tuple[str, int] | int, buffer_index_type: int | None, op: str) -> tuple[int, int]:
+    """(index, 0 for a read or 1 for a write) of TVM's `buffer=("read", 0)` or of a trace's
+    two attributes."""
+    if isinstance(buffer, tuple) and len(buffer) == 2 and buffer[0] in ("read", "write"):
+        return _index(buffer[1]), 0 if buffer[0] == "read" else 1
+    if buffer_index_type in (0, 1) and not isinstance(buffer, (tuple, list)):
+        return _index(buffer), int(buffer_index_type)  # type: ignore[arg-type]
+    raise ScheduleError(f"{op}: the buffer must be (\"read\", index) or (\"write\", index), got {buffer!r}")
 
 
 def _index(value: Any) -> int:
@@ -527,6 +540,86 @@ class Schedule:
                 name = self._block_name(block_or_loop)
             prim_tensorize.tensorize(self._state, self._func_name, name, str(tensor_intrin))
             self._record("Tensorize", [block_or_loop], [str(tensor_intrin), bool(preserve_unit_iters)], [])
+
+    # =========================================================================================
+    # Layouts
+    # =========================================================================================
+
+    def reindex(self, block: BlockRV, buffer: tuple[str, int] | int, buffer_index_type: int | None = None) -> BlockRV:
+        """Make the block access one of its buffers by its own iter vars, through a new buffer
+        `<name>_reindex` and a copy block (see `msdb.schedule.prim_reindex`). `buffer` is
+        ("read", i) or ("write", i) as in TVM (or the index, with `buffer_index_type` 0 for a
+        read and 1 for a write, as a trace records it).
+
+        Requires: a leaf block accessing the buffer with one index pattern, under loops that
+        each hold only the next.
+
+        Before: `C[v_n, v_h, v_w, v_co] += PadInput[v_n, v_h + v_rh, v_w + v_rw, v_rc] * ...`;
+        `sch.reindex(b, ("read", 0))`; after: a block `PadInput_reindex_reindex` filling
+        `PadInput_reindex[v0, ..., v5] = PadInput[v0, v1 + v3, v2 + v4, v5]` before the conv,
+        which reads `PadInput_reindex[v_n, v_h, v_w, v_rh, v_rw, v_rc]`. Returns the copy block.
+        """
+        with self._atomic():
+            index, kind = _buffer_access(buffer, buffer_index_type, "reindex")
+            name = prim_reindex.reindex(self._state, self._func_name, self._block_name(block), index, kind)
+            rv = self._new_block_rv(name)
+            self._record("ReIndex", [block], [index, kind], [rv])
+        return rv
+
+    def transform_layout(self, block: BlockRV, buffer: tuple[str, int] | int, index_map: Any,
+                         pad_value: Any = None, assume_injective_transform: bool = False,
+                         buffer_index_type: int | None = None) -> None:
+        """Lay one of the block's buffers out anew: every access `B[i, j]` becomes
+        `B'[f(i, j)]` for the index map `f` (a Python function of the indices, an `IndexMap`,
+        or the JSON a trace records, whose free variables may name sampled variables), see
+        `msdb.schedule.prim_layout`. `buffer` as in `reindex`.
+
+        Requires: a buffer some block allocates; a map that does not pad (no `pad_value`).
+
+        Before: `C_reindex[v_i, v_j] = ...` over (1024, 1024);
+        `sch.transform_layout(b, ("write", 0), lambda i, j: (i // 16, j // 16, i % 16, j % 16))`;
+        after: `C_reindex` has shape (64, 64, 16, 16), written at
+        `[v_i // 16, v_j // 16, v_i % 16, v_j % 16]`.
+        """
+        with self._atomic():
+            index, kind = _buffer_access(buffer, buffer_index_type, "transform_layout")
+            recorded, bound = self._index_map(index_map, "transform_layout")
+            prim_layout.transform_layout(self._state, self._func_name, self._block_name(block), index, kind, bound,
+                                         pad_value, bool(assume_injective_transform))
+            self._record("TransformLayout", [block, recorded], [index, kind, pad_value,
+                                                                bool(assume_injective_transform)], [])
+
+    def transform_block_layout(self, block: BlockRV, index_map: Any) -> None:
+        """Re-index the block's iteration space: new iter vars take the index map's outputs of
+        the old ones, new loops run over them (see `msdb.schedule.prim_layout`).
+
+        Requires: the block's loops each hold only the next, bind its iter vars one to one in
+        order and start at 0; a bijective affine map.
+
+        Before: `for n, h, w, co in T.grid(1, 56, 56, 64)` around a block over them;
+        `sch.transform_block_layout(b, lambda n, h, w, co: (n * 3136 + h * 56 + w, co))`;
+        after: `for ax0, ax1 in T.grid(3136, 64)`, the block's iter vars `v0, v1`.
+        """
+        with self._atomic():
+            recorded, bound = self._index_map(index_map, "transform_block_layout")
+            if isinstance(recorded, IndexMapInput) and recorded.rvs:
+                raise ScheduleError("transform_block_layout: the index map may not use sampled variables")
+            prim_layout.transform_block_layout(self._state, self._func_name, self._block_name(block), bound)
+            self._record("TransformBlockLayout", [block], [str(recorded)], [])
+
+    def _index_map(self, index_map: Any, op: str) -> tuple[RawInput, IndexMap]:
+        """What the trace records for `index_map` and the map with its sampled variables bound."""
+        if isinstance(index_map, IndexMapInput):
+            recorded = index_map
+            parsed = IndexMap.from_json(str(index_map))
+        elif isinstance(index_map, str):
+            parsed = IndexMap.from_json(index_map)
+            recorded = IndexMapInput(index_map, {})
+        else:
+            parsed = index_map if isinstance(index_map, IndexMap) else IndexMap.from_function(index_map, op)
+            recorded = IndexMapInput(parsed.to_json(), {})
+        values = {name: self._value(rv) for name, rv in recorded.rvs.items() if isinstance(rv, ExprRV)}
+        return recorded, parsed.bind(values)
 
     # =========================================================================================
     # Caching

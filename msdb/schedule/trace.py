@@ -12,7 +12,8 @@ import logging
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from msdb.errors import MsdbError, ScheduleError
-from msdb.schedule.instruction import (RV_TYPES_BY_PREFIX, Generation, Instruction, InstructionKind, RawInput,
+from msdb.schedule.instruction import (RV_TYPES_BY_PREFIX, Generation, IndexMapInput, Instruction, InstructionKind,
+                                       RawInput,
                                       token_text)
 from msdb.schedule.instructions import check_layout, kind_of, legacy_instruction, normalize_instruction, print_style
 from msdb.schedule.rv import RV
@@ -298,6 +299,8 @@ def _plain(value: Any) -> Any:
 def _collect_rvs(value: Any, used: set[RV]) -> None:
     if isinstance(value, RV):
         used.add(value)
+    elif isinstance(value, IndexMapInput):
+        used.update(value.rvs.values())
     elif isinstance(value, (list, tuple)):
         for item in value:
             _collect_rvs(item, used)
@@ -312,6 +315,11 @@ def _translate(value: Any, rv_map: dict[RV, RV]) -> Any:
             return rv_map[value]
         except KeyError:
             raise LookupError(value) from None
+    if isinstance(value, IndexMapInput):
+        try:
+            return value.with_rvs(rv_map.__getitem__)
+        except KeyError as exc:
+            raise LookupError(exc.args[0]) from None
     if isinstance(value, (list, tuple)):
         return [_translate(v, rv_map) for v in value]
     return value
@@ -370,7 +378,7 @@ def _input_from_json(value: Any, names: dict[str, RV], index: int, kind: str, in
         if len(value) >= 2 and value[0] == '"' and value[-1] == '"':
             return value[1:-1]
         if value.startswith("{"):
-            return RawInput(value)
+            return _raw_input(value, names)
         try:
             return names[value]
         except KeyError:
@@ -382,6 +390,18 @@ def _input_from_json(value: Any, names: dict[str, RV], index: int, kind: str, in
     if value is None or isinstance(value, (bool, int, float)):
         return value
     raise TraceError(f"{_where(index, kind)}: unsupported input {_short(value)}", index)
+
+
+def _raw_input(text: str, names: dict[str, RV]) -> RawInput:
+    """A serialized IndexMap, its free variables bound to the RVs they name (TVM's trace
+    reader substitutes them the same way); any other raw input verbatim."""
+    from msdb.schedule.index_map import IndexMap
+
+    try:
+        free = IndexMap.from_json(text).free_vars()
+    except ScheduleError:
+        return RawInput(text)
+    return IndexMapInput(text, {v.name: names[v.name] for v in free if v.name in names})
 
 
 def _inst_from_json(item: Any, index: int, names: dict[str, RV]) -> Instruction:

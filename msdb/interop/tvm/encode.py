@@ -18,7 +18,7 @@ from msdb.ir import stmt as S
 from msdb.ir.function import IRModule, PrimFunc
 from msdb.interop.tvm.payload import encode_payload_bytes
 
-__all__ = ["TVM_VERSION", "encode_graph", "encode_workload"]
+__all__ = ["TVM_VERSION", "encode_graph", "encode_workload", "encode_index_map"]
 
 TVM_VERSION = "0.27.0.post1"
 
@@ -266,3 +266,13 @@ def encode_workload(mod: IRModule | PrimFunc) -> str:
     """The base64 workload payload TVM 0.27 writes for `mod` (pretty JSON, length prefix)."""
     text = json.dumps(encode_graph(mod), indent=2)
     return encode_payload_bytes(text.encode("utf-8"))
+
+
+def encode_index_map(initial: list[E.Var], final: list[E.PrimExpr]) -> str:
+    """An IndexMap as a trace records it: TVM 0.27's object graph in compact JSON."""
+    encoder = _GraphEncoder()
+    params = encoder.array([encoder.expr(v) for v in initial])
+    outputs = encoder.array([encoder.expr(e) for e in final])
+    root = encoder.add("tirx.IndexMap", {"initial_indices": params, "final_indices": outputs, "inverse_index_map": 0})
+    graph = {"root_index": root, "nodes": encoder.nodes, "metadata": {"tvm_version": TVM_VERSION}}
+    return json.dumps(graph, separators=(",", ":"))

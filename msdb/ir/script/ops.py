@@ -20,6 +20,7 @@ from msdb.ir.arith.limits import fits, is_integer, value_limit
 from msdb.ir.dtype import bits, default_int_dtype, is_float
 
 __all__ = [
+    "HANDLE_BUILTINS",
     "FOLDING_ARITH", "literal", "operands", "cast", "match_types", "fold", "arith", "raw", "negate",
     "sugar_reads_back", "max_value", "min_value", "UNARY_MATH", "UNARY_PRED", "BINARY_MATH",
 ]
@@ -33,6 +34,10 @@ UNARY_MATH = frozenset(
 )
 UNARY_PRED = frozenset(["isnan", "isinf", "isfinite"])
 BINARY_MATH = frozenset(["pow", "fmod", "atan2", "hypot", "copysign", "nextafter", "ldexp"])
+#: TVM's warp-level matrix builtins (the wmma tensor intrinsics' calls) and the pointer they take:
+#: `T.<name>(*args)`, a handle result, string arguments ("row_major") as string immediates.
+HANDLE_BUILTINS = frozenset(["tvm_load_matrix_sync", "tvm_store_matrix_sync", "tvm_mma_sync", "tvm_fill_fragment",
+                             "tvm_access_ptr"])
 
 Scalar = Union[int, float, bool]
 Operand = Union[E.PrimExpr, int, float, bool]

@@ -126,7 +126,14 @@ class BufferParser(ExprParser):
                 self.err(vnode, "buffers over an explicit data pointer are not supported")
         for key, (_, knode) in given.items():
             self.err(knode, f"unknown buffer argument {key!r}")
-        return E.Buffer(name, shape, dtype, scope, strides, elem_offset, align, offset_factor, axis_separators)
+        data = None
+        if offset_factor > 1 or any(isinstance(d, E.Var) for d in strides):
+            # a tensor intrinsic's buffer: TVM gives it an elem_offset variable (`C.elem_offset`)
+            # when none is declared, and its calls take the data pointer (`C.data`)
+            if elem_offset is None and offset_factor > 1:
+                elem_offset = E.Var(f"{name}_elem_offset", "int32")
+            data = E.Var(name, "handle")
+        return E.Buffer(name, shape, dtype, scope, strides, elem_offset, align, offset_factor, axis_separators, data)
 
     def _shape(self, value: Any, node: ast.AST, what: str) -> tuple[E.PrimExpr, ...]:
         if isinstance(value, (list, tuple)):
@@ -135,6 +142,8 @@ class BufferParser(ExprParser):
         return (self._dim(value, node, what),)
 
     def _dim(self, value: Any, node: ast.AST, what: str) -> E.PrimExpr:
+        if what == "strides" and isinstance(value, str) and value.isidentifier():
+            return E.Var(value, "int32")  # TVM: a stride named by a string is a new variable
         if isinstance(value, bool) or not isinstance(value, (int, E.PrimExpr)):
             self.err(node, f"buffer {what} must be integers, got {describe(value)}")
         if isinstance(value, int):

@@ -12,7 +12,7 @@ from typing import Any, Callable
 from msdb.ir import expr as E
 from msdb.ir.dtype import default_int_dtype, is_float, is_int, is_integer_like, is_uint, is_valid
 from msdb.ir.script import ops
-from msdb.ir.script.ops import BINARY_MATH, UNARY_MATH, UNARY_PRED
+from msdb.ir.script.ops import BINARY_MATH, HANDLE_BUILTINS, UNARY_MATH, UNARY_PRED
 from msdb.ir.script.parse_scope import ALLOC_FUNCS, BLOCK_ATTR_FUNCS, BLOCK_FUNCS, DTYPE_NAMES, ScopedParser, dotted
 
 
@@ -166,6 +166,9 @@ class ExprParser(ScopedParser):
         return out
 
     def _v_attribute(self, node: ast.Attribute) -> Any:
+        field = self._buffer_field(node)
+        if field is not None:
+            return field
         name = self.t_func(node)
         if name is not None:
             if name in DTYPE_NAMES or name == "handle":
@@ -173,8 +176,29 @@ class ExprParser(ScopedParser):
             self.err(node, f"T.{name} cannot be used as a value")
         self.err(node, f"unsupported attribute access '{dotted(node) or node.attr}'")
 
+    def _buffer_field(self, node: ast.Attribute) -> E.Var | E.PrimExpr | None:
+        """`C.data` and `C.elem_offset` of a buffer (None when `node` is not a buffer's)."""
+        if not isinstance(node.value, ast.Name) or node.attr not in ("data", "elem_offset"):
+            return None
+        buffer = self.lookup(node.value.id, node.value)
+        if not isinstance(buffer, E.Buffer):
+            return None
+        value = buffer.data if node.attr == "data" else buffer.elem_offset
+        if value is None:
+            self.err(node, f"buffer {buffer.name} has no {node.attr} variable (declare it with strides or an "
+                           "offset_factor, as a tensor intrinsic's buffer)")
+        return value
+
     def _v_subscript(self, node: ast.Subscript) -> Any:
         base = node.value
+        if isinstance(base, ast.Attribute) and base.attr == "strides" and isinstance(base.value, ast.Name):
+            buffer = self.lookup(base.value.id, base.value)
+            if isinstance(buffer, E.Buffer):
+                index = self.value(node.slice)
+                if not isinstance(index, int) or not 0 <= index < len(buffer.strides):
+                    self.err(node, f"buffer {buffer.name} has {len(buffer.strides)} strides; index them with a "
+                                   "literal integer")
+                return buffer.strides[index]
         if isinstance(base, ast.Name):
             value = self.lookup(base.id, base)
             if isinstance(value, E.Buffer):
@@ -547,7 +571,18 @@ _T_CALLS: dict[str, Callable[[ExprParser, ast.Call], Any]] = {
     "call_pure_extern": lambda p, n: _t_call_intrin(p, n, "call_pure_extern"),
     "likely": _t_likely,
     "ceildiv": _t_ceildiv,
+    "type_annotation": lambda p, n: E.Call(p._dtype_of(*p._args(n, 1, "T.type_annotation"), n.args[0]),
+                                           "type_annotation", ()),
 }
+for _name in HANDLE_BUILTINS:
+    _T_CALLS[_name] = (lambda op: lambda p, n: E.Call("handle", op, tuple(_handle_arg(p, a) for a in n.args)))(_name)
+
+
+def _handle_arg(p: ExprParser, node: ast.expr) -> E.PrimExpr:
+    value = p.value(node)
+    if isinstance(value, str):
+        return E.StringImm("handle", value)
+    return p._as_expr(value, node)
 
 _STATEMENT_ONLY = frozenset(
     ["evaluate", "reads", "writes", "where", "func_attr", "init", "grid", "serial", "parallel",

@@ -17,7 +17,7 @@ from msdb.ir import expr as E
 from msdb.ir import stmt as S
 from msdb.ir.function import IRModule, PrimFunc
 from msdb.ir.script import ops
-from msdb.ir.script.ops import BINARY_MATH, UNARY_MATH, UNARY_PRED
+from msdb.ir.script.ops import BINARY_MATH, HANDLE_BUILTINS, UNARY_MATH, UNARY_PRED
 from msdb.ir.tree_size import check_tree_size
 
 _HEADER_MODULE = "# from tvm.script import ir as I\n# from tvm.script import tirx as T\n"
@@ -73,6 +73,12 @@ def to_script(node: IRModule | PrimFunc) -> str:
         name = symbol if isinstance(symbol, str) and symbol.isidentifier() and not keyword.iskeyword(symbol) else "main"
         return "\n".join([_HEADER_FUNC] + _FuncPrinter(node, name).print()) + "\n"
     raise TypeError(f"to_script expects an IRModule or a PrimFunc, got {type(node).__name__}")
+
+
+def expr_text(expr: E.PrimExpr) -> str:
+    """One expression as TVMScript writes it, its variables by their names (an index map's
+    outputs in a printed trace)."""
+    return _FuncPrinter(None, "").expr(expr)
 
 
 def _identifier(name: str) -> str:
@@ -198,7 +204,7 @@ class _FuncPrinter:
             buffer = func.buffer_map.get(param)
             if buffer is not None and not _buffer_uses_vars(buffer):
                 name = self.namer.define(buffer, buffer.name)
-                params.append(f"{name}: T.Buffer({self.buffer_args(buffer, True)})")
+                params.append(f"{name}: T.Buffer({self.buffer_args(buffer, True, name)})")
             else:
                 hint = param.name if buffer is None or param.name != buffer.name else buffer.name + "_handle"
                 pname = self.namer.define(param, hint)
@@ -406,7 +412,7 @@ class _FuncPrinter:
         for match in block.match_buffers:
             source = self.region(match.source)
             name = self.namer.define(match.buffer, match.buffer.name)
-            self.emit(f"{name} = T.match_buffer({source}, {self.buffer_args(match.buffer, False)})")
+            self.emit(f"{name} = T.match_buffer({source}, {self.buffer_args(match.buffer, False, name)})")
         if block.init is not None:
             self.emit("with T.init():")
             self.body(block.init)
@@ -464,13 +470,33 @@ class _FuncPrinter:
         self.emit(f"{name} = T.axis.{kind}({dom_text}, {value_text}{extra})")
 
     # ------------------------------------------------------------------ buffers and regions
-    def buffer_args(self, buf: E.Buffer, dtype_always: bool) -> str:
+    def buffer_args(self, buf: E.Buffer, dtype_always: bool, name: str | None = None) -> str:
+        """The arguments of a buffer declaration. With the buffer's printed `name`, the
+        variables the declaration itself defines print as TVM prints them: a new stride as a
+        string (`strides=("d1", "d0")`, used as `C.strides[0]`), the elem_offset of a buffer
+        with an offset_factor not at all (used as `C.elem_offset`), the data pointer as
+        `C.data`."""
         parts = [self.shape_text(buf.shape)]
         if dtype_always or buf.dtype != "float32":
             parts.append(json.dumps(buf.dtype))
+        auto_offset = name is not None and isinstance(buf.elem_offset, E.Var) and buf.offset_factor > 1 \
+            and buf.elem_offset not in self.namer.names
+        if name is not None:
+            if buf.data is not None:
+                self.namer.names[buf.data] = f"{name}.data"
+            if auto_offset:
+                assert buf.elem_offset is not None
+                self.namer.names[buf.elem_offset] = f"{name}.elem_offset"
         if buf.strides:
-            parts.append(f"strides={self.shape_text(buf.strides)}")
-        if buf.elem_offset is not None:
+            texts = []
+            for i, stride in enumerate(buf.strides):
+                if name is not None and isinstance(stride, E.Var) and stride not in self.namer.names:
+                    texts.append(json.dumps(stride.name))
+                    self.namer.names[stride] = f"{name}.strides[{i}]"
+                else:
+                    texts.append(self.expr(stride))
+            parts.append(f"strides=({texts[0]},)" if len(texts) == 1 else f"strides=({', '.join(texts)})")
+        if buf.elem_offset is not None and not auto_offset:
             parts.append(f"elem_offset={self.expr(buf.elem_offset)}")
         if buf.scope != "global":
             parts.append(f"scope={json.dumps(buf.scope)}")
@@ -638,6 +664,10 @@ class _FuncPrinter:
             return f"{self.expr_p(args[0], prec)} {sym} {self.expr_p(args[1], prec + 1)}", prec
         if op == "bitwise_not" and n == 1 and args[0].dtype == dtype and not _bare(args[0]):
             return f"~{self.expr_p(args[0], _P_UNARY)}", _P_UNARY
+        if op in HANDLE_BUILTINS and dtype == "handle":
+            return f"T.{op}({', '.join(self._intrin_arg(a) for a in args)})", _P_ATOM
+        if op == "type_annotation" and n == 0:
+            return f'T.type_annotation("{dtype}")', _P_ATOM
         if op in ("call_extern", "call_pure_extern") and n >= 1 and isinstance(args[0], E.StringImm):
             rest = "".join(", " + self._intrin_arg(a) for a in args[1:])
             return f'T.{op}("{dtype}", {json.dumps(args[0].value)}{rest})', _P_ATOM
@@ -718,9 +748,21 @@ def _uses_any(expr: E.PrimExpr, variables: set[E.Var]) -> bool:
     return False
 
 
+def _declared_vars(buf: E.Buffer) -> list[E.Var]:
+    """The variables a tensor intrinsic's buffer declaration defines (module docstring of
+    msdb.ir.script.parse_buffer): its data pointer, named strides, automatic elem_offset."""
+    if buf.data is None:
+        return []
+    out = [buf.data] + [s for s in buf.strides if isinstance(s, E.Var)]
+    if isinstance(buf.elem_offset, E.Var) and buf.offset_factor > 1:
+        out.append(buf.elem_offset)
+    return out
+
+
 def _buffer_uses_vars(buf: E.Buffer) -> bool:
-    exprs: list[E.PrimExpr] = list(buf.shape) + list(buf.strides)
-    if buf.elem_offset is not None:
+    declared = _declared_vars(buf)
+    exprs: list[E.PrimExpr] = list(buf.shape) + [s for s in buf.strides if s not in declared]
+    if buf.elem_offset is not None and buf.elem_offset not in declared:
         exprs.append(buf.elem_offset)
     return any(not isinstance(e, E.IntImm) for e in exprs)
 
@@ -759,6 +801,7 @@ def _collect_vars(func: PrimFunc) -> tuple[set[E.Var], list[E.Var]]:
             super().visit_Block(node)
 
         def buffer(self, buf: E.Buffer) -> None:
+            defined.update(_declared_vars(buf))
             for dim in _buffer_exprs(buf):
                 self.visit(dim)
 

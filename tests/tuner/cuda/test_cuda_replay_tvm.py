@@ -19,7 +19,7 @@ import pytest
 from msdb.hashing import structural_equal
 from msdb.ir import from_script
 from msdb.schedule import Schedule, Trace, tvm_json
-from tests.tuner.cuda._candidates import DATA, DP4A_RECORDS, WORKLOADS, load, tvm_module
+from tests.tuner.cuda._candidates import DATA, DP4A_RECORDS, TENSOR_CORE_WORKLOADS, WORKLOADS, load, tvm_module
 
 pytestmark = pytest.mark.tvm
 
@@ -39,6 +39,10 @@ def _tvm_workload(name: str) -> object:
         "matmul": lambda: W.matmul(1024, 1024, 1024),
         "conv2d": lambda: W.conv2d_nchw(1, 56, 56, 64, 64, 3, 3, 1, 1),  # ResNet-18 layer: 64 filters 3x3 pad 1
         "softmax": lambda: W.softmax_mn(256, 1024),
+        # tensor cores: fp16 inputs, fp32 or fp16 accumulation (TVM's wmma intrinsic groups)
+        "matmul_fp16": lambda: W.matmul(1024, 1024, 1024, in_dtype="float16", out_dtype="float32"),
+        "matmul_fp16_f16acc": lambda: W.matmul(1024, 1024, 1024, in_dtype="float16", out_dtype="float16"),
+        "conv2d_fp16": lambda: W.conv2d_nhwc(1, 56, 56, 64, 64, 3, 1, 1, in_dtype="float16", out_dtype="float32"),
     }[name]()
     return te.create_prim_func(tensors)
 
@@ -50,7 +54,6 @@ def _space_generator(name: str) -> object:
     if name != "dense_int8_dp4a":
         return "post-order-apply"
     import tvm.s_tir.tensor_intrin  # noqa: F401  (registers dp4a_s8s8s32)
-    from tvm.s_tir import meta_schedule as ms
 
     rule, post = ms.schedule_rule, ms.postproc
     rules = [
@@ -127,7 +130,7 @@ def _plain(value: object) -> object:
 
 
 @pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.slow) if name == "dense_int8_dp4a" else name
-                                  for name in WORKLOADS])  # TVM's tensorize replay takes most of a minute here
+                                  for name in WORKLOADS + TENSOR_CORE_WORKLOADS])  # TVM's tensorize replay takes most of a minute here
 def test_tvm_and_msdb_replay_the_shipped_cuda_traces_alike(name: str) -> None:
     pytest.importorskip("tvm")
     import tvm
