@@ -16,7 +16,7 @@ from msdb.errors import ScheduleError
 from msdb.ir import stmt as S
 from msdb.schedule import analysis as A
 from msdb.schedule.instruction import Instruction
-from msdb.schedule.instructions import kind_of
+from msdb.schedule.instructions import kind_for
 from msdb.schedule.rv import RV, BlockRV
 from msdb.schedule.schedule import Schedule
 from msdb.schedule.trace import DecisionProvider, Trace
@@ -79,7 +79,7 @@ def loop_kinds(sch: Schedule, name: str) -> list[S.ForKind]:
 def traced_block_names(trace: Trace) -> set[str]:
     """attrs[0] of every GetSBlock (or older GetBlock) instruction of the trace."""
     return {str(inst.attrs[0]) for inst in trace.insts
-            if kind_of(inst.kind).name == "GetSBlock" and inst.attrs}
+            if kind_for(inst).name == "GetSBlock" and inst.attrs}
 
 
 # ------------------------------------------------------------------------------- step 2
@@ -120,7 +120,7 @@ def replay_anchor_trace(sch: Schedule, trace: Trace, *,
     rv_map: dict[RV, RV] = {}
     foreign: set[RV] = set()
     for index, inst in enumerate(trace.insts):
-        kind = kind_of(inst.kind)
+        kind = kind_for(inst)
         if any(rv in foreign or rv not in rv_map for rv in rvs_in(inst.inputs)):
             foreign.update(out for out in inst.outputs if out is not None)
             continue

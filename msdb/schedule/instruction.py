@@ -278,6 +278,9 @@ class InstructionKind:
     check_decision: DecisionCheck | None = None
     check_outputs: InstCheck | None = None
     check_attrs: InstCheck | None = None
+    #: Older TVM generations recorded the kind in layouts msdb does not know: an instruction
+    #: that does not fit this layout is kept as an unknown kind (`instructions.kind_for`).
+    opaque_other_layouts: bool = False
 
     # ---- names ----
     @property

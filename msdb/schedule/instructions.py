@@ -33,6 +33,7 @@ __all__ = [
     "InstructionKind",
     "Generation",
     "kind_of",
+    "kind_for",
     "spec_for",
     "known_kinds",
     "normalize_instruction",
@@ -167,13 +168,15 @@ _KINDS: tuple[InstructionKind, ...] = (
           outputs="b"),
     _kind("Tensorize", "tensorize", _BLOCK_OR_LOOP, attr_param("tensor_intrin", form=Form.STR),
           attr_param("preserve_unit_iters", form=Form.BOOL)),
-    # layouts (TVM's tensor-core rule); `buffer` is the index, `buffer_index_type` 0 read / 1 write
+    # layouts (TVM's tensor-core rule); `buffer` is the index, `buffer_index_type` 0 read / 1 write.
+    # TVM before 0.13 laid TransformLayout out otherwise: such instructions stay opaque.
     _kind("ReIndex", "reindex", _BLOCK, attr_param("buffer", "int"), attr_param("buffer_index_type", "int"),
-          outputs="b"),
+          outputs="b", opaque_other_layouts=True),
     _kind("TransformLayout", "transform_layout", _BLOCK, attr_param("buffer", "int"),
           attr_param("buffer_index_type", "int"), input_param("index_map", "str"), attr_param("pad_value"),
-          attr_param("assume_injective_transform", "bool", Form.BOOL)),
-    _kind("TransformBlockLayout", "transform_block_layout", _BLOCK, attr_param("index_map", "str")),
+          attr_param("assume_injective_transform", "bool", Form.BOOL), opaque_other_layouts=True),
+    _kind("TransformBlockLayout", "transform_block_layout", _BLOCK, attr_param("index_map", "str"),
+          opaque_other_layouts=True),
 )
 
 
@@ -209,6 +212,22 @@ def kind_of(name: str) -> InstructionKind:
     return kind
 
 
+_OPAQUE: dict[str, InstructionKind] = {}
+
+
+def kind_for(inst: Instruction) -> InstructionKind:
+    """The kind that governs `inst`: its kind, or, for an instruction in a layout an older TVM
+    used that msdb does not know (`InstructionKind.opaque_other_layouts`), the generic kind of
+    its name (parsed, printed positionally, written back unchanged, never replayed)."""
+    kind = kind_of(inst.kind)
+    if kind.opaque_other_layouts and kind.check(inst) is not None:
+        generic = _OPAQUE.get(inst.kind)
+        if generic is None:
+            generic = _OPAQUE[inst.kind] = _generic(inst.kind)
+        return generic
+    return kind
+
+
 #: The name callers outside this package use (msdb.interop.tvm.trace_check).
 spec_for = kind_of
 
@@ -221,7 +240,7 @@ def known_kinds() -> list[str]:
 def normalize_instruction(inst: Instruction) -> Instruction:
     """`inst` in TVM 0.27's form (`GetBlock` becomes `GetSBlock`, a one-attribute `Split` gets
     `disable_predication` = 0); `inst` itself when it already is."""
-    return kind_of(inst.kind).normalized(inst)
+    return kind_for(inst).normalized(inst)
 
 
 def needs_normalizing(kind: str, n_attrs: int) -> bool:
@@ -234,12 +253,12 @@ def needs_normalizing(kind: str, n_attrs: int) -> bool:
 def legacy_instruction(inst: Instruction, generation: Generation) -> Instruction:
     """`inst` (in TVM 0.27's form) as TVM of `generation` records it (the inverse of
     `normalize_instruction`)."""
-    return kind_of(inst.kind).legacy(inst, generation)
+    return kind_for(inst).legacy(inst, generation)
 
 
 def check_layout(inst: Instruction) -> str | None:
     """Why `inst` does not fit its kind's layout, or None when it does."""
-    return kind_of(inst.kind).check(inst)
+    return kind_for(inst).check(inst)
 
 
 def print_style(legacy: bool | str) -> Generation:

@@ -23,7 +23,7 @@ from msdb.schedule import prim_sampling
 from msdb.schedule.anchor_replay import (AnchorTraceError, block_names, check_unscheduled, is_root, replay_anchor_trace,
                                          rvs_in, traced_block_names)
 from msdb.schedule.instruction import Instruction
-from msdb.schedule.instructions import kind_of
+from msdb.schedule.instructions import kind_for
 from msdb.schedule.rv import RV
 from msdb.schedule.schedule import Schedule
 from msdb.schedule.trace import DecisionProvider, Trace, TraceError
@@ -214,7 +214,7 @@ def refit_trace(trace: Trace, mod: IRModule | PrimFunc, *, func_name: str | None
         if not ok:
             return RefitResult(None, RefitFailure(None, None, "a post-processor rejected the re-fitted schedule"),
                                tuple(refitter.changes), route, postproc)
-    elif any(kind_of(inst.kind).postproc for inst in body.insts):
+    elif any(kind_for(inst).postproc for inst in body.insts):
         postproc = "replayed"
     for change in refitter.changes:
         logger.debug("re-fit: %s", change)
@@ -229,7 +229,7 @@ def _before_postproc(trace: Trace) -> Trace:
     Instruction objects, so indices into the given trace stay known)."""
     insts: list[Instruction] = []
     for inst in trace.insts:
-        if kind_of(inst.kind).postproc:
+        if kind_for(inst).postproc:
             break
         insts.append(inst)
     return Trace(insts, {inst: trace.get_decision(inst) for inst in insts if trace.get_decision(inst) is not None})
@@ -265,7 +265,7 @@ class _Refitter:
         self.last = inst
         if decision is None:
             return None
-        name = kind_of(inst.kind).name
+        name = kind_for(inst).name
         new = decision
         if name == "SamplePerfectTile":
             extent = E.const_int(self.sch.get(inputs[0]).extent)
@@ -301,9 +301,9 @@ class _Refitter:
         for other in trace.insts:
             if other is inst:
                 break
-            if kind_of(other.kind).is_sampling:
+            if kind_for(other).is_sampling:
                 sampled_by.update((out, other) for out in other.outputs if out is not None)
-        sources = [inst] if kind_of(inst.kind).is_sampling else []
+        sources = [inst] if kind_for(inst).is_sampling else []
         for rv in rvs_in(inst.inputs):
             if rv in sampled_by and sampled_by[rv] not in sources:
                 sources.append(sampled_by[rv])

@@ -479,7 +479,8 @@ class Schedule:
         with self._atomic():
             name = self._block_name(block)
             buffer_index, axis, factor, offset = (_index(buffer_index), _index(axis), _index(factor), _index(offset))
-            axis = prim_annotate.storage_align(self._state, self._func_name, name, buffer_index, axis, factor, offset)
+            prim_annotate.storage_align(self._state, self._func_name, name, buffer_index, axis, factor, offset)
+            # TVM records the axis as given (-2), the annotation holds it normalized
             self._record("StorageAlign", [block], [buffer_index, axis, factor, offset], [])
 
     def set_scope(self, block: BlockRV, buffer_index: int, storage_scope: str) -> None:

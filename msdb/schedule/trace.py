@@ -15,7 +15,7 @@ from msdb.errors import MsdbError, ScheduleError
 from msdb.schedule.instruction import (RV_TYPES_BY_PREFIX, Generation, IndexMapInput, Instruction, InstructionKind,
                                        RawInput,
                                       token_text)
-from msdb.schedule.instructions import check_layout, kind_of, legacy_instruction, normalize_instruction, print_style
+from msdb.schedule.instructions import check_layout, kind_for, legacy_instruction, normalize_instruction, print_style
 from msdb.schedule.rv import RV
 
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ class Trace:
         if not remove_postproc:
             return self._insts
         for i, inst in enumerate(self._insts):
-            if kind_of(inst.kind).postproc:
+            if kind_for(inst).postproc:
                 return self._insts[:i]
         return self._insts
 
@@ -119,7 +119,7 @@ class Trace:
         insts_json: list[Any] = []
         decisions_json: list[Any] = []
         for index, inst in enumerate(self._valid_prefix(remove_postproc)):
-            kind = kind_of(inst.kind)
+            kind = kind_for(inst)
             try:
                 inputs = [_input_to_json(v, names, kind.input_bools_as_ints(i)) for i, v in enumerate(inst.inputs)]
             except LookupError as exc:
@@ -161,7 +161,7 @@ class Trace:
                 raise TraceError(f"trace decision {position}: instruction index {index} is out of range "
                                  f"(the trace has {len(insts)} instructions)", index)
             inst = insts[index]
-            kind = kind_of(inst.kind)
+            kind = kind_for(inst)
             if kind.known and not kind.is_sampling:
                 raise TraceError(f"{_where(index, inst.kind)}: has a decision {_short(decision)} but is not a sampling instruction",
                                  index)
@@ -186,7 +186,7 @@ class Trace:
         names: dict[RV, str] = {}
         lines = []
         for index, inst in enumerate(self._valid_prefix(remove_postproc)):
-            kind = kind_of(inst.kind)
+            kind = kind_for(inst)
             try:
                 args = kind.print_args(inst, self._decisions.get(inst), names, style)
             except LookupError as exc:
@@ -220,7 +220,7 @@ class Trace:
         if index is None:
             raise TraceError(f"with_decision: instruction {inst.kind} is not part of this trace"
                              + (" (before post-processing)" if remove_postproc else ""))
-        kind = kind_of(inst.kind)
+        kind = kind_for(inst)
         if kind.check_decision is not None:
             problem = kind.check_decision(inst, decision)
             if problem:
@@ -236,7 +236,7 @@ class Trace:
         used: set[RV] = set()
         kept: list[Instruction] = []
         for inst in reversed(insts):
-            if kind_of(inst.kind).pure and not any(out in used for out in inst.outputs if out is not None):
+            if kind_for(inst).pure and not any(out in used for out in inst.outputs if out is not None):
                 continue
             kept.append(inst)
             _collect_rvs(inst.inputs, used)
@@ -254,7 +254,7 @@ class Trace:
         rv_map: dict[RV, RV] = {}
         insts = self._valid_prefix(remove_postproc)
         for index, inst in enumerate(insts):
-            kind = kind_of(inst.kind)
+            kind = kind_for(inst)
             try:
                 inputs = [_translate(v, rv_map) for v in inst.inputs]
             except LookupError as exc:

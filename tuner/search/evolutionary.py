@@ -426,10 +426,10 @@ class EvolutionarySearch(SearchStrategy):
 def _decided_key(trace: Trace) -> str | None:
     """The JSON of the trace (post-processing removed) when every sampling instruction has a
     decision, else None (replaying it draws)."""
-    from msdb.schedule.instructions import kind_of
+    from msdb.schedule.instructions import kind_for
 
     insts = trace.simplified(remove_postproc=True)
     decisions = insts.decisions
-    if any(kind_of(inst.kind).is_sampling and inst not in decisions for inst in insts.insts):
+    if any(kind_for(inst).is_sampling and inst not in decisions for inst in insts.insts):
         return None
     return json.dumps(insts.as_json(remove_postproc=True), separators=(",", ":"))

@@ -42,7 +42,7 @@ def load(workload: str) -> dict[str, Any]:
 
 def shipped() -> list[Shipped]:
     out = []
-    for name in WORKLOADS:
+    for name in WORKLOADS + TENSOR_CORE_WORKLOADS:
         data = load(name)
         for role, key in (("space", "design_spaces"), ("candidate", "candidates")):
             for i, item in enumerate(data[key]):

@@ -22,7 +22,7 @@ from msdb.ir import expr as E
 from msdb.ir import stmt as S
 from msdb.ir.functor import free_vars
 from msdb.schedule.analysis import child_block_realizes, loops_above
-from msdb.schedule.instructions import kind_of
+from msdb.schedule.instructions import kind_for
 from msdb.schedule.sampling import sample_int
 from msdb.schedule.schedule import Schedule
 from msdb.schedule.trace import Trace
@@ -157,7 +157,7 @@ def _with_annotation_value(trace: Trace, annotate: Instruction, value: int) -> T
     for inst in trace.insts:
         if inst is annotate:
             insts.append(dataclasses.replace(inst, inputs=(inst.inputs[0], value)))
-        elif kind_of(inst.kind).postproc:
+        elif kind_for(inst).postproc:
             break
         else:
             insts.append(inst)
