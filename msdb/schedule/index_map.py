@@ -79,11 +79,15 @@ class IndexMap:
         """The map with each free variable named in `values` replaced by its value; a free
         variable left over is an error."""
         vmap: dict[E.Var, E.PrimExpr] = {}
-        for var in self.free_vars():
-            if var.name not in values:
-                raise ScheduleError(f"index map: variable {var.name!r} is neither a parameter nor a sampled variable "
-                                    "of the trace")
-            vmap[var] = E.IntImm(var.dtype, int(values[var.name]))
+        params = set(self.initial)
+        for expr in self.final:
+            for var in free_vars(expr):  # by name: a map may hold several Vars of one name
+                if var in params or var in vmap:
+                    continue
+                if var.name not in values:
+                    raise ScheduleError(f"index map: variable {var.name!r} is neither a parameter nor a sampled "
+                                        "variable of the trace")
+                vmap[var] = E.IntImm(var.dtype, int(values[var.name]))
         if not vmap:
             return self
         return IndexMap(self.initial, tuple(substitute(e, vmap) for e in self.final))

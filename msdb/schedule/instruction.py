@@ -113,6 +113,7 @@ class Form(enum.Enum):
     BOOL = "bool"  #: printed True/False; passed as a bool
     LIST = "list"  #: printed and passed as a list
     ANNOTATION = "annotation"  #: an annotation value: a bool prints (and goes to JSON) as 0/1
+    INDEX_MAP = "index_map"  #: a serialized IndexMap: printed as TVM prints it, `lambda i, j: (...)`
 
 
 def _format_float(value: float) -> str:
@@ -227,6 +228,20 @@ class Param:
             return format_value(list(value), names)
         if self.form is Form.ANNOTATION and isinstance(value, bool):
             return str(int(value))  # TVM stores a boolean annotation as an integer
+        if self.form is Form.INDEX_MAP and isinstance(value, str):
+            return _index_map_lambda(value, names)
+        return format_value(value, names)
+
+
+def _index_map_lambda(value: str, names: dict[RV, str]) -> str:
+    """A serialized IndexMap as TVM's Python print writes it, its sampled variables under their
+    current names; the text itself when it is no IndexMap msdb reads."""
+    from msdb.schedule.index_map import IndexMap
+
+    text = value.text(names) if isinstance(value, IndexMapInput) else str(value)
+    try:
+        return IndexMap.from_json(text).as_lambda()
+    except ScheduleError:
         return format_value(value, names)
 
 

@@ -173,9 +173,9 @@ _KINDS: tuple[InstructionKind, ...] = (
     _kind("ReIndex", "reindex", _BLOCK, attr_param("buffer", "int"), attr_param("buffer_index_type", "int"),
           outputs="b", opaque_other_layouts=True),
     _kind("TransformLayout", "transform_layout", _BLOCK, attr_param("buffer", "int"),
-          attr_param("buffer_index_type", "int"), input_param("index_map", "str"), attr_param("pad_value"),
+          attr_param("buffer_index_type", "int"), input_param("index_map", "str", Form.INDEX_MAP), attr_param("pad_value"),
           attr_param("assume_injective_transform", "bool", Form.BOOL), opaque_other_layouts=True),
-    _kind("TransformBlockLayout", "transform_block_layout", _BLOCK, attr_param("index_map", "str"),
+    _kind("TransformBlockLayout", "transform_block_layout", _BLOCK, attr_param("index_map", "str", Form.INDEX_MAP),
           opaque_other_layouts=True),
 )
 

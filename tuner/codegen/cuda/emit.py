@@ -5,7 +5,9 @@ loop variables, vthread loops expanded into copies of their body (TVM's InjectVi
 `__shared__` and register arrays, `__syncthreads()` barriers, `#pragma unroll` loops, and
 vectorized loops as one 4-, 8- or 16-byte access when they copy contiguous, aligned elements
 (`uint4` for four floats), else as an unrolled scalar loop. An int8 dot product of four
-contiguous elements into an int32 accumulator becomes `__dp4a`.
+contiguous elements into an int32 accumulator becomes `__dp4a`. Tensor-core fragments are
+`nvcuda::wmma::fragment` arrays and TVM's wmma builtins their `nvcuda::wmma::` calls
+(`tensorcore`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from msdb.tuner.codegen.cuda.cross_thread import allreduce_parts
 from msdb.tuner.codegen.cuda.emit_expr import ExprPrinter, c_type, elem_bytes
 from msdb.tuner.codegen.cuda.lower import GpuLoweredFunc, Kernel, thread_tag
 from msdb.tuner.codegen.cuda.sync import is_allreduce, is_barrier
+from msdb.tuner.codegen.cuda.tensorcore import FragmentInfo, fragment_declaration, infer_fragments, is_wmma_call, \
+    wmma_statement
 from msdb.tuner.codegen.errors import CodegenError
 
 __all__ = ["emit_cuda", "PRELUDE"]
@@ -45,6 +49,8 @@ def emit_cuda(func: GpuLoweredFunc) -> str:
     """The CUDA C source of every kernel of `func`."""
     kernels = [_KernelWriter(kernel, func.noalias).run() for kernel in func.kernels]
     head = ["#include <cuda_fp16.h>\n"] if any("half" in k for k in kernels) else []
+    if any("nvcuda::wmma::" in k for k in kernels):
+        head.append("#include <mma.h>\n")
     return "\n".join(head + [PRELUDE] + kernels)
 
 
@@ -59,9 +65,11 @@ class _KernelWriter:
     used_names: set[str] = field(default_factory=set)
     vthreads: dict[E.Var, tuple[int, int]] = field(default_factory=dict)  # pending: var -> (min, extent)
     depth: int = 1
+    fragments: dict[E.Buffer, FragmentInfo] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.printer = ExprPrinter(self.names, self.ranges, self.buffer_name)
+        self.fragments = infer_fragments(self.kernel.body)
 
     # ---- naming ----
     def fresh(self, base: str) -> str:
@@ -185,6 +193,9 @@ class _KernelWriter:
             elif is_allreduce(s):
                 assert isinstance(s.value, E.Call)
                 self.allreduce(s.value)
+            elif is_wmma_call(s.value):
+                assert isinstance(s.value, E.Call)
+                self.line(wmma_statement(s.value, self.expr, self.buffer_name, c_type))
             elif not isinstance(s.value, (E.IntImm, E.FloatImm)):
                 self.line(f"(void)({self.expr(s.value)});")
         else:
@@ -213,6 +224,8 @@ class _KernelWriter:
             self.line(f"__shared__ __align__(16) {c_type(buf.dtype)} {name}[{max(1, count)}];")
         elif scope == "local":
             self.line(f"__align__(16) {c_type(buf.dtype)} {name}[{max(1, count)}];")
+        elif buf in self.fragments:
+            self.line(fragment_declaration(buf, self.fragments[buf], name, c_type))
         else:
             raise CodegenError(f"buffer {buf.name} of scope {scope!r} cannot be allocated inside a kernel")
         self.buffers[buf] = name

@@ -29,8 +29,8 @@ __all__ = ["Kernel", "GpuLoweredFunc", "lower_gpu", "lower_gpu_module", "storage
 #: Launch dimensions, in CUDA's order.
 THREAD_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z")
 
-#: The storage scopes the CUDA code generator allocates.
-_SCOPES = ("global", "shared", "shared.dyn", "warp", "local")
+#: The storage scopes the CUDA code generator allocates (the wmma fragments: `tensorcore`).
+_SCOPES = ("global", "shared", "shared.dyn", "warp", "local", "wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator")
 
 
 def storage_rank(buffer: E.Buffer) -> int:
@@ -40,7 +40,8 @@ def storage_rank(buffer: E.Buffer) -> int:
     if scope not in _SCOPES:
         raise CodegenError(
             f"buffer {buffer.name} has storage scope {scope!r}; the CUDA code generator supports "
-            "'global', 'shared', 'shared.dyn' and 'local'"
+            "'global', 'shared', 'shared.dyn', 'local' and the wmma fragments 'wmma.matrix_a', 'wmma.matrix_b', "
+            "'wmma.accumulator'"
         )
     return thread_scope.storage_rank(scope)
 
@@ -108,9 +109,11 @@ def lower_gpu(func: PrimFunc, name: str = "main") -> GpuLoweredFunc:
     from msdb.tuner.codegen.cuda.cross_thread import lower_cross_thread_reductions
     from msdb.tuner.codegen.cuda.emit import match_dp4a
     from msdb.tuner.codegen.cuda.sync import insert_barriers
+    from msdb.tuner.codegen.cuda.tensorcore import bind_match_buffers, infer_fragments, resolve_tiles
 
     params = _param_buffers(func)                                   # the kernels' pointer arguments, in order
-    body, registers = lower_cross_thread_reductions(func.body)     # reductions over threads -> allreduce
+    body = bind_match_buffers(func.body)                            # wmma views -> regions of their sources
+    body, registers = lower_cross_thread_reductions(body)          # reductions over threads -> allreduce
     lowering = _BlockLowering(keep_threads=True)
     body = lowering.stmt(body)                                      # blocks -> loops; thread-bound loops kept
     body = unify_thread_vars(body)                                  # one variable per launch axis (TVM's LiftThreadBinding)
@@ -123,6 +126,8 @@ def lower_gpu(func: PrimFunc, name: str = "main") -> GpuLoweredFunc:
     body = align_allocations(body, lowering.dim_aligns)             # storage_align padding (bank conflicts)
     body = apply_unroll_pragmas(body, implicit=True, expand=True,   # auto-unroll: explicit ones written out,
                                 intrinsic=lambda loop: match_dp4a(loop) is not None)  # implicit ones `#pragma unroll`
+    body = resolve_tiles(body)                                      # views' elem_offset/strides of the compacted sources
+    infer_fragments(body)                                           # wmma fragments checked here, with their names
     symbol = _c_identifier(str(func.attrs.get("global_symbol", name)))
     kernels = _split_kernels(body, symbol, params + workspaces)     # one kernel per top-level launch region
     kernels = [Kernel(k.name, insert_barriers(k.body), k.launch, k.params) for k in kernels]  # __syncthreads()

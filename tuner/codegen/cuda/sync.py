@@ -2,7 +2,9 @@
 
 A `__syncthreads()` goes before a statement whose shared-memory accesses conflict with those
 since the last barrier, and at the start of a loop body whose end conflicts with its start;
-conflicts are per buffer, except identical indices of one thread. A barrier needed under a
+conflicts are per buffer, except identical indices of one thread. A wmma call's memory operand
+(`T.tvm_access_ptr`) is its whole tile, written by a store_matrix_sync, and shared by the warp's
+threads: never exempt. A barrier needed under a
 thread-dependent condition is a `CodegenError` naming the buffer, never a silent race. See
 docs/architecture.md, "CUDA".
 """
@@ -16,6 +18,7 @@ from msdb.ir import stmt as S
 from msdb.ir.arith.keys import expr_equal
 from msdb.ir.functor import post_order_visit, uses_var
 from msdb.tuner.codegen.analysis import Allocate
+from msdb.tuner.codegen.cuda.tensorcore import tile_accesses
 from msdb.tuner.codegen.errors import CodegenError
 
 __all__ = ["BARRIER", "insert_barriers", "is_barrier", "is_allreduce"]
@@ -41,6 +44,7 @@ class _Access:
     write: bool
     indices: tuple[E.PrimExpr, ...]
     guard: int  # id of the innermost thread-dependent condition around it (0: none)
+    tile: bool = False  # a wmma call's tile, which a warp's threads touch together
 
 
 @dataclass
@@ -71,14 +75,19 @@ class _Sync:
 
         for e in exprs:
             post_order_visit(e, visit)
+            found.extend(self.tiles(e))
         return found
+
+    def tiles(self, e: E.PrimExpr) -> list[_Access]:
+        return [_Access(first.buffer, write, first.indices, self.guard, True)
+                for first, write in tile_accesses(e) if _shared(first.buffer)]
 
     def conflict(self, before: list[_Access], after: list[_Access], loop_var: E.Var | None = None) -> E.Buffer | None:
         for b in after:
             for a in before:
                 if a.buffer is not b.buffer or not (a.write or b.write):
                     continue
-                same = (a.guard == b.guard and len(a.indices) == len(b.indices)
+                same = (not a.tile and not b.tile and a.guard == b.guard and len(a.indices) == len(b.indices)
                         and all(expr_equal(x, y) for x, y in zip(a.indices, b.indices))
                         and (loop_var is None or not any(uses_var(i, {loop_var}) for i in a.indices)))
                 if not same:
@@ -166,6 +175,8 @@ class _Sync:
                 found.append(_Access(node.buffer, True, node.indices, self.guard))
             elif isinstance(node, E.BufferLoad) and _shared(node.buffer):
                 found.append(_Access(node.buffer, False, node.indices, self.guard))
+            elif isinstance(node, S.Evaluate):
+                found.extend(self.tiles(node.value))
 
         from msdb.tuner.codegen.analysis import walk
 
