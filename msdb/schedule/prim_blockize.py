@@ -71,9 +71,10 @@ def _divide(value: E.PrimExpr, extent: int, inner_loops: dict[E.Var, S.For], whe
         term: E.PrimExpr = var if coef == 1 else E.Mul(var, _const(coef, dtype), dtype)
         inner = term if inner is None else E.Add(inner, term, dtype)
     outer: E.PrimExpr = _const(form.const // inner_extent, dtype)
-    for var, coef in outer_terms.items():
+    for outer_term, coef in outer_terms.items():
         c = coef // inner_extent
-        term = term_expr(var) if c == 1 else E.Mul(term_expr(var), _const(c, dtype), dtype)
+        part = term_expr(outer_term)
+        term = part if c == 1 else E.Mul(part, _const(c, dtype), dtype)
         outer = E.Add(outer, term, dtype)
     assert inner is not None
     return _Division(simplify(outer, order="binding"), extent // inner_extent, inner, inner_extent)

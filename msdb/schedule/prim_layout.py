@@ -22,8 +22,10 @@ old ones.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
+from typing import Iterator
 
 from msdb.errors import ScheduleError
 from msdb.ir import expr as E
@@ -31,6 +33,7 @@ from msdb.ir import stmt as S
 from msdb.ir.arith import simplify
 from msdb.ir.functor import IRMutator, free_vars, substitute
 from msdb.ir.regions import infer_access_regions
+from msdb.schedule import analysis as A
 from msdb.schedule import tree_edit as T
 from msdb.schedule.index_map import IndexMap
 from msdb.schedule.prim_reindex import READ, WRITE
@@ -39,7 +42,34 @@ from msdb.schedule.state import ScheduleState
 __all__ = ["transform_layout", "transform_block_layout"]
 
 
-class _LayoutRewriter(IRMutator):
+class _InContext(IRMutator):
+    """A mutator that knows the ranges of the loops and block iter vars around the node it
+    visits (TVM's IRMutatorWithAnalyzer)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ranges: dict[E.Var, E.Range] = {}
+
+    def visit_For(self, node: S.For) -> S.Stmt:
+        self.ranges[node.loop_var] = E.Range(node.min, node.extent)
+        try:
+            return super().visit_For(node)
+        finally:
+            del self.ranges[node.loop_var]
+
+    @contextlib.contextmanager
+    def inside(self, block: S.Block) -> Iterator[None]:
+        """The block's iter vars in range while the block's contents are visited."""
+        for iv in block.iter_vars:
+            self.ranges[iv.var] = A.domain(iv)
+        try:
+            yield
+        finally:
+            for iv in block.iter_vars:
+                self.ranges.pop(iv.var, None)
+
+
+class _LayoutRewriter(_InContext):
     """Every access of `old` becomes an access of `new` at the mapped indices, simplified with
     the ranges of the loops and block iter vars around it; regions of `old` are inferred
     again."""
@@ -47,7 +77,6 @@ class _LayoutRewriter(IRMutator):
     def __init__(self, old: E.Buffer, new: E.Buffer, index_map: IndexMap) -> None:
         super().__init__()
         self.old, self.new, self.index_map = old, new, index_map
-        self.ranges: dict[E.Var, E.Range] = {}
 
     def _mapped(self, indices: tuple[E.PrimExpr, ...]) -> tuple[E.PrimExpr, ...]:
         return tuple(_iter_map_simplify(e, self.ranges) for e in self.index_map.apply(indices))
@@ -70,22 +99,10 @@ class _LayoutRewriter(IRMutator):
             return node
         return S.BufferStore(node.buffer, value, indices)
 
-    def visit_For(self, node: S.For) -> S.Stmt:
-        self.ranges[node.loop_var] = E.Range(node.min, node.extent)
-        try:
-            return super().visit_For(node)
-        finally:
-            del self.ranges[node.loop_var]
-
     def visit_Block(self, node: S.Block) -> S.Stmt:
-        for iv in node.iter_vars:
-            self.ranges[iv.var] = iv.dom
-        try:
+        with self.inside(node):
             init = self.visit(node.init)
             body = self.visit(node.body)
-        finally:
-            for iv in node.iter_vars:
-                self.ranges.pop(iv.var, None)
         touches = any(r.buffer is self.old for r in node.reads + node.writes)
         if init is node.init and body is node.body and not touches and \
                 not any(b is self.old for b in node.alloc_buffers) and \
@@ -185,8 +202,8 @@ def transform_block_layout(state: ScheduleState, func_name: str, block_name: str
         raise ScheduleError(f"{where}: the block's loops must start at 0")
     extents = []
     for iv in block.iter_vars:
-        ext = E.const_int(iv.dom.extent)
-        if ext is None or E.const_int(iv.dom.min) != 0:
+        ext = E.const_int(A.domain(iv).extent)
+        if ext is None or E.const_int(A.domain(iv).min) != 0:
             raise ScheduleError(f"{where}: iter var {iv.var.name!r} must range over [0, constant)")
         extents.append(ext)
 
@@ -216,34 +233,18 @@ def transform_block_layout(state: ScheduleState, func_name: str, block_name: str
     loop_vars = [E.Var(f"ax{i}", iv.var.dtype) for i, iv in enumerate(new_iters)]
     stmt: S.Stmt = S.BlockRealize(tuple(loop_vars), realize.predicate, moved)
     for lv, iv in reversed(list(zip(loop_vars, new_iters))):
-        stmt = S.For(lv, E.IntImm(lv.dtype, 0), iv.dom.extent, S.ForKind.SERIAL, stmt)
+        stmt = S.For(lv, E.IntImm(lv.dtype, 0), A.domain(iv).extent, S.ForKind.SERIAL, stmt)
     state.replace(func_name, node, stmt)
 
 
-class _AccessSimplifier(IRMutator):
+class _AccessSimplifier(_InContext):
     """TVM's BlockBufferAccessSimplifier: indices of loads and stores and the starts of block
     regions through iter-map simplification in the context of the iter vars and loops around
     them; region extents simplified."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.ranges: dict[E.Var, E.Range] = {}
-
-    def visit_For(self, node: S.For) -> S.Stmt:
-        self.ranges[node.loop_var] = E.Range(node.min, node.extent)
-        try:
-            return super().visit_For(node)
-        finally:
-            del self.ranges[node.loop_var]
-
     def visit_Block(self, node: S.Block) -> S.Stmt:
-        for iv in node.iter_vars:
-            self.ranges[iv.var] = iv.dom
-        try:
+        with self.inside(node):
             return super().visit_Block(node)
-        finally:
-            for iv in node.iter_vars:
-                self.ranges.pop(iv.var, None)
 
     def visit_BufferLoad(self, node: E.BufferLoad) -> E.PrimExpr:
         load = super().visit_BufferLoad(node)

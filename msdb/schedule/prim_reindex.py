@@ -23,6 +23,7 @@ from msdb.ir import expr as E
 from msdb.ir import stmt as S
 from msdb.ir.arith import expr_equal, simplify
 from msdb.ir.functor import IRMutator, IRVisitor, free_vars, substitute
+from msdb.schedule import analysis as A
 from msdb.schedule import tree_edit as T
 from msdb.schedule.state import ScheduleState
 
@@ -83,7 +84,7 @@ def _pattern(block: S.Block, buffer: E.Buffer, where: str) -> tuple[E.PrimExpr, 
     first = found.patterns[0]
     if any(len(p) != len(first) or not all(expr_equal(a, b) for a, b in zip(p, first)) for p in found.patterns[1:]):
         raise ScheduleError(f"{where}: the block accesses buffer {buffer.name!r} with more than one index pattern")
-    ranges = {iv.var: iv.dom for iv in block.iter_vars}
+    ranges = {iv.var: A.domain(iv) for iv in block.iter_vars}
     out = []
     for index in first:
         simple = simplify(index, ranges)
@@ -108,7 +109,7 @@ def reindex(state: ScheduleState, func_name: str, block_name: str, buffer_index:
     used = set().union(*(free_vars(i) for i in indices)) if indices else set()
     covered = [iv for iv in block.iter_vars if iv.var in used]
 
-    shape = tuple(simplify(iv.dom.min + iv.dom.extent) for iv in covered)
+    shape = tuple(simplify(A.domain(iv).min + A.domain(iv).extent) for iv in covered)
     new_buffer = dataclasses.replace(buffer, name=f"{buffer.name}_reindex", shape=shape, strides=())
     stage = _stage(state, func_name, block, buffer, new_buffer, covered, indices, buffer_index_type)
 
@@ -157,7 +158,7 @@ def _stage(state: ScheduleState, func_name: str, block: S.Block, old: E.Buffer, 
         var = E.Var(f"v{len(iters)}", iv.var.dtype)
         replace[iv.var] = var
         if any(c is iv for c in covered):
-            iters.append(S.IterVar(iv.dom, var, S.IterType.DATA_PAR))
+            iters.append(S.IterVar(A.domain(iv), var, S.IterType.DATA_PAR))
     own = tuple(iv.var for iv in iters)
     target = tuple(substitute(i, replace) for i in indices)
     if buffer_index_type == WRITE:
@@ -171,5 +172,5 @@ def _stage(state: ScheduleState, func_name: str, block: S.Block, old: E.Buffer, 
     loop_vars = [E.Var(f"ax{i}", iv.var.dtype) for i, iv in enumerate(iters)]
     stmt: S.Stmt = S.BlockRealize(tuple(loop_vars), T.const_true(), body)
     for lv, iv in reversed(list(zip(loop_vars, iters))):
-        stmt = S.For(lv, iv.dom.min, iv.dom.extent, S.ForKind.SERIAL, stmt)
+        stmt = S.For(lv, A.domain(iv).min, A.domain(iv).extent, S.ForKind.SERIAL, stmt)
     return name, stmt

@@ -64,7 +64,7 @@ def _buffer_access(buffer: tuple[str, int] | int, buffer_index_type: int | None,
     if isinstance(buffer, tuple) and len(buffer) == 2 and buffer[0] in ("read", "write"):
         return _index(buffer[1]), 0 if buffer[0] == "read" else 1
     if buffer_index_type in (0, 1) and not isinstance(buffer, (tuple, list)):
-        return _index(buffer), int(buffer_index_type)  # type: ignore[arg-type]
+        return _index(buffer), int(buffer_index_type)
     raise ScheduleError(f"{op}: the buffer must be (\"read\", index) or (\"write\", index), got {buffer!r}")
 
 

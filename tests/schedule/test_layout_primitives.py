@@ -7,6 +7,7 @@ tensor-core traces: tests/tuner/cuda/test_cuda_replay.py."""
 from __future__ import annotations
 
 import json
+from typing import Any, Callable
 
 import pytest
 
@@ -34,11 +35,11 @@ def conv_nhwc(n: int = 1, hw: int = 6, ci: int = 4, co: int = 8) -> IRModule:
     return IRModule.from_func(te.create_prim_func([x, w, out]))
 
 
-def _folded_conv() -> Schedule:
+def fold_conv(sch: Any, get: Callable[[str], Any]) -> None:
     """The conv2d as TVM's tensor-core rule folds it into a matrix multiply: every access
-    reindexed, the buffers and the block laid out as (pixels, channels) matrices."""
-    sch = Schedule(conv_nhwc())
-    conv = sch.get_block("conv")
+    reindexed, the buffers and the block laid out as (pixels, channels) matrices. `sch` is
+    msdb's or TVM's schedule (test_layout_primitives_tvm.py runs it on both)."""
+    conv = get("conv")
     out = sch.reindex(conv, ("write", 0))
     lhs = sch.reindex(conv, ("read", 0))
     rhs = sch.reindex(conv, ("read", 1))
@@ -49,6 +50,11 @@ def _folded_conv() -> Schedule:
     sch.transform_block_layout(lhs, lambda n, h, w, rh, rw, rc: (n * 36 + h * 6 + w, rh * 12 + rw * 4 + rc))
     sch.transform_block_layout(rhs, lambda co, rh, rw, rc: (co, rh * 12 + rw * 4 + rc))
     sch.transform_block_layout(conv, lambda n, h, w, co, rh, rw, rc: (n * 36 + h * 6 + w, co, rh * 12 + rw * 4 + rc))
+
+
+def _folded_conv() -> Schedule:
+    sch = Schedule(conv_nhwc())
+    fold_conv(sch, sch.get_block)
     return sch
 
 

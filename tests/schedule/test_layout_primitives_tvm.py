@@ -14,26 +14,16 @@ import pytest
 from msdb.hashing import structural_equal
 from msdb.ir import from_script, to_script
 from msdb.schedule import Schedule, tensor_intrin
-from tests.schedule.test_layout_primitives import conv_nhwc
+from tests.schedule.test_layout_primitives import conv_nhwc, fold_conv
 from tests.tuner.cuda._candidates import tvm_module
 
 pytestmark = pytest.mark.tvm
 
 
 def _fold_conv(sch: Any, get: Callable[[str], Any]) -> None:
-    conv = get("conv")
-    out = sch.reindex(conv, ("write", 0))
-    lhs = sch.reindex(conv, ("read", 0))
-    rhs = sch.reindex(conv, ("read", 1))
-    sch.transform_layout(conv, ("read", 0), lambda n, h, w, rh, rw, rc: (n * 36 + h * 6 + w, rh * 12 + rw * 4 + rc))
-    sch.transform_layout(conv, ("read", 1), lambda co, rh, rw, rc: (co, rh * 12 + rw * 4 + rc))
-    sch.transform_layout(conv, ("write", 0), lambda n, h, w, co: (n * 36 + h * 6 + w, co))
-    sch.transform_block_layout(out, lambda n, h, w, co: (n * 36 + h * 6 + w, co))
-    sch.transform_block_layout(lhs, lambda n, h, w, rh, rw, rc: (n * 36 + h * 6 + w, rh * 12 + rw * 4 + rc))
-    sch.transform_block_layout(rhs, lambda co, rh, rw, rc: (co, rh * 12 + rw * 4 + rc))
-    sch.transform_block_layout(conv, lambda n, h, w, co, rh, rw, rc: (n * 36 + h * 6 + w, co, rh * 12 + rw * 4 + rc))
+    fold_conv(sch, get)
     # tiles of 4x4 for the output, as the tensor-core rule lays out its accumulator
-    sch.transform_layout(conv, ("write", 0), lambda i, j: (i // 4, j // 4, i % 4, j % 4))
+    sch.transform_layout(get("conv"), ("write", 0), lambda i, j: (i // 4, j // 4, i % 4, j % 4))
     sch.compute_inline(get("PadInput"))
 
 

@@ -571,7 +571,7 @@ _T_CALLS: dict[str, Callable[[ExprParser, ast.Call], Any]] = {
     "call_pure_extern": lambda p, n: _t_call_intrin(p, n, "call_pure_extern"),
     "likely": _t_likely,
     "ceildiv": _t_ceildiv,
-    "type_annotation": lambda p, n: E.Call(p._dtype_of(*p._args(n, 1, "T.type_annotation"), n.args[0]),
+    "type_annotation": lambda p, n: E.Call(p._dtype_of(p._args(n, 1, "T.type_annotation")[0], n.args[0]),
                                            "type_annotation", ()),
 }
 for _name in HANDLE_BUILTINS:
