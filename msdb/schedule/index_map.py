@@ -59,11 +59,17 @@ class IndexMap:
         outputs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
         return IndexMap(params, tuple(E.convert(o, "int32") for o in outputs))
 
-    def to_json(self) -> str:
-        """The map as a trace records it (TVM's object graph)."""
+    def to_json(self, *, pretty: bool = False) -> str:
+        """The map as a trace records it (TVM's object graph; `pretty` as TransformBlockLayout
+        records it); ScheduleError for an output that is not integer arithmetic."""
         from msdb.interop.tvm.encode import encode_index_map
 
-        return encode_index_map(list(self.initial), list(self.final))
+        try:
+            params = set(self.initial)
+            sampled = {v for e in self.final for v in free_vars(e) if v not in params}
+            return encode_index_map(self.initial, self.final, sampled=sampled, pretty=pretty)
+        except ValueError as exc:
+            raise ScheduleError(str(exc)) from None
 
     def free_vars(self) -> list[E.Var]:
         """Variables of the outputs that are not parameters (sampled variables in a trace)."""

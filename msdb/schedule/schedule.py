@@ -602,14 +602,16 @@ class Schedule:
         after: `for ax0, ax1 in T.grid(3136, 64)`, the block's iter vars `v0, v1`.
         """
         with self._atomic():
-            recorded, bound = self._index_map(index_map, "transform_block_layout")
+            recorded, bound = self._index_map(index_map, "transform_block_layout", pretty=True)
             if isinstance(recorded, IndexMapInput) and recorded.rvs:
                 raise ScheduleError("transform_block_layout: the index map may not use sampled variables")
             prim_layout.transform_block_layout(self._state, self._func_name, self._block_name(block), bound)
             self._record("TransformBlockLayout", [block], [str(recorded)], [])
 
-    def _index_map(self, index_map: Any, op: str) -> tuple[RawInput, IndexMap]:
-        """What the trace records for `index_map` and the map with its sampled variables bound."""
+    def _index_map(self, index_map: Any, op: str, pretty: bool = False) -> tuple[RawInput, IndexMap]:
+        """What the trace records for `index_map` (a map made here in TVM's JSON, indented with
+        `pretty` as TransformBlockLayout records it) and the map with its sampled variables
+        bound."""
         if isinstance(index_map, IndexMapInput):
             recorded = index_map
             parsed = IndexMap.from_json(str(index_map))
@@ -618,7 +620,7 @@ class Schedule:
             recorded = IndexMapInput(index_map, {})
         else:
             parsed = index_map if isinstance(index_map, IndexMap) else IndexMap.from_function(index_map, op)
-            recorded = IndexMapInput(parsed.to_json(), {})
+            recorded = IndexMapInput(parsed.to_json(pretty=pretty), {})
         values = {name: self._value(rv) for name, rv in recorded.rvs.items() if isinstance(rv, ExprRV)}
         return recorded, parsed.bind(values)
 

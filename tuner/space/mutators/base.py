@@ -34,7 +34,8 @@ class Mutator(SpacePart):
 
 
 _KINDS = {"llvm": ("msdb.tuner.space.mutators.defaults", "llvm_mutators"),
-          "cuda": ("msdb.tuner.space.mutators.defaults", "cuda_mutators")}
+          "cuda": ("msdb.tuner.space.mutators.defaults", "cuda_mutators"),
+          "cuda-tensorcore": ("msdb.tuner.space.mutators.defaults", "cuda_mutators")}
 
 
 def create(kind: str = "llvm") -> dict[Mutator, float]:

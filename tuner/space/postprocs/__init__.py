@@ -1,5 +1,6 @@
-"""Post-processors (docs/architecture.md, "Tuner"): TVM's `Postproc` and its CPU defaults, one
-module each; `Postproc.create("llvm")` gives them in TVM's order."""
+"""Post-processors (docs/architecture.md, "Tuner"): TVM's `Postproc` and its CPU, GPU and
+tensor-core defaults (`rewrite_tensorize`), one module each; `Postproc.create("llvm")` (or
+"cuda", "cuda-tensorcore") gives them in TVM's order."""
 
 from __future__ import annotations
 

@@ -33,12 +33,13 @@ class Postproc(SpacePart):
 
 
 _KINDS = {"llvm": ("msdb.tuner.space.postprocs.defaults", "llvm_postprocs"),
-          "cuda": ("msdb.tuner.space.postprocs.defaults", "cuda_postprocs")}
+          "cuda": ("msdb.tuner.space.postprocs.defaults", "cuda_postprocs"),
+          "cuda-tensorcore": ("msdb.tuner.space.postprocs.defaults", "cuda_tensorcore_postprocs")}
 
 
 def create(kind: str = "llvm") -> list[Postproc]:
     """The default post-processors of a target kind ("llvm": TVM's DefaultLLVM, "cuda":
-    DefaultCUDA), in order."""
+    DefaultCUDA, "cuda-tensorcore": DefaultCUDATensorCore), in order."""
     factory: Any = load_kind(_KINDS, kind, "post-processor set")
     postprocs: list[Postproc] = factory()
     return postprocs

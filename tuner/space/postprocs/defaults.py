@@ -11,7 +11,7 @@ from msdb.tuner.space.postprocs.disallow_dynamic_loop import DisallowDynamicLoop
 from msdb.tuner.space.postprocs.rewrite_parallel_vectorize_unroll import RewriteParallelVectorizeUnroll
 from msdb.tuner.space.postprocs.rewrite_reduction_block import RewriteReductionBlock
 
-__all__ = ["llvm_postprocs", "cuda_postprocs"]
+__all__ = ["llvm_postprocs", "cuda_postprocs", "cuda_tensorcore_postprocs"]
 
 
 def llvm_postprocs() -> list[Postproc]:
@@ -30,3 +30,11 @@ def cuda_postprocs() -> list[Postproc]:
 
     return [DisallowDynamicLoop(), RewriteCooperativeFetch(), RewriteUnboundBlock(max_threadblocks=256),
             RewriteParallelVectorizeUnroll(), RewriteReductionBlock(), VerifyGPUCode()]
+
+
+def cuda_tensorcore_postprocs() -> list[Postproc]:
+    """TVM's `Postproc::DefaultCUDATensorCore`: the GPU post-processors, then RewriteTensorize
+    (last, as TVM runs it: costly, and it does not change whether a candidate is valid)."""
+    from msdb.tuner.space.postprocs.rewrite_tensorize import RewriteTensorize
+
+    return cuda_postprocs() + [RewriteTensorize()]

@@ -13,6 +13,12 @@ copies of each shared buffer a pipelined loop (`software_pipeline_stage`, MultiL
 sm_80 variants) fills in one stage and reads in a later one: a pipeline of depth 4 triples the
 shared-memory tiles. msdb's lowering does not multi-buffer, so those extra copies are counted
 here, against the kernel that allocates the buffer.
+
+TVM also verifies before RewriteTensorize (last of `Postproc::DefaultCUDATensorCore`), on blocks
+still marked `meta_schedule.auto_tensorize`, which its verifier lowers element by element; msdb's
+lowering refuses element-wise access to a wmma fragment, so the check runs on a copy of the
+schedule tensorized as RewriteTensorize will tensorize it (the candidate's own trace is not
+touched): the kernels checked are the ones that will be built.
 """
 
 from __future__ import annotations
@@ -156,9 +162,10 @@ class VerifyGPUCode(Postproc):
         from msdb.tuner.codegen.cuda.verify import GpuLimits, verify_gpu
 
         gpu = gpu_target_of(self.context)
+        mod = _tensorized(sch)
         limits = GpuLimits(max_threads_per_block=gpu.max_threads_per_block,
                            max_shared_memory_per_block=gpu.max_shared_memory_per_block)
-        for name, func in sch.mod.functions.items():
+        for name, func in mod.functions.items():
             if not thread_extents_within_bounds(func.body, gpu.thread_warp_size):
                 logger.debug("VerifyGPUCode: %s: threads outside MultiLevelTiling's bounds", name)
                 return False
@@ -178,3 +185,23 @@ class VerifyGPUCode(Postproc):
                                  extra)
                     return False
         return True
+
+
+def _tensorized(sch: Schedule) -> Any:
+    """The module RewriteTensorize will make of `sch` (the module itself when no block is
+    marked for tensorization), computed on a copy."""
+    from msdb.tuner.space.postprocs.rewrite_tensorize import AUTO_TENSORIZE, RewriteTensorize
+
+    marked = False
+
+    def visit(node: object) -> None:
+        nonlocal marked
+        marked = marked or (type(node) is S.Block and bool(node.annotations.get(AUTO_TENSORIZE)))
+
+    for func in sch.mod.functions.values():
+        post_order_visit(func.body, visit)
+    if not marked:
+        return sch.mod
+    twin = sch.copy()
+    RewriteTensorize().apply(twin)
+    return twin.mod

@@ -2,7 +2,9 @@
 
 - `base`: `ScheduleRule` (subclass it for a rule of one's own) and `create("llvm")`;
 - `auto_inline`, `add_rfactor`, `multi_level_tiling`, `parallel_vectorize_unroll`,
-  `random_compute_location`: TVM's CPU rules; `defaults`: them in TVM's order.
+  `random_compute_location`: TVM's CPU rules; `multi_level_tiling_gpu`, `auto_bind`, ...: its
+  GPU rules; `multi_level_tiling_tensor_core`: its tensor-core rule (wmma groups); `defaults`:
+  them in TVM's order ("llvm", "cuda", "cuda-tensorcore").
 """
 
 from __future__ import annotations

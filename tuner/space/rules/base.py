@@ -32,12 +32,13 @@ class ScheduleRule(SpacePart):
 
 
 _KINDS = {"llvm": ("msdb.tuner.space.rules.defaults", "llvm_rules"),
-          "cuda": ("msdb.tuner.space.rules.defaults", "cuda_rules")}
+          "cuda": ("msdb.tuner.space.rules.defaults", "cuda_rules"),
+          "cuda-tensorcore": ("msdb.tuner.space.rules.defaults", "cuda_tensorcore_rules")}
 
 
 def create(kind: str = "llvm") -> list[ScheduleRule]:
-    """The default rules for a target kind ("llvm": TVM's DefaultLLVM, "cuda": DefaultCUDA), in
-    the order they run."""
+    """The default rules for a target kind ("llvm": TVM's DefaultLLVM, "cuda": DefaultCUDA,
+    "cuda-tensorcore": DefaultCUDATensorCore), in the order they run."""
     factory: Any = load_kind(_KINDS, kind, "schedule-rule set")
     rules: list[ScheduleRule] = factory()
     return rules

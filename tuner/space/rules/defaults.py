@@ -1,5 +1,6 @@
-"""TVM's default schedule rules for a CPU target (`DefaultLLVM`, tvm-metaschedule.md section 5)
-and for a GPU target (`DefaultCUDA`), in the order PostOrderApply runs them."""
+"""TVM's default schedule rules for a CPU target (`DefaultLLVM`, tvm-metaschedule.md section 5),
+for a GPU target (`DefaultCUDA`) and for one with tensor cores (`DefaultCUDATensorCore`), in the
+order PostOrderApply runs them."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from msdb.tuner.space.rules.multi_level_tiling import MultiLevelTiling, ReuseCon
 from msdb.tuner.space.rules.parallel_vectorize_unroll import ParallelizeVectorizeUnroll
 from msdb.tuner.space.rules.random_compute_location import RandomComputeLocation
 
-__all__ = ["llvm_rules", "cuda_rules"]
+__all__ = ["llvm_rules", "cuda_rules", "cuda_tensorcore_rules"]
 
 
 def llvm_rules() -> list[ScheduleRule]:
@@ -55,3 +56,20 @@ def cuda_rules() -> list[ScheduleRule]:
                                    unroll_max_steps=(0, 16, 32, 64, 128, 256, 512, 1024), unroll_explicit=True),
         AutoBind(max_threadblocks=256, thread_extents=(32, 64, 128, 256, 512, 1024)),
     ]
+
+
+def cuda_tensorcore_rules() -> list[ScheduleRule]:
+    """TVM's `DefaultCUDATensorCore`: user rules first, then the tensor-core tiling with TVM's
+    wmma groups (f32/f16 += f16 * f16, s32 += s8 * s8; shared.dyn staging), then DefaultCUDA's
+    rules after its ApplyCustomRule, for every block tensor cores cannot compute. TVM's second
+    tensor-core rule (the mma_sync groups) is left out: see `multi_level_tiling_tensor_core`."""
+    from msdb.tuner.space.rules.apply_custom_rule import ApplyCustomRule
+    from msdb.tuner.space.rules.multi_level_tiling_tensor_core import WMMA_INTRIN_GROUPS, MultiLevelTilingTensorCore
+
+    return [
+        ApplyCustomRule(),
+        MultiLevelTilingTensorCore(WMMA_INTRIN_GROUPS, "SSSRRSRS", tile_binds=("blockIdx.y", "blockIdx.x", "threadIdx.y"),
+                                   max_innermost_factor=4, vector_load_lens=(1, 2, 3, 4, 8, 16),
+                                   reuse_read=ReuseConfig("must", (4,), "shared.dyn"),
+                                   reuse_write=ReuseConfig("must", (2,), "shared.dyn")),
+    ] + cuda_rules()[1:]

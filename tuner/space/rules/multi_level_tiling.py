@@ -8,10 +8,11 @@ The instructions are TVM's, in TVM's order, so that TVM replays the traces msdb 
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 
 from msdb.ir import stmt as S
-from msdb.schedule.rv import BlockRV, LoopRV
+from msdb.schedule.rv import BlockRV, ExprRV, LoopRV
 from msdb.schedule.schedule import Schedule
 from msdb.tuner.space import analysis as SA
 from msdb.tuner.space.rules.base import ScheduleRule
@@ -33,12 +34,28 @@ class ReuseConfig:
 
 @dataclass
 class _State:
+    """One design space in the making (TVM's `State`): the schedule, the block, its tile levels
+    (loops, outermost first), the sampled factors of each level (one per tiled loop), the
+    loops left out of the tiling (outer spatial loops, TVM's `tile_inner_most_space_loop_num`)
+    and the caches added so far (by read index; write index 0)."""
+
     sch: Schedule
     block: BlockRV
     tiles: list[list[LoopRV]] = field(default_factory=list)
+    factors: list[list[ExprRV]] = field(default_factory=list)
+    skipped: list[LoopRV] = field(default_factory=list)
+    read_reuse: dict[int, BlockRV] = field(default_factory=dict)
+    write_reuse: dict[int, BlockRV] = field(default_factory=dict)
 
     def copy(self) -> _State:
-        return _State(self.sch.copy(), self.block, [list(t) for t in self.tiles])
+        twin = copy.copy(self)
+        twin.sch = self.sch.copy()
+        twin.tiles = [list(t) for t in self.tiles]
+        twin.factors = [list(f) for f in self.factors]
+        twin.skipped = list(self.skipped)
+        twin.read_reuse = dict(self.read_reuse)
+        twin.write_reuse = dict(self.write_reuse)
+        return twin
 
 
 class MultiLevelTiling(ScheduleRule):
@@ -64,12 +81,23 @@ class MultiLevelTiling(ScheduleRule):
         states = [out for state in states for out in self._add_write_reuse(state)]
         return [state.sch for state in states]
 
-    def _tile_loop_nest(self, state: _State) -> list[_State]:
+    def _tile_loop_nest(self, state: _State, inner_spatial: int = -1) -> list[_State]:
+        """TVM's TileLoopNest: split each loop by a sampled perfect tile into its levels and
+        reorder the levels; with `inner_spatial` >= 0 only the innermost that many spatial
+        loops are tiled and the outer ones are left out (`state.skipped`)."""
         sch = state.sch
         loops = sch.get_loops(state.block)
         node = SA.block_of(sch, state.block)
         tiles: list[list[LoopRV]] = [[] for _ in self.structure]
+        factors_of: list[list[ExprRV]] = [[] for _ in self.structure]
+        n_spatial = sum(1 for iv in node.iter_vars if iv.iter_type == S.IterType.DATA_PAR)
+        to_skip = n_spatial - inner_spatial if inner_spatial >= 0 else 0
+        skipped: list[LoopRV] = []
         for loop, iv in zip(loops, node.iter_vars):
+            if iv.iter_type == S.IterType.DATA_PAR and to_skip > 0:
+                skipped.append(loop)
+                to_skip -= 1
+                continue
             if iv.iter_type == S.IterType.DATA_PAR:
                 indices = self.s_indices
             elif iv.iter_type == S.IterType.COMM_REDUCE:
@@ -80,10 +108,11 @@ class MultiLevelTiling(ScheduleRule):
                 tiles[indices[0]].append(loop)
                 continue
             factors = sch.sample_perfect_tile(loop, n=len(indices), max_innermost_factor=self.max_innermost_factor)
-            for index, piece in zip(indices, sch.split(loop, list(factors))):
+            for index, piece, factor in zip(indices, sch.split(loop, list(factors)), factors):
                 tiles[index].append(piece)
+                factors_of[index].append(factor)
         sch.reorder(*[loop for tile in tiles for loop in tile])
-        state.tiles = tiles
+        state.tiles, state.factors, state.skipped = tiles, factors_of, skipped
         return [state]
 
     def _add_write_reuse(self, state: _State) -> list[_State]:
@@ -102,10 +131,12 @@ class MultiLevelTiling(ScheduleRule):
                     variant = state.copy()
                     variant.sch.reverse_compute_at(consumers[0], variant.tiles[level - 1][-1], preserve_unit_loops=True)
                     results.append(variant)
+                state.write_reuse[0] = consumers[0]
                 results.append(state)
                 return results
             results.append(state.copy())
         cache = state.sch.cache_write(state.block, 0, config.scope)
+        state.write_reuse[0] = cache
         for level in levels:
             variant = state.copy()
             variant.sch.reverse_compute_at(cache, variant.tiles[level - 1][-1], preserve_unit_loops=True)

@@ -62,19 +62,26 @@ class MultiLevelTilingGPU(MultiLevelTiling):
             states = [out for state in states for out in sub_rule(state)]
         return [state.sch for state in states]
 
-    def _tile_and_bind(self, state: _State) -> list[_State]:
+    def _tile_and_bind(self, state: _State, inner_spatial: int = -1) -> list[_State]:
         """TVM's TileLoopNest with thread binds: tile as on the CPU, then fuse each of the first
-        len(tile_binds) tile levels into one loop bound to its thread axis, and annotate the
-        block with the thread counts its spatial size allows."""
+        len(tile_binds) tile levels into one loop bound to its thread axis (the spatial loops
+        left out of the tiling, see `inner_spatial`, join the first), and annotate the block
+        with the thread counts the spatial size of its tiled loops allows."""
         sch = state.sch
         node = SA.block_of(sch, state.block)
+        spatial = [loop for loop, iv in zip(SA.loops_of(sch, node), node.iter_vars)
+                   if iv.iter_type == S.IterType.DATA_PAR]
+        if inner_spatial >= 0:
+            spatial = spatial[len(spatial) - inner_spatial:]
         spatial_product: int | None = 1
-        for loop, iv in zip(SA.loops_of(sch, node), node.iter_vars):
-            if iv.iter_type == S.IterType.DATA_PAR and spatial_product is not None:
-                extent = E.const_int(loop.extent)
-                spatial_product = spatial_product * extent if extent is not None else None
-        state = self._tile_loop_nest(state)[0]
-        for i in range(min(len(self.tile_binds), len(state.tiles))):
+        for loop in spatial:
+            extent = E.const_int(loop.extent)
+            spatial_product = spatial_product * extent if spatial_product is not None and extent is not None else None
+        state = self._tile_loop_nest(state, inner_spatial)[0]
+        n_binds = min(len(self.tile_binds), len(state.tiles))
+        if state.skipped and n_binds:
+            state.tiles[0] = state.skipped + state.tiles[0]
+        for i in range(n_binds):
             fused = sch.fuse(*state.tiles[i])
             sch.bind(fused, self.tile_binds[i])
             state.tiles[i] = [fused]
@@ -108,6 +115,7 @@ class MultiLevelTilingGPU(MultiLevelTiling):
                 loops = sch.get_loops(cache)
                 sch.fuse(*loops[len(loops) - ndim:])
                 self._annotate_cooperative_fetch(sch, cache)
+                variant.read_reuse[index] = cache
             results.append(variant)
         return results
 
