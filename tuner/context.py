@@ -65,8 +65,9 @@ class TuneContext:
     def space_kind(self) -> str:
         """Which default rules, post-processors and mutators the task's design space uses (TVM's
         GetRuleKindFromTarget): "cuda" for a GPU target, else "llvm". TVM picks its tensor-core
-        rules for sm_75 and newer; those add rules for float16 tensor-core matmuls only, which
-        msdb does not have, so every GPU gets the "cuda" set (docs/architecture.md, "Tuner")."""
+        set for sm_75 and newer; msdb has it ("cuda-tensorcore") but gives it only to a space
+        generator that names it, so every GPU target still gets the "cuda" set by default
+        (docs/architecture.md, "Tuner")."""
         kind = self.target.kind if self.target is not None else "llvm"
         return "cuda" if kind in GPU_TARGET_KINDS else "llvm"
 

@@ -23,6 +23,7 @@ from msdb.errors import ScheduleError
 from msdb.ir import expr as E
 from msdb.ir.arith import const_int_bound, simplify, split_linear
 from msdb.ir.functor import free_vars, substitute
+from msdb.schedule.index_map_json import decode_index_map, encode_index_map
 
 __all__ = ["IndexMap", "rename_free_vars"]
 
@@ -37,12 +38,7 @@ class IndexMap:
     @staticmethod
     def from_json(text: str) -> IndexMap:
         """The map TVM serialized as `text` (ScheduleError naming what is wrong)."""
-        from msdb.interop.tvm.payload import PayloadError, decode_index_map
-
-        try:
-            initial, final = decode_index_map(text)
-        except PayloadError as exc:
-            raise ScheduleError(f"index map: {exc}") from None
+        initial, final = decode_index_map(text)
         return IndexMap(tuple(initial), tuple(final))
 
     @staticmethod
@@ -62,14 +58,9 @@ class IndexMap:
     def to_json(self, *, pretty: bool = False) -> str:
         """The map as a trace records it (TVM's object graph; `pretty` as TransformBlockLayout
         records it); ScheduleError for an output that is not integer arithmetic."""
-        from msdb.interop.tvm.encode import encode_index_map
-
-        try:
-            params = set(self.initial)
-            sampled = {v for e in self.final for v in free_vars(e) if v not in params}
-            return encode_index_map(self.initial, self.final, sampled=sampled, pretty=pretty)
-        except ValueError as exc:
-            raise ScheduleError(str(exc)) from None
+        params = set(self.initial)
+        sampled = {v for e in self.final for v in free_vars(e) if v not in params}
+        return encode_index_map(self.initial, self.final, sampled=sampled, pretty=pretty)
 
     def free_vars(self) -> list[E.Var]:
         """Variables of the outputs that are not parameters (sampled variables in a trace)."""

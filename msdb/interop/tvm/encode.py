@@ -11,18 +11,16 @@ referred to by index, which is how TVM keeps identity.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
 from typing import Any
 
 from msdb.ir import expr as E
 from msdb.ir import stmt as S
 from msdb.ir.function import IRModule, PrimFunc
-from msdb.ir.functor import free_vars
 from msdb.interop.tvm.payload import encode_payload_bytes
+from msdb.schedule.index_map_json import TVM_VERSION  # the one spelling of the TVM version msdb writes
 
-__all__ = ["TVM_VERSION", "encode_graph", "encode_workload", "encode_index_map"]
+__all__ = ["TVM_VERSION", "encode_graph", "encode_workload"]
 
-TVM_VERSION = "0.27.0.post1"
 
 _BINARY_KEYS = {
     E.Add: "prim.Add", E.Sub: "prim.Sub", E.Mul: "prim.Mul", E.Div: "prim.Div", E.Mod: "prim.Mod",
@@ -268,70 +266,3 @@ def encode_workload(mod: IRModule | PrimFunc) -> str:
     """The base64 workload payload TVM 0.27 writes for `mod` (pretty JSON, length prefix)."""
     text = json.dumps(encode_graph(mod), indent=2)
     return encode_payload_bytes(text.encode("utf-8"))
-
-
-
-_INDEX_BINARY = {cls: key for cls, key in _BINARY_KEYS.items()
-                 if cls in (E.Add, E.Sub, E.Mul, E.FloorDiv, E.FloorMod, E.Min, E.Max)}
-
-
-class _IndexMapGraph(_GraphEncoder):
-    """The encoder with TVM's sharing of an index map's nodes (see `encode_index_map`)."""
-
-    def __init__(self, sampled: frozenset[E.Var]) -> None:
-        super().__init__()
-        self.sampled = sampled
-        self.by_object: dict[int, int] = {}
-        self.types: dict[str, int] = {}
-        self.ints: dict[int, int] = {}
-
-    def prim_type(self, dtype: str) -> int:
-        if dtype not in self.types:
-            self.types[dtype] = self.add("ir.PrimType", {"span": 0, "dtype": dtype})
-        return self.types[dtype]
-
-    def int_value(self, value: int) -> int:
-        if value not in self.ints:
-            self.ints[value] = self.add("int", value)
-        return self.ints[value]
-
-    def expr(self, node: E.PrimExpr) -> int:
-        shared = isinstance(node, E.Var) or not (free_vars(node) & self.sampled)
-        if shared and id(node) in self.by_object:
-            return self.by_object[id(node)]
-        index = self._build(node)
-        if shared:
-            self.by_object[id(node)] = index
-            self.keep_alive.append(node)  # what by_object's ids refer to stays alive
-        return index
-
-    def _build(self, node: E.PrimExpr) -> int:
-        if isinstance(node, E.Var):
-            ty = self.prim_type(node.dtype)
-            return self.add("ir.Var", {"span": 0, "ty": ty, "name": self.add("ffi.String", node.name)})
-        if isinstance(node, E.IntImm):
-            ty = self.prim_type(node.dtype)
-            return self.add("ir.IntImm", {"span": 0, "ty": ty, "value": self.int_value(int(node.value))})
-        if type(node) in _INDEX_BINARY:
-            assert isinstance(node, E.BinaryOp)
-            ty = self.prim_type(node.dtype)
-            a, b = self.expr(node.a), self.expr(node.b)
-            return self.add(_INDEX_BINARY[type(node)], {"span": 0, "ty": ty, "a": a, "b": b})
-        raise ValueError(f"index map: cannot write {type(node).__name__} as TVM's JSON (integer arithmetic only)")
-
-
-def encode_index_map(initial: Sequence[E.Var], final: Sequence[E.PrimExpr], *, sampled: Iterable[E.Var] = (),
-                     pretty: bool = False) -> str:
-    """`lambda *initial: final` as a trace records it, TVM 0.27's object graph byte for byte:
-    TVM emits an object once and refers to it by index (one `PrimType` node per dtype, one `int`
-    node per value, one node per expression *object*, so `i0 // 16` used twice is one node
-    while two `16`s built separately are two), except that an expression holding a `sampled`
-    variable (a sampled variable of the trace) is emitted anew at each use, as TVM's trace does
-    when it substitutes the sampled variables' names into the map. TransformLayout records the
-    map in compact JSON, TransformBlockLayout in TVM's indented form (`pretty`)."""
-    graph = _IndexMapGraph(frozenset(sampled))
-    params = graph.array([graph.expr(v) for v in initial])
-    outputs = graph.array([graph.expr(e) for e in final])
-    root = graph.add("tirx.IndexMap", {"initial_indices": params, "final_indices": outputs, "inverse_index_map": 0})
-    doc = {"root_index": root, "nodes": graph.nodes, "metadata": {"tvm_version": TVM_VERSION}}
-    return json.dumps(doc, indent=2) if pretty else json.dumps(doc, separators=(",", ":"))

@@ -32,7 +32,6 @@ from msdb.ir.tree_size import TreeTooLarge, check_tree_size
 __all__ = [
     "PayloadError", "LegacyPayloadError", "UnsupportedNodeError", "LEGACY_GRAPH", "UNSUPPORTED_GRAPH", "payload_kind",
     "payload_bytes", "encode_payload_bytes", "graph_tvm_version", "load_graph", "decode_workload", "decode_graph",
-    "decode_index_map",
 ]
 
 #: A payload in TVM's <= 0.21 graph format (TVM 0.27 refuses it too).
@@ -130,25 +129,6 @@ def decode_graph(graph: dict[str, Any], *, check_size: bool = True) -> IRModule:
     return root
 
 
-def decode_index_map(text: str) -> tuple[list[E.Var], list[E.PrimExpr]]:
-    """The initial indices and final indices of an IndexMap that TVM serialized as an object
-    graph (how a trace records TransformLayout's and TransformBlockLayout's maps). Variables
-    other than the initial indices keep their names: in a trace they name sampled variables."""
-    try:
-        graph = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise PayloadError(f"index map is not JSON ({exc})") from None
-    if not isinstance(graph, dict) or "root_index" not in graph or not isinstance(graph.get("nodes"), list):
-        raise PayloadError("index map is JSON but not a TVM object graph (no 'root_index' and 'nodes')")
-    root = _GraphDecoder(graph["nodes"]).decode(graph["root_index"])
-    if not (isinstance(root, tuple) and len(root) == 2):
-        raise PayloadError("the object graph's root is not a tirx.IndexMap")
-    initial, final = root
-    if not all(isinstance(v, E.Var) for v in initial) or not all(isinstance(e, E.PrimExpr) for e in final):
-        raise PayloadError("index map: the initial indices must be variables and the final indices expressions")
-    return list(initial), list(final)
-
-
 # Type keys of 0.22-0.23 that 0.24+ renamed; decoding looks up the new name.
 _ALIASES = {
     "tir.Block": "s_tir.SBlock",
@@ -218,7 +198,6 @@ class _GraphDecoder:
             "s_tir.SBlockRealize": lambda i, d: S.BlockRealize(tuple(self.decode(d["iter_values"])), self.decode(d["predicate"]), self.decode(d["block"])),
             "s_tir.MatchBufferRegion": lambda i, d: S.MatchBufferRegion(self._buffer_of(d["buffer"]), self.decode(d["source"])),
             "tirx.PrimFunc": self._func,
-            "tirx.IndexMap": lambda i, d: (self.decode(d["initial_indices"]), self.decode(d["final_indices"])),
         }
         for name, cls in _BINARY.items():
             self.handlers[f"prim.{name}"] = self._binary(cls)

@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from tests.tuner.cuda.emulate_headers import HEADERS
+
 _SHIM = r"""
 #include <math.h>
 #include <cmath>
@@ -56,7 +58,7 @@ static inline unsigned __dp4a(unsigned a, unsigned b, unsigned c) {
 }
 """
 
-_CTYPES = {"float32": "float", "float64": "double", "int8": "signed char", "uint8": "unsigned char",
+_CTYPES = {"float16": "half", "float32": "float", "float64": "double", "int8": "signed char", "uint8": "unsigned char",
            "int32": "int", "int64": "long long", "bool": "bool", "int16": "short"}
 
 
@@ -111,7 +113,11 @@ def run_on_cpu(source: str, meta: dict[str, Any], arrays: list[np.ndarray], time
         exe = os.path.join(tmp, "kernels")
         with open(cpp, "w") as f:
             f.write(_SHIM + source + "\n" + _main(meta))
-        done = subprocess.run(["g++", "-std=c++20", "-O1", "-fno-strict-aliasing", "-pthread", "-w", cpp, "-o", exe],
+        for header, text in HEADERS.items():  # cuda_fp16.h and mma.h stand-ins (emulate_headers.py)
+            with open(os.path.join(tmp, header), "w") as f:
+                f.write(text)
+        done = subprocess.run(["g++", "-std=c++20", "-O1", "-fno-strict-aliasing", "-pthread", "-w", "-I", tmp, cpp,
+                               "-o", exe],
                               capture_output=True, text=True, timeout=timeout_s)
         if done.returncode != 0:
             raise RuntimeError(f"g++ rejected the emulated kernels:\n{done.stderr[-4000:]}")

@@ -6,9 +6,11 @@ bindings -> CUDA C kernels -> PTX (NVRTC) -> cubin (ptxas), with no GPU needed.
 
 Modules, in pipeline order:
   lower.py      GPU rules over the CPU lowering passes; one kernel per launch region
+  tensorcore.py wmma fragments: match-buffer views bound to their sources, InferFragment, nvcuda::wmma text
+  shared_dyn.py shared.dyn buffers merged into one pool with reuse (TVM's MergeSharedMemoryAllocations)
   sync.py       __syncthreads() placement for shared memory
   verify.py     TVM's VerifyGPUCode (threads, shared memory, vthreads, vector bytes)
-  emit.py, emit_expr.py   CUDA C text
+  emit.py, emit_expr.py   CUDA C text (lanes.py: lane-invariant and contiguous indices of vector loops)
   nvrtc.py      NVRTC through ctypes, ptxas, `ptxas -v` statistics
   examples.py   hand-written schedules of zoo workloads (tests, bench/gpu_check.py)
 

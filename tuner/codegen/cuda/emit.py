@@ -12,6 +12,7 @@ contiguous elements into an int32 accumulator becomes `__dp4a`. Tensor-core frag
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from msdb.ir import expr as E
@@ -19,10 +20,11 @@ from msdb.ir import stmt as S
 from msdb.ir.arith import Affine, affine_form, simplify, stride_of
 from msdb.ir.functor import substitute
 from msdb.tuner.codegen.analysis import (
-    Allocate, allocation_elements, flat_index, static_shape, substitute_lowered, vars_in,
+    Allocate, allocation_elements, flat_index, static_shape, substitute_lowered, vars_in, walk,
 )
 from msdb.tuner.codegen.cuda.cross_thread import allreduce_parts
 from msdb.tuner.codegen.cuda.emit_expr import ExprPrinter, c_type, elem_bytes
+from msdb.tuner.codegen.cuda.lanes import INVARIANT, LINEAR, lane_form
 from msdb.tuner.codegen.cuda.lower import GpuLoweredFunc, Kernel, thread_tag
 from msdb.tuner.codegen.cuda.sync import is_allreduce, is_barrier
 from msdb.tuner.codegen.cuda.tensorcore import FragmentInfo, fragment_declaration, infer_fragments, is_wmma_call, \
@@ -41,8 +43,9 @@ template <typename T> __device__ __forceinline__ T msdb_floormod(T a, T b) {
 }
 """
 
-#: Bytes of one vector access -> the unsigned type that moves them.
+#: Bytes of one vector access -> the unsigned type that moves them, and its zero.
 _VECTOR_TYPES = {4: "unsigned int", 8: "uint2", 16: "uint4"}
+_VECTOR_ZEROS = {4: "0u", 8: "uint2{0u, 0u}", 16: "uint4{0u, 0u, 0u, 0u}"}
 
 
 def emit_cuda(func: GpuLoweredFunc) -> str:
@@ -220,8 +223,15 @@ class _KernelWriter:
         count = allocation_elements(buf)
         name = self.fresh(buf.name)
         scope = buf.scope or "global"
-        if scope in ("shared", "shared.dyn"):
+        if scope == "shared":
             self.line(f"__shared__ __align__(16) {c_type(buf.dtype)} {name}[{max(1, count)}];")
+        elif scope == "shared.dyn":
+            # TVM aligns shared.dyn to the buffer's data_alignment (64): wmma pointers need 32 bytes
+            align = max(16, buf.data_alignment)
+            self.line(f"__shared__ __align__({align}) {c_type(buf.dtype)} {name}[{max(1, count)}];")
+            if buf.data is not None:
+                self.buffers[buf] = name
+                self.pool_views(s, name)
         elif scope == "local":
             self.line(f"__align__(16) {c_type(buf.dtype)} {name}[{max(1, count)}];")
         elif buf in self.fragments:
@@ -230,6 +240,23 @@ class _KernelWriter:
             raise CodegenError(f"buffer {buf.name} of scope {scope!r} cannot be allocated inside a kernel")
         self.buffers[buf] = name
         self.stmt(s.body)
+
+    def pool_views(self, s: Allocate, pool: str) -> None:
+        """A typed pointer to the pool for each buffer viewing it (`shared_dyn`); the views'
+        indices carry their offsets (`elem_offset`)."""
+        data = s.buffer.data
+        views: list[E.Buffer] = []
+
+        def visit(node: object) -> None:
+            if isinstance(node, (E.BufferLoad, S.BufferStore)) and node.buffer is not s.buffer \
+                    and node.buffer.data is data and node.buffer not in views:
+                views.append(node.buffer)
+
+        walk(s.body, visit)
+        for view in views:
+            name = self.fresh(view.name)
+            self.buffers[view] = name
+            self.line(f"{c_type(view.dtype)}* {name} = ({c_type(view.dtype)}*){pool};")
 
     # ---- loops ----
     def loop(self, s: S.For) -> None:
@@ -341,7 +368,9 @@ class _KernelWriter:
 
     def vector_loop(self, s: S.For) -> bool:
         """One vector access for a contiguous, aligned copy `dst[... v] = src[... v]` (under
-        a condition that does not depend on `v`); False when the loop must stay scalar."""
+        a condition that does not depend on `v`), or for a guarded one `dst[... v] =
+        if_then_else(c, src[... v], 0)` whose condition is the same in every lane (a padded
+        fetch: the copy or a vector of zeros; `lanes`); False when the loop must stay scalar."""
         lanes = E.const_int(s.extent)
         if lanes is None or E.const_int(s.min) != 0:
             return False
@@ -349,10 +378,18 @@ class _KernelWriter:
         if isinstance(body, S.IfThenElse) and body.else_case is None:
             cond, body = body.condition, body.then_case
             if s.loop_var in _vars(cond):
-                return False
-        if not (isinstance(body, S.BufferStore) and isinstance(body.value, E.BufferLoad)):
+                if lane_form(cond, s.loop_var, lanes) != INVARIANT:
+                    return False
+                cond = _at_zero(cond, s.loop_var)
+        if not isinstance(body, S.BufferStore):
             return False
-        dst, src = body, body.value
+        value, select = body.value, None
+        if (isinstance(value, E.Call) and value.op in ("if_then_else", "tir.if_then_else") and len(value.args) == 3
+                and _is_zero(value.args[2]) and lane_form(value.args[0], s.loop_var, lanes) == INVARIANT):
+            select, value = _at_zero(value.args[0], s.loop_var), value.args[1]
+        if not isinstance(value, E.BufferLoad):
+            return False
+        dst, src = body, value
         if dst.buffer.dtype != src.buffer.dtype or dst.buffer.dtype == "bool":
             return False
         nbytes = lanes * elem_bytes(dst.buffer.dtype)
@@ -362,11 +399,15 @@ class _KernelWriter:
         bases = []
         for buf, indices in ((dst.buffer, dst.indices), (src.buffer, src.indices)):
             flat = flat_index(buf, indices)
-            if stride_of(flat, s.loop_var) != 1 or not _aligned(flat, s.loop_var, lanes):
+            contiguous = stride_of(flat, s.loop_var) == 1 and _aligned(flat, s.loop_var, lanes)
+            if not contiguous and lane_form(flat, s.loop_var, lanes) != LINEAR:
                 return False
             bases.append(_at_zero(flat, s.loop_var))
         d_name, s_name = self.buffer_name(dst.buffer), self.buffer_name(src.buffer)
-        text = f"*({vtype}*)({d_name} + {self.expr(bases[0])}) = *({vtype}*)({s_name} + {self.expr(bases[1])});"
+        loaded = f"*({vtype}*)({s_name} + {self.expr(bases[1])})"
+        if select is not None:
+            loaded = f"({self.expr(select)} ? {loaded} : {_VECTOR_ZEROS[nbytes]})"
+        text = f"*({vtype}*)({d_name} + {self.expr(bases[0])}) = {loaded};"
         if cond is not None:
             self.line(f"if ({self.expr(cond)}) {{")
             self.depth += 1
@@ -419,6 +460,13 @@ def match_dp4a(s: S.For) -> tuple[S.BufferStore, E.BufferLoad, list[tuple[E.Buff
     if loads[0][0].dtype != loads[1][0].dtype:
         return None
     return st, acc, loads
+
+
+def _is_zero(e: E.PrimExpr) -> bool:
+    """A constant whose bits are all zero (so a vector of it is a zeroed vector)."""
+    if isinstance(e, E.FloatImm):
+        return e.value == 0.0 and math.copysign(1.0, e.value) > 0
+    return isinstance(e, E.IntImm) and e.value == 0
 
 
 def _at_zero(flat: E.PrimExpr, var: E.Var) -> E.PrimExpr:

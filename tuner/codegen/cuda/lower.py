@@ -109,6 +109,7 @@ def lower_gpu(func: PrimFunc, name: str = "main") -> GpuLoweredFunc:
     from msdb.tuner.codegen.cuda.cross_thread import lower_cross_thread_reductions
     from msdb.tuner.codegen.cuda.emit import match_dp4a
     from msdb.tuner.codegen.cuda.sync import insert_barriers
+    from msdb.tuner.codegen.cuda.shared_dyn import merge_dynamic_shared
     from msdb.tuner.codegen.cuda.tensorcore import bind_match_buffers, infer_fragments, resolve_tiles
 
     params = _param_buffers(func)                                   # the kernels' pointer arguments, in order
@@ -124,6 +125,7 @@ def lower_gpu(func: PrimFunc, name: str = "main") -> GpuLoweredFunc:
     body = plan_allocations(body, on_chip)                          # shared/local arrays at the LCA of their uses
     body = compact_allocations(body, can_relax_under_thread)        # shrink to the region their threads touch
     body = align_allocations(body, lowering.dim_aligns)             # storage_align padding (bank conflicts)
+    body = merge_dynamic_shared(body)                               # shared.dyn buffers share one pool (TVM's merge)
     body = apply_unroll_pragmas(body, implicit=True, expand=True,   # auto-unroll: explicit ones written out,
                                 intrinsic=lambda loop: match_dp4a(loop) is not None)  # implicit ones `#pragma unroll`
     body = resolve_tiles(body)                                      # views' elem_offset/strides of the compacted sources

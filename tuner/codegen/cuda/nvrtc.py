@@ -154,8 +154,9 @@ def _check(code: int, what: str) -> None:
 
 def compile_ptx(source: str, arch: str, name: str = "msdb_kernels.cu", options: tuple[str, ...] = ()) -> str:
     """PTX of CUDA C `source` for the virtual architecture of `arch` (compute_XX)."""
-    if "#include <cuda_fp16.h>" in source:
-        options = (f"--include-path={_fp16_include_dir()}", *options)
+    headers = [h for h in _HEADERS if f"#include <{h}>" in source]
+    if headers:
+        options = (*(f"--include-path={d}" for d in _include_dirs(tuple(headers))), *options)
     lib = _lib()
     prog = _Program()
     _check(lib.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), name.encode(), 0, None, None),
@@ -181,18 +182,26 @@ def compile_ptx(source: str, arch: str, name: str = "msdb_kernels.cu", options: 
         lib.nvrtcDestroyProgram(ctypes.byref(prog))
 
 
+#: Headers the generated code includes, which NVRTC does not ship: cuda_fp16.h (float16) and
+#: mma.h (tensor-core fragments, `nvcuda::wmma`).
+_HEADERS = ("cuda_fp16.h", "mma.h")
+
+
 @functools.lru_cache(maxsize=None)
-def _fp16_include_dir() -> str:
-    """A folder holding cuda_fp16.h (NVRTC ships no headers): NVIDIA's runtime wheel or a toolkit."""
-    for root in _nvidia_roots():
-        for sub in ("cuda_runtime/include", "cu13/include", "cu12/include"):
-            if os.path.isfile(os.path.join(root, sub, "cuda_fp16.h")):
-                return os.path.join(root, sub)
-    for root in _toolkit_roots():
-        if os.path.isfile(os.path.join(root, "include", "cuda_fp16.h")):
-            return os.path.join(root, "include")
-    raise CudaToolError("float16 kernels need cuda_fp16.h, which NVRTC does not ship: install nvidia-cuda-runtime-cu12 "
-                        "(pip) or set CUDA_HOME to a CUDA toolkit")
+def _include_dirs(headers: tuple[str, ...]) -> tuple[str, ...]:
+    """Folders holding `headers`: NVIDIA's runtime wheel, else a toolkit."""
+    roots = [os.path.join(root, sub) for root in _nvidia_roots()
+             for sub in ("cuda_runtime/include", "cu13/include", "cu12/include")]
+    roots += [os.path.join(root, "include") for root in _toolkit_roots()]
+    found: list[str] = []
+    for header in headers:
+        where = next((r for r in roots if os.path.isfile(os.path.join(r, header))), None)
+        if where is None:
+            raise CudaToolError(f"the generated CUDA C includes {header}, which NVRTC does not ship: install "
+                                "nvidia-cuda-runtime-cu12 (pip) or set CUDA_HOME to a CUDA toolkit")
+        if where not in found:
+            found.append(where)
+    return tuple(found)
 
 
 def _numbered(source: str) -> str:

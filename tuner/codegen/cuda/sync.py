@@ -54,6 +54,11 @@ class _Summary:
     synced: bool = False
 
 
+def _storage(buf: E.Buffer) -> object:
+    """What a buffer's accesses touch: views of one pool (`shared_dyn`) share its memory."""
+    return buf.data if buf.data is not None else buf
+
+
 def _shared(buf: E.Buffer) -> bool:
     return buf.scope in ("shared", "shared.dyn")
 
@@ -85,9 +90,9 @@ class _Sync:
     def conflict(self, before: list[_Access], after: list[_Access], loop_var: E.Var | None = None) -> E.Buffer | None:
         for b in after:
             for a in before:
-                if a.buffer is not b.buffer or not (a.write or b.write):
+                if _storage(a.buffer) is not _storage(b.buffer) or not (a.write or b.write):
                     continue
-                same = (not a.tile and not b.tile and a.guard == b.guard and len(a.indices) == len(b.indices)
+                same = (a.buffer is b.buffer and not a.tile and not b.tile and a.guard == b.guard and len(a.indices) == len(b.indices)
                         and all(expr_equal(x, y) for x, y in zip(a.indices, b.indices))
                         and (loop_var is None or not any(uses_var(i, {loop_var}) for i in a.indices)))
                 if not same:

@@ -26,6 +26,7 @@ this module mirrors (written for msdb's IR, not copied):
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
@@ -40,6 +41,8 @@ __all__ = [
     "FRAGMENT_SCOPES", "LAYOUTS", "WMMA_CALLS", "TILE", "FragmentInfo", "bind_match_buffers", "resolve_tiles",
     "infer_fragments", "is_fragment", "is_wmma_call", "fragment_declaration", "wmma_statement", "tile_accesses",
 ]
+
+logger = logging.getLogger(__name__)
 
 #: The storage scopes of tensor-core fragments (TVM's kWMMAMatrixA/B, kWMMAAccumulator).
 FRAGMENT_SCOPES = ("wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator")
@@ -139,11 +142,15 @@ class _TileResolver(IRMutator):
         self.ranges: dict[E.Var, E.Range] = {}
 
     def visit_For(self, node: S.For) -> S.Stmt:
+        saved = self.ranges.get(node.loop_var)  # loops bound to one thread axis share their variable
         self.ranges[node.loop_var] = E.Range(node.min, node.extent)
         try:
             return super().visit_For(node)
         finally:
-            del self.ranges[node.loop_var]
+            if saved is None:
+                del self.ranges[node.loop_var]
+            else:
+                self.ranges[node.loop_var] = saved
 
     def visit_Allocate(self, node: Allocate) -> S.Stmt:
         body = self.visit(node.body)
@@ -162,7 +169,11 @@ class _TileResolver(IRMutator):
             if isinstance(e, E.Call) and _op(e) == "tvm_access_ptr":
                 return E.Call(e.dtype, e.op, tuple(self._simplify(a) for a in e.args))
             return e
-        return simplify(e, self.ranges)
+        try:
+            return simplify(e, self.ranges)
+        except Exception:  # simplifying is for readable constants; the unsimplified index is as correct
+            logger.debug("simplify failed on %r", e, exc_info=True)
+            return e
 
     def visit_Call(self, node: E.Call) -> E.PrimExpr:
         args = self._exprs(node.args)
@@ -373,20 +384,20 @@ def wmma_statement(call: E.Call, expr: Callable[[E.PrimExpr], str], buffer_name:
     """The `nvcuda::wmma::` call of one of TVM's builtins (TVM's CodeGenCUDA::VisitExpr_)."""
     op, args = _op(call), call.args
 
-    def fragment(i: int) -> str:
-        return f"{buffer_name(_tile_load(args[i], call).buffer)}[{expr(args[i + 1])}]"
+    def fragment(data: int, index: int) -> str:
+        return f"{buffer_name(_tile_load(args[data], call).buffer)}[{expr(args[index])}]"
 
-    if op == "tvm_fill_fragment":
-        return f"nvcuda::wmma::fill_fragment({fragment(0)}, {expr(args[5])});"
-    if op == "tvm_load_matrix_sync":
-        return (f"nvcuda::wmma::load_matrix_sync({fragment(0)}, {_pointer(args[5], call, expr, buffer_name, c_type)}, "
-                f"{expr(args[6])});")
-    if op == "tvm_store_matrix_sync":
+    if op == "tvm_fill_fragment":  # (data, m, n, k, index, value)
+        return f"nvcuda::wmma::fill_fragment({fragment(0, 4)}, {expr(args[5])});"
+    if op == "tvm_load_matrix_sync":  # (data, m, n, k, index, pointer, stride, layout)
+        return (f"nvcuda::wmma::load_matrix_sync({fragment(0, 4)}, "
+                f"{_pointer(args[5], call, expr, buffer_name, c_type)}, {expr(args[6])});")
+    if op == "tvm_store_matrix_sync":  # (data, m, n, k, index, pointer, stride, layout)
         layout = args[7].value if isinstance(args[7], E.StringImm) else "row_major"
         return (f"nvcuda::wmma::store_matrix_sync({_pointer(args[5], call, expr, buffer_name, c_type)}, "
-                f"{fragment(0)}, {expr(args[6])}, nvcuda::wmma::mem_{layout});")
-    if op == "tvm_mma_sync":
-        return f"nvcuda::wmma::mma_sync({', '.join(fragment(i) for i in (0, 2, 4, 6))});"
+                f"{fragment(0, 4)}, {expr(args[6])}, nvcuda::wmma::mem_{layout});")
+    if op == "tvm_mma_sync":  # (d, d index, a, a index, b, b index, c, c index)
+        return f"nvcuda::wmma::mma_sync({', '.join(fragment(i, i + 1) for i in (0, 2, 4, 6))});"
     raise CodegenError(f"{op} is not a wmma intrinsic")
 
 

@@ -21,9 +21,10 @@ from typing import Any
 
 from msdb.ir import expr as E
 from msdb.ir import stmt as S
-from msdb.tuner.codegen.analysis import Allocate, allocation_elements, walk
+from msdb.tuner.codegen.analysis import Allocate, walk
 from msdb.tuner.codegen.cuda.emit_expr import elem_bytes
 from msdb.tuner.codegen.cuda.lower import GpuLoweredFunc, thread_tag
+from msdb.tuner.codegen.cuda.shared_dyn import tvm_allocation_bytes
 from msdb.tuner.codegen.cuda.sync import is_allreduce
 from msdb.tuner.codegen.errors import CodegenError
 
@@ -99,7 +100,7 @@ def verify_gpu(func: GpuLoweredFunc, limits: GpuLimits | None = None) -> list[st
                                 f"dtype {dtype} is greater than the maximum number of vector bytes "
                                 f"({limits.max_vector_bytes}) (loop {node.loop_var.name})")
             elif isinstance(node, Allocate) and node.buffer.scope in ("shared", "shared.dyn"):
-                shared += allocation_elements(node.buffer) * elem_bytes(node.buffer.dtype)
+                shared += tvm_allocation_bytes(node.buffer)  # TVM's flattened size (shape[0] * strides[0])
             elif isinstance(node, S.Evaluate) and is_allreduce(node):
                 assert isinstance(node.value, E.Call)
                 reduce_bytes.append(elem_bytes(node.value.args[1].dtype))  # one element per thread

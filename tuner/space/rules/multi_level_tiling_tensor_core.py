@@ -18,7 +18,7 @@ same computation up to a layout, e.g. fp16 inputs accumulated in fp32), one desi
 A block no group matches is left to the next rules (the CUDA tiling), and so is one whose
 reindexing or layout a primitive refuses (TVM would fail the whole design space); the description of each
 step is TVM's multi_level_tiling_tensor_core.cc, and the instructions are TVM's in TVM's order,
-index maps included byte for byte (`msdb.interop.tvm.encode.encode_index_map`), so that TVM replays the traces msdb
+index maps included byte for byte (`msdb.schedule.index_map_json`), so that TVM replays the traces msdb
 finds.
 
 Not here: TVM's second tensor-core rule, the `mma_sync_m16n8k8` groups with software pipelining
@@ -43,7 +43,7 @@ from msdb.schedule.schedule import Schedule
 from msdb.tuner.space import analysis as SA
 from msdb.tuner.space.auto_tensorize import (AutoTensorizeMapping, auto_tensorize_mapping, desc_block,
                                              tile_with_tensor_intrin)
-from msdb.interop.tvm.encode import encode_index_map
+from msdb.schedule.index_map_json import encode_index_map
 from msdb.tuner.space.rules.multi_level_tiling import ReuseConfig, _State
 from msdb.tuner.space.rules.multi_level_tiling_gpu import MultiLevelTilingGPU
 
