@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import random
+import re
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -64,12 +65,16 @@ class TuneContext:
 
     def space_kind(self) -> str:
         """Which default rules, post-processors and mutators the task's design space uses (TVM's
-        GetRuleKindFromTarget): "cuda" for a GPU target, else "llvm". TVM picks its tensor-core
-        set for sm_75 and newer; msdb has it ("cuda-tensorcore") but gives it only to a space
-        generator that names it, so every GPU target still gets the "cuda" set by default
+        GetRuleKindFromTarget): "cuda-tensorcore" for a CUDA target of sm_75 or newer (the
+        tensor-core rule falls back to the "cuda" tiling where no wmma intrinsic matches, so an
+        fp32 workload gets the "cuda" spaces), "cuda" for another GPU target, else "llvm"
         (docs/architecture.md, "Tuner")."""
         kind = self.target.kind if self.target is not None else "llvm"
-        return "cuda" if kind in GPU_TARGET_KINDS else "llvm"
+        if kind not in GPU_TARGET_KINDS:
+            return "llvm"
+        arch = str(self.target.config.get("arch", "")) if self.target is not None else ""
+        match = re.fullmatch(r"sm_(\d+)[a-z]?", arch)
+        return "cuda-tensorcore" if kind == "cuda" and match and int(match.group(1)) >= 75 else "cuda"
 
     def fork_seed(self) -> int:
         """A seed for a Schedule (`Schedule(mod, seed=context.fork_seed())`)."""

@@ -101,8 +101,8 @@ def _thread_tags_of_blocks(stmt: S.Stmt, tags: tuple[str, ...], out: dict[str, t
 # ---------------------------------------------------------------- defaults by target kind
 
 
-def test_a_cuda_target_selects_tvms_gpu_rules_postprocs_and_mutators() -> None:
-    generator = _context(_workload("matmul")).space_generator
+def test_a_cuda_target_before_sm_75_selects_tvms_gpu_rules_postprocs_and_mutators() -> None:
+    generator = _context(_workload("matmul"), Target("cuda -arch=sm_70")).space_generator
     assert [type(r) for r in generator.sch_rules] == [ApplyCustomRule, MultiLevelTilingGPU, InlineConstantScalars,
                                                       AutoInline, CrossThreadReduction, ParallelizeVectorizeUnroll,
                                                       AutoBind]
@@ -121,6 +121,21 @@ def test_a_cuda_target_selects_tvms_gpu_rules_postprocs_and_mutators() -> None:
                                                       RewriteReductionBlock, VerifyGPUCode]
     assert [(type(m), p) for m, p in generator.mutator_probs.items()] == \
         [(MutateTileSize, 0.9), (MutateUnroll, 0.08), (MutateThreadBinding, 0.02)]
+
+
+@pytest.mark.parametrize("target, kind", [("cuda -arch=sm_75", "cuda-tensorcore"), ("cuda -arch=sm_90", "cuda-tensorcore"),
+                                          ("cuda -arch=sm_70", "cuda"), ("cuda", "cuda"), ("llvm", "llvm")])
+def test_tvm_picks_the_tensor_core_set_from_sm_75_on(target: str, kind: str) -> None:
+    """TVM's GetRuleKindFromTarget: a CUDA target of sm_75 or newer gets DefaultCUDATensorCore
+    (the tensor-core tiling first, then the GPU rules; RewriteTensorize last)."""
+    from msdb.tuner.space.postprocs.rewrite_tensorize import RewriteTensorize
+    from msdb.tuner.space.rules.multi_level_tiling_tensor_core import MultiLevelTilingTensorCore
+
+    context = _context(_workload("matmul"), Target(target))
+    assert context.space_kind() == kind
+    rules, postprocs = context.space_generator.sch_rules, context.space_generator.postprocs
+    assert (type(rules[1]) is MultiLevelTilingTensorCore) == (kind == "cuda-tensorcore")
+    assert (type(postprocs[-1]) is RewriteTensorize) == (kind == "cuda-tensorcore")
 
 
 def test_an_llvm_target_and_explicit_choices_keep_theirs() -> None:
