@@ -366,3 +366,36 @@ def test_tune_tir_on_a_cuda_target_builds_cubins_and_records_failed_runs_without
         (built,) = builder.build([BuilderInput(sch.mod, CUDA)])
     assert built.ok and built.artifact_path is not None and built.artifact_path.endswith(".cubin")
     assert Path(built.artifact_path).stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_tune_tir_of_an_fp16_matmul_on_sm_80_tunes_tensor_core_kernels(tmp_path: Path) -> None:
+    """The default kind of an sm_80 target is "cuda-tensorcore": a search over an fp16 matmul
+    samples the tensor-core spaces, post-processes them into wmma calls (RewriteTensorize) and
+    builds the candidates into cubins; without a GPU each run is stored as failed."""
+    from msdb.database import MemoryDatabase
+    from msdb.ir import te, to_script
+    from msdb.tuner.measure.builder import LocalBuilder
+    from msdb.tuner.tune import tune_tir
+
+    a, b = te.placeholder((256, 256), "float16", name="A"), te.placeholder((256, 256), "float16", name="B")
+    k = te.reduce_axis((0, 256), name="k")
+    c = te.compute((256, 256), lambda i, j: te.sum(a[i, k].astype("float32") * b[k, j].astype("float32"), axis=k),
+                   name="C")
+    mod = IRModule.from_func(te.create_prim_func([a, b, c]))
+    db = MemoryDatabase()
+    with LocalBuilder(max_workers=1, artifact_dir=str(tmp_path)) as builder:
+        result = tune_tir(mod, "cuda -arch=sm_80", db, max_trials_global=4, num_trials_per_iter=4,
+                          strategy="replay-trace", cost_model="random", seed=0, builder=builder, check_best=False,
+                          pretrain=False)
+        records = db.get_all_tuning_records()
+    assert result.tasks[0].trials == 4 and len(records) == 4
+    for record in records:
+        kinds = [inst.kind for inst in record.trace.insts]
+        assert "ReIndex" in kinds and "TransformLayout" in kinds
+        assert any(inst.kind == "Tensorize" and str(inst.attrs[0]).startswith("wmma_sync_16x16x16_f16f16f32")
+                   for inst in record.trace.insts)
+        sch = Schedule(mod)
+        record.trace.apply_to_schedule(sch, remove_postproc=False)
+        assert "tvm_mma_sync" in to_script(sch.mod)
+    assert all(list(r.run_secs) == [1e10] for r in records)
