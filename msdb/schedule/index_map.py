@@ -51,9 +51,13 @@ class IndexMap:
             raise ScheduleError(f"{op}: the index map must be a function of the indices, an IndexMap or the JSON "
                                 f"a trace records, got {fn!r}") from None
         params = tuple(E.Var(name, "int32") for name in names)
-        out = fn(*params)
-        outputs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
-        return IndexMap(params, tuple(E.convert(o, "int32") for o in outputs))
+        try:
+            out = fn(*params)
+            outputs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+            return IndexMap(params, tuple(E.convert(o, "int32") for o in outputs))
+        except (TypeError, ValueError, ZeroDivisionError) as exc:
+            raise ScheduleError(f"{op}: the index map must compute integer expressions of its parameters and "
+                                f"constants (a sampled variable goes in through the JSON a trace records): {exc}") from None
 
     def to_json(self, *, pretty: bool = False) -> str:
         """The map as a trace records it (TVM's object graph; `pretty` as TransformBlockLayout
@@ -164,7 +168,11 @@ def rename_free_vars(text: str, names: Mapping[str, str]) -> str:
         return text
     graph = json.loads(text)
     nodes = graph["nodes"]
-    for node in nodes:
+    root = nodes[graph["root_index"]]
+    params = set(nodes[root["data"]["initial_indices"]]["data"]) if root.get("type") == "tirx.IndexMap" else set()
+    for index, node in enumerate(nodes):
+        if index in params:
+            continue  # a parameter that happens to share a sampled variable's name
         if node.get("type") in ("ir.Var", "tirx.Var") and isinstance(node.get("data"), dict):
             name_node = nodes[node["data"]["name"]]
             if name_node.get("data") in names:

@@ -49,17 +49,23 @@ def decode_index_map(text: str) -> tuple[list[E.Var], list[E.PrimExpr]]:
         raise ScheduleError("index map is JSON but not a TVM object graph (no 'root_index' and 'nodes')")
     nodes: list[Any] = graph["nodes"]
     memo: dict[int, Any] = {}
+    open_nodes: set[int] = set()
 
     def node(index: Any) -> Any:
+        if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(nodes) \
+                or not isinstance(nodes[index], dict):
+            raise ScheduleError(f"index map: the graph refers to node {index!r}, which does not exist")
         if index in memo:
             return memo[index]
-        if not isinstance(index, int) or not 0 <= index < len(nodes) or not isinstance(nodes[index], dict):
-            raise ScheduleError(f"index map: the graph refers to node {index!r}, which does not exist")
+        if index in open_nodes:
+            raise ScheduleError(f"index map: node {index} contains itself")
+        open_nodes.add(index)
         kind, data = nodes[index].get("type"), nodes[index].get("data")
         try:
             value = _decode_node(kind, data, node)
         except (KeyError, TypeError, ValueError) as exc:
             raise ScheduleError(f"index map: malformed {kind!r} node {index} ({exc!r})") from None
+        open_nodes.discard(index)
         memo[index] = value
         return value
 

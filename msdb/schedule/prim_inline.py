@@ -176,7 +176,7 @@ def reverse_compute_inline(state: ScheduleState, func_name: str, block_name: str
             and set(first) == set(block_vars) and len(set(first)) == len(first)):
         vmap = _elementwise_map(block, producer, first, p_store, where)
     else:
-        vmap = _split_inverse(block, first, p_store, where)
+        vmap = _split_inverse(block, producer, first, p_store, where)
 
     indices = tuple(substitute(i, vmap) for i in body.indices)
 
@@ -230,28 +230,44 @@ def _as_split(index: E.PrimExpr) -> tuple[E.Var, int, int | None] | None:
         if a and m and m % a == 0:
             return index.a.a, a, m // a
     lower, extent = 1, None
-    if isinstance(index, E.FloorMod) and E.const_int(index.b) is not None:
+    if isinstance(index, E.FloorMod):
         extent = E.const_int(index.b)
+        if not extent or extent < 1:
+            return None
         index = index.a
-    if isinstance(index, E.FloorDiv) and E.const_int(index.b) is not None:
-        lower = E.const_int(index.b) or 1
+    if isinstance(index, E.FloorDiv):
+        divisor = E.const_int(index.b)
+        if not divisor or divisor < 1:
+            return None
+        lower = divisor
         index = index.a
     return (index, lower, extent) if isinstance(index, E.Var) else None
 
 
-def _split_inverse(block: S.Block, first: tuple[E.PrimExpr, ...], p_store: S.BufferStore,
+def _split_inverse(block: S.Block, producer: S.Block, first: tuple[E.PrimExpr, ...], p_store: S.BufferStore,
                    where: str) -> dict[E.Var, E.PrimExpr]:
     """Each consumer iter var written in the producer's store indices, when the consumer loads
     the buffer at digits of its iter vars (`C_reindex[v0 // 16, v1 // 64, 0, v1 % 64 // 16,
     v0 % 16, v1 % 16]`, the tiles TVM's tensor-core rule lays out): `v0 = p4 + p0 * 16`, the
     digits in ascending place value as TVM's inverse of an iter map writes them. The digits of
-    each var must cover its domain exactly once."""
+    each var must cover its domain exactly once, and the producer's iter var at each position
+    must range over exactly that digit (a constant position: one value), so the inlined store
+    stays inside the consumer's buffer (TVM checks that the producer covers the consumer)."""
     domains = {iv.var: A.domain(iv) for iv in block.iter_vars}
+    produced = {iv.var: A.domain(iv) for iv in producer.iter_vars}
+
+    def producer_range(k: int, extent: int) -> None:
+        dom = produced.get(p_store.indices[k])  # type: ignore[call-overload]
+        if dom is None or E.const_int(dom.min) != 0 or E.const_int(dom.extent) != extent:
+            raise ScheduleError(f"{where}: the producer's index {k} does not range over [0, {extent}), the digit "
+                                "the block loads there")
+
     digits: dict[E.Var, list[tuple[int, int, E.PrimExpr]]] = {}
     problem = (f"{where}: the block must load the buffer with all of its iter vars, each once, as indices (an "
                "elementwise consumer), or at digits of them (`v // a % b`, `v % (a * b) // a`)")
     for k, index in enumerate(first):
         if E.const_int(index) == 0:
+            producer_range(k, 1)
             continue
         split = _as_split(index)
         if split is None or split[0] not in domains:
@@ -261,8 +277,9 @@ def _split_inverse(block: S.Block, first: tuple[E.PrimExpr, ...], p_store: S.Buf
         size = E.const_int(dom.extent)
         if E.const_int(dom.min) != 0 or size is None:
             raise ScheduleError(f"{where}: iter var {var.name!r} must range over [0, constant)")
-        digits.setdefault(var, []).append((lower, extent if extent is not None else -(-size // lower),
-                                           p_store.indices[k]))
+        digit = extent if extent is not None else -(-size // lower)
+        producer_range(k, digit)
+        digits.setdefault(var, []).append((lower, digit, p_store.indices[k]))
     vmap: dict[E.Var, E.PrimExpr] = {}
     for var, parts in digits.items():
         parts.sort(key=lambda d: d[0])

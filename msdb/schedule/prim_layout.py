@@ -36,7 +36,7 @@ from msdb.ir.regions import infer_access_regions
 from msdb.schedule import analysis as A
 from msdb.schedule import tree_edit as T
 from msdb.schedule.index_map import IndexMap
-from msdb.schedule.prim_reindex import READ, WRITE
+from msdb.schedule.prim_reindex import access_buffer
 from msdb.schedule.state import ScheduleState
 
 __all__ = ["transform_layout", "transform_block_layout"]
@@ -141,17 +141,6 @@ def _swap_region(regions: tuple[S.BufferRegion, ...], old: E.Buffer, inferred: t
     return tuple(found if r.buffer is old else r for r in regions)
 
 
-def _access_buffer(block: S.Block, buffer_index: int, buffer_index_type: int, where: str) -> E.Buffer:
-    if buffer_index_type not in (READ, WRITE):
-        raise ScheduleError(f"{where}: buffer_index_type must be 0 (read) or 1 (write), got {buffer_index_type!r}")
-    regions = block.writes if buffer_index_type == WRITE else block.reads
-    access = "write" if buffer_index_type == WRITE else "read"
-    if not 0 <= buffer_index < len(regions):
-        raise ScheduleError(f"{where}: {access} buffer index {buffer_index} is out of range; the block {access}s "
-                            f"{len(regions)} buffer(s)")
-    return regions[buffer_index].buffer
-
-
 def transform_layout(state: ScheduleState, func_name: str, block_name: str, buffer_index: int,
                      buffer_index_type: int, index_map: IndexMap, pad_value: object,
                      assume_injective_transform: bool) -> None:
@@ -159,7 +148,7 @@ def transform_layout(state: ScheduleState, func_name: str, block_name: str, buff
     module docstring)."""
     where = f"transform_layout: block {block_name!r}"
     block = state.block(func_name, block_name)
-    buffer = _access_buffer(block, buffer_index, buffer_index_type, where)
+    buffer = access_buffer(block, buffer_index, buffer_index_type, where)
     if pad_value is not None:
         raise ScheduleError(f"{where}: msdb does not pad a transformed layout (pad_value must be None)")
     site = next((n for n in [block, *state.ancestors(func_name, block)]
@@ -172,11 +161,14 @@ def transform_layout(state: ScheduleState, func_name: str, block_name: str, buff
         sizes = [E.const_int(d) for d in buffer.shape + tuple(shape)]
         if any(s is None for s in sizes):
             raise ScheduleError(f"{where}: buffer {buffer.name!r} has a symbolic shape")
-        old_size = math.prod(s for s in sizes[:len(buffer.shape)] if s is not None)
-        new_size = math.prod(s for s in sizes[len(buffer.shape):] if s is not None)
-        if old_size != new_size:
+        old_size = math.prod(s or 0 for s in sizes[:len(buffer.shape)])
+        new_size = math.prod(s or 0 for s in sizes[len(buffer.shape):])
+        if new_size > old_size:
             raise ScheduleError(f"{where}: the index map lays {old_size} elements of {buffer.name!r} out over "
                                 f"{new_size} (it pads); msdb does not pad")
+        if new_size < old_size:
+            raise ScheduleError(f"{where}: the index map puts {old_size} elements of {buffer.name!r} in {new_size} "
+                                "places (it is not injective)")
     new_buffer = dataclasses.replace(buffer, shape=tuple(shape))
     new_site = _LayoutRewriter(buffer, new_buffer, index_map).visit(site)
     state.replace(func_name, site, new_site)
@@ -195,6 +187,9 @@ def transform_block_layout(state: ScheduleState, func_name: str, block_name: str
             raise ScheduleError(f"{where}: the loops above the block must each hold only the next one")
         loops.insert(0, parent)
         node, parent = parent, state.parent(func_name, parent)
+    above = state.parent(func_name, parent) if isinstance(parent, S.SeqStmt) else parent
+    if not isinstance(above, S.Block):  # TVM: every loop up to the scope, each with one child
+        raise ScheduleError(f"{where}: the loops above the block must each hold only the next one, up to its scope")
     if len(loops) != len(block.iter_vars) or any(
             v is not lp.loop_var for v, lp in zip(realize.iter_values, loops)):
         raise ScheduleError(f"{where}: the block's iter vars must be bound to its loops one to one, in order")

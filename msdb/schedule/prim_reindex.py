@@ -27,7 +27,7 @@ from msdb.schedule import analysis as A
 from msdb.schedule import tree_edit as T
 from msdb.schedule.state import ScheduleState
 
-__all__ = ["reindex", "READ", "WRITE"]
+__all__ = ["reindex", "access_buffer", "READ", "WRITE"]
 
 #: TVM's BufferIndexType values, as a trace records them.
 READ, WRITE = 0, 1
@@ -92,19 +92,25 @@ def _pattern(block: S.Block, buffer: E.Buffer, where: str) -> tuple[E.PrimExpr, 
     return tuple(out)
 
 
-def reindex(state: ScheduleState, func_name: str, block_name: str, buffer_index: int, buffer_index_type: int) -> str:
-    """Reindex the block's `buffer_index`-th read (`READ`) or write (`WRITE`) buffer (see the
-    module docstring); returns the copy block's name."""
-    where = f"reindex: block {block_name!r}"
+def access_buffer(block: S.Block, buffer_index: int, buffer_index_type: int, where: str) -> E.Buffer:
+    """The block's `buffer_index`-th read (`READ`) or write (`WRITE`) buffer, as TVM's
+    GetNthAccessBuffer; ScheduleError naming the block when there is none."""
     if buffer_index_type not in (READ, WRITE):
         raise ScheduleError(f"{where}: buffer_index_type must be 0 (read) or 1 (write), got {buffer_index_type!r}")
-    block = state.block(func_name, block_name)
     regions = block.writes if buffer_index_type == WRITE else block.reads
     access = "write" if buffer_index_type == WRITE else "read"
     if not 0 <= buffer_index < len(regions):
         raise ScheduleError(f"{where}: {access} buffer index {buffer_index} is out of range; the block {access}s "
                             f"{len(regions)} buffer(s)")
-    buffer = regions[buffer_index].buffer
+    return regions[buffer_index].buffer
+
+
+def reindex(state: ScheduleState, func_name: str, block_name: str, buffer_index: int, buffer_index_type: int) -> str:
+    """Reindex the block's `buffer_index`-th read (`READ`) or write (`WRITE`) buffer (see the
+    module docstring); returns the copy block's name."""
+    where = f"reindex: block {block_name!r}"
+    block = state.block(func_name, block_name)
+    buffer = access_buffer(block, buffer_index, buffer_index_type, where)
     indices = _pattern(block, buffer, where)
     used = set().union(*(free_vars(i) for i in indices)) if indices else set()
     covered = [iv for iv in block.iter_vars if iv.var in used]

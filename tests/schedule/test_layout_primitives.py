@@ -210,8 +210,12 @@ def test_transform_layout_bad_input_leaves_the_schedule_as_it_was() -> None:
     assert_unchanged_after_error(sch, lambda s: s.transform_layout(c, ("read", 0), lambda i, k: (k, i)),
                                  "not allocated by a block", "'A'")
     out = sch.reindex(c, ("write", 0))
-    assert_unchanged_after_error(sch, lambda s: s.transform_layout(c, ("write", 0), lambda i, j: (i // 3, j)),
+    assert_unchanged_after_error(sch, lambda s: s.transform_layout(c, ("write", 0), lambda i, j: (i * 2, j)),
                                  "pads")
+    assert_unchanged_after_error(sch, lambda s: s.transform_layout(c, ("write", 0), lambda i, j: (i // 3, j)),
+                                 "not injective")
+    assert_unchanged_after_error(sch, lambda s: s.transform_layout(c, ("write", 0), lambda i, j: (i, "x")),
+                                 "integer expressions")
     assert_unchanged_after_error(sch, lambda s: s.transform_layout(c, ("write", 0), lambda i, j: (i, j),
                                                                   pad_value=0.0), "pad_value")
     assert_unchanged_after_error(sch, lambda s: s.transform_layout(c, ("write", 0), "{bad json"), "not JSON")
@@ -241,3 +245,55 @@ def test_old_tvm_transform_layout_layout_stays_opaque() -> None:
     assert trace.as_json() == text
     with pytest.raises(ScheduleError, match="TransformLayout is not supported for replay"):
         trace.apply_to_schedule(Schedule(matmul(16)))
+
+
+def test_reverse_compute_inline_at_digits_refuses_a_producer_that_does_not_fill_the_digits() -> None:
+    """A consumer reading `B[v // 4, v % 4]` over v in [0, 8) inlines only into a producer whose
+    iter vars range over exactly those digits; a (4, 4) producer would write outside C."""
+    mod = from_script('''
+@T.prim_func
+def main(A: T.Buffer((4, 4), "float32"), C: T.Buffer((8,), "float32")):
+    B = T.alloc_buffer((4, 4))
+    for i, j in T.grid(4, 4):
+        with T.block("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vi, vj] * T.float32(2.0)
+    for k in range(8):
+        with T.block("C"):
+            vk = T.axis.spatial(8, k)
+            C[vk] = B[vk // 4, vk % 4] + T.float32(1.0)
+''')
+    sch = Schedule(mod)
+    c = sch.get_block("C")
+    assert_unchanged_after_error(sch, lambda s: s.reverse_compute_inline(c), "does not range over [0, 2)")
+
+
+def test_reverse_compute_inline_at_digits_computes_the_same() -> None:
+    mod = from_script('''
+@T.prim_func
+def main(A: T.Buffer((2, 4), "float32"), C: T.Buffer((8,), "float32")):
+    B = T.alloc_buffer((2, 4))
+    for i, j in T.grid(2, 4):
+        with T.block("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vi, vj] * T.float32(2.0)
+    for k in range(8):
+        with T.block("C"):
+            vk = T.axis.spatial(8, k)
+            C[vk] = B[vk // 4, vk % 4] + T.float32(1.0)
+''')
+    sch = Schedule(mod)
+    sch.reverse_compute_inline(sch.get_block("C"))
+    (block,) = _blocks(sch.mod)
+    assert block.name_hint == "B"
+    assert_same_results(mod, sch.mod)
+
+
+@pytest.mark.parametrize("text, needle", [
+    ('{"root_index": [1], "nodes": [{"type": "None"}]}', "does not exist"),
+    ('{"root_index": 1, "nodes": [{"type": "None"}, {"type": "ffi.Array", "data": [1]}]}', "contains itself"),
+    ('{"root_index": 1, "nodes": [{"type": "None"}, {"type": "prim.Call", "data": {}}]}', "integer arithmetic"),
+])
+def test_a_malformed_index_map_graph_is_one_clear_error(text: str, needle: str) -> None:
+    with pytest.raises(ScheduleError, match=needle):
+        IndexMap.from_json(text)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "cuda_verdicts"
-WORKLOADS = ("matmul", "conv2d", "softmax", "depthwise_conv2d", "batch_matmul")
+WORKLOADS = ("matmul", "conv2d", "softmax", "depthwise_conv2d", "batch_matmul", "matmul_fp16", "conv2d_fp16")
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+from typing import Any
 
 import pytest
 
@@ -42,6 +43,9 @@ def _tvm_workload(name: str) -> object:
         "softmax": lambda: W.softmax_mn(256, 1024),
         "depthwise_conv2d": lambda: W.depthwise_conv2d_nhwc(1, 56, 56, 128, 3, 1, 1),
         "batch_matmul": lambda: W.batch_matmul_nkkm(12, 128, 128, 64),
+        # tensor cores: TVM's defaults for sm_90 are its "cuda-tensorcore" rules
+        "matmul_fp16": lambda: W.matmul(1024, 1024, 1024, in_dtype="float16", out_dtype="float32"),
+        "conv2d_fp16": lambda: W.conv2d_nhwc(1, 56, 56, 64, 64, 3, 1, 1, in_dtype="float16", out_dtype="float32"),
     }[name]()
     return te.create_prim_func(tensors)
 
@@ -55,14 +59,27 @@ def _context(name: str) -> object:
                           search_strategy="replay-trace", task_name=name, num_threads=1, rand_state=SEED)
 
 
+def _before_tensorize(trace_json: Any) -> Any:
+    """The trace as VerifyGPUCode saw it: without what RewriteTensorize, which runs after it
+    in TVM's "cuda-tensorcore" post-processors, added (per block: GetSBlock, Unannotate,
+    Tensorize)."""
+    insts, decisions = trace_json
+    first = next((i for i, inst in enumerate(insts) if inst[0] == "Tensorize"), None)
+    if first is None:
+        return trace_json
+    cut = first - 2
+    assert [inst[0] for inst in insts[cut:first]] == ["GetSBlock", "Unannotate"]
+    return [insts[:cut], [d for d in decisions if d[0] < cut]]
+
+
 def _verdict(ctx: object, trace_json: object) -> str:
-    """TVM's VerifyGPUCode on the module a post-processed trace replays to."""
+    """TVM's VerifyGPUCode on the module a post-processed trace replays to (before tensorize)."""
     import tvm
 
     from tvm.s_tir import meta_schedule as ms
 
     sch = tvm.s_tir.Schedule(ctx.mod)  # type: ignore[attr-defined]
-    tvm.s_tir.schedule.Trace.apply_json_to_schedule(trace_json, sch)
+    tvm.s_tir.schedule.Trace.apply_json_to_schedule(_before_tensorize(trace_json), sch)
     verify = ms.postproc.VerifyGPUCode()
     verify._initialize_with_tune_context(ctx)
     return "accepted" if verify.apply(sch) else "refused"

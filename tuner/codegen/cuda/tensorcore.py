@@ -26,7 +26,6 @@ this module mirrors (written for msdb's IR, not copied):
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
@@ -42,7 +41,6 @@ __all__ = [
     "infer_fragments", "is_fragment", "is_wmma_call", "fragment_declaration", "wmma_statement", "tile_accesses",
 ]
 
-logger = logging.getLogger(__name__)
 
 #: The storage scopes of tensor-core fragments (TVM's kWMMAMatrixA/B, kWMMAAccumulator).
 FRAGMENT_SCOPES = ("wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator")
@@ -169,11 +167,7 @@ class _TileResolver(IRMutator):
             if isinstance(e, E.Call) and _op(e) == "tvm_access_ptr":
                 return E.Call(e.dtype, e.op, tuple(self._simplify(a) for a in e.args))
             return e
-        try:
-            return simplify(e, self.ranges)
-        except Exception:  # simplifying is for readable constants; the unsimplified index is as correct
-            logger.debug("simplify failed on %r", e, exc_info=True)
-            return e
+        return simplify(e, self.ranges)
 
     def visit_Call(self, node: E.Call) -> E.PrimExpr:
         args = self._exprs(node.args)
@@ -186,7 +180,11 @@ class _TileResolver(IRMutator):
             first, axis = args
             assert isinstance(first, E.BufferLoad)
             strides = buffer_strides(first.buffer)
-            return E.IntImm(node.dtype, strides[int(E.const_int(axis) or 0)])
+            index = E.const_int(axis)
+            if index is None or not 0 <= index < len(strides):
+                raise CodegenError(f"buffer {first.buffer.name}: a tensor intrinsic asks for stride {axis}; it has "
+                                   f"{len(strides)}")
+            return E.IntImm(node.dtype, strides[index])
         return node if args is node.args else E.Call(node.dtype, node.op, args)
 
 

@@ -21,6 +21,7 @@ from msdb.errors import ScheduleError
 from msdb.ir import stmt as S
 from msdb.ir.functor import post_order_visit
 from msdb.tuner.space.postprocs.base import Postproc
+from msdb.tuner.space.postprocs.rewrite_reduction_block import AUTO_TENSORIZE
 
 if TYPE_CHECKING:
     from msdb.schedule.schedule import Schedule
@@ -29,7 +30,6 @@ __all__ = ["RewriteTensorize", "AUTO_TENSORIZE"]
 
 logger = logging.getLogger(__name__)
 
-AUTO_TENSORIZE = "meta_schedule.auto_tensorize"
 
 
 class RewriteTensorize(Postproc):

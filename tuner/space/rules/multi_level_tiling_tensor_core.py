@@ -35,15 +35,16 @@ from dataclasses import dataclass, field
 
 from msdb.errors import ScheduleError
 from msdb.ir import expr as E
-from msdb.schedule import tensor_intrin
-from msdb.schedule.instruction import IndexMapInput
 from msdb.ir.functor import free_vars
+from msdb.schedule import tensor_intrin
+from msdb.schedule.index_map_json import encode_index_map
+from msdb.schedule.instruction import IndexMapInput
 from msdb.schedule.rv import RV, BlockRV, ExprRV, LoopRV
 from msdb.schedule.schedule import Schedule
 from msdb.tuner.space import analysis as SA
 from msdb.tuner.space.auto_tensorize import (AutoTensorizeMapping, auto_tensorize_mapping, desc_block,
                                              tile_with_tensor_intrin)
-from msdb.schedule.index_map_json import encode_index_map
+from msdb.tuner.space.postprocs.rewrite_reduction_block import AUTO_TENSORIZE
 from msdb.tuner.space.rules.multi_level_tiling import ReuseConfig, _State
 from msdb.tuner.space.rules.multi_level_tiling_gpu import MultiLevelTilingGPU
 
@@ -52,7 +53,6 @@ logger = logging.getLogger(__name__)
 __all__ = ["MultiLevelTilingTensorCore", "TensorCoreIntrinGroup", "WMMA_INTRIN_GROUPS", "AUTO_TENSORIZE",
            "AUTO_TENSORIZE_INIT", "WARP_EXECUTION"]
 
-AUTO_TENSORIZE = "meta_schedule.auto_tensorize"
 AUTO_TENSORIZE_INIT = "meta_schedule.auto_tensorize_init"
 WARP_EXECUTION = "warp_execution"
 
