@@ -17,6 +17,7 @@ import sys
 
 def main() -> None:
     import tvm
+    import tvm.s_tir.tensor_intrin  # noqa: F401  (registers the wmma intrinsics tensor-core traces name)
 
     with gzip.open(sys.argv[1]) as f:
         data = json.load(f)
