@@ -247,14 +247,14 @@ def test_old_tvm_transform_layout_layout_stays_opaque() -> None:
         trace.apply_to_schedule(Schedule(matmul(16)))
 
 
-def test_reverse_compute_inline_at_digits_refuses_a_producer_that_does_not_fill_the_digits() -> None:
-    """A consumer reading `B[v // 4, v % 4]` over v in [0, 8) inlines only into a producer whose
-    iter vars range over exactly those digits; a (4, 4) producer would write outside C."""
-    mod = from_script('''
+def _digit_consumer(rows: int) -> IRModule:
+    """B = A * 2 over (rows, 4); C[k] = B[k // 4, k % 4] + 1 over k in [0, 8): a consumer that
+    loads its producer at digits of its iter var."""
+    return from_script(f'''
 @T.prim_func
-def main(A: T.Buffer((4, 4), "float32"), C: T.Buffer((8,), "float32")):
-    B = T.alloc_buffer((4, 4))
-    for i, j in T.grid(4, 4):
+def main(A: T.Buffer(({rows}, 4), "float32"), C: T.Buffer((8,), "float32")):
+    B = T.alloc_buffer(({rows}, 4))
+    for i, j in T.grid({rows}, 4):
         with T.block("B"):
             vi, vj = T.axis.remap("SS", [i, j])
             B[vi, vj] = A[vi, vj] * T.float32(2.0)
@@ -263,30 +263,23 @@ def main(A: T.Buffer((4, 4), "float32"), C: T.Buffer((8,), "float32")):
             vk = T.axis.spatial(8, k)
             C[vk] = B[vk // 4, vk % 4] + T.float32(1.0)
 ''')
-    sch = Schedule(mod)
-    c = sch.get_block("C")
-    assert_unchanged_after_error(sch, lambda s: s.reverse_compute_inline(c), "does not range over [0, 2)")
 
 
 def test_reverse_compute_inline_at_digits_computes_the_same() -> None:
-    mod = from_script('''
-@T.prim_func
-def main(A: T.Buffer((2, 4), "float32"), C: T.Buffer((8,), "float32")):
-    B = T.alloc_buffer((2, 4))
-    for i, j in T.grid(2, 4):
-        with T.block("B"):
-            vi, vj = T.axis.remap("SS", [i, j])
-            B[vi, vj] = A[vi, vj] * T.float32(2.0)
-    for k in range(8):
-        with T.block("C"):
-            vk = T.axis.spatial(8, k)
-            C[vk] = B[vk // 4, vk % 4] + T.float32(1.0)
-''')
+    mod = _digit_consumer(2)
     sch = Schedule(mod)
     sch.reverse_compute_inline(sch.get_block("C"))
     (block,) = _blocks(sch.mod)
     assert block.name_hint == "B"
     assert_same_results(mod, sch.mod)
+
+
+def test_reverse_compute_inline_at_digits_refuses_a_producer_that_does_not_fill_the_digits() -> None:
+    """Inlined into a (4, 4) producer, `C[k // 4 ...]` would write C[15] of an 8-element C: the
+    producer's iter vars must range over exactly the digits the consumer loads."""
+    sch = Schedule(_digit_consumer(4))
+    c = sch.get_block("C")
+    assert_unchanged_after_error(sch, lambda s: s.reverse_compute_inline(c), "does not range over [0, 2)")
 
 
 @pytest.mark.parametrize("text, needle", [

@@ -189,12 +189,22 @@ def test_post_processing_tvms_candidates_gives_tvms_traces(name: str) -> None:
     with TVM's post-processed trace instruction for instruction (cooperative fetch splits,
     unroll pragmas, reduction inits)."""
     context, _ = _spaces(name)
-    for i, item in enumerate(load(name)["candidates"]):
+    post_processing_gives_tvms_traces(context, _workload(name), name, load(name)["candidates"])
+
+
+def post_processing_gives_tvms_traces(context: TuneContext, mod: IRModule, name: str,
+                                      items: list[dict[str, Any]]) -> list[Schedule]:
+    """Each of TVM's post-processed candidates, replayed up to EnterPostproc and post-processed
+    by msdb, is accepted and ends with TVM's trace; the schedules, for more checks."""
+    out = []
+    for i, item in enumerate(items):
         theirs = Trace.from_json(item["trace"])
-        sch, verdict = _post_process(context, _workload(name), theirs)
+        sch, verdict = _post_process(context, mod, theirs)
         assert verdict == "accepted", f"{name} candidate {i}"
         assert json.loads(dumps(sch.trace.as_json())) == json.loads(dumps(theirs.normalized().as_json())), \
             f"{name} candidate {i}"
+        out.append(sch)
+    return out
 
 
 @pytest.mark.slow
@@ -340,27 +350,40 @@ def test_apply_custom_rule_runs_the_registered_rule_and_drops_unknown_ones(caplo
 # ---------------------------------------------------------------- tuning
 
 
+def _matmul(n: int, dtype: str) -> IRModule:
+    """C = A @ B over (n, n), accumulated in float32."""
+    from msdb.ir import te
+
+    a, b = te.placeholder((n, n), dtype, name="A"), te.placeholder((n, n), dtype, name="B")
+    k = te.reduce_axis((0, n), name="k")
+    c = te.compute((n, n), lambda i, j: te.sum(a[i, k].astype("float32") * b[k, j].astype("float32"), axis=k),
+                   name="C")
+    return IRModule.from_func(te.create_prim_func([a, b, c]))
+
+
+def _tune_on_sm_80(mod: IRModule, builder: Any) -> list[Any]:
+    """Four replay-trace trials of `mod` for sm_80 (no GPU: each run stored as failed); the records."""
+    from msdb.database import MemoryDatabase
+    from msdb.tuner.tune import tune_tir
+
+    db = MemoryDatabase()
+    result = tune_tir(mod, "cuda -arch=sm_80", db, max_trials_global=4, num_trials_per_iter=4, strategy="replay-trace",
+                      cost_model="random", seed=0, builder=builder, check_best=False, pretrain=False)
+    records = db.get_all_tuning_records()
+    assert result.tasks[0].trials == 4 and len(records) == 4
+    assert all(r.target is not None and r.target.kind == "cuda" and list(r.run_secs) == [1e10] for r in records)
+    return records
+
+
 @pytest.mark.slow
 def test_tune_tir_on_a_cuda_target_builds_cubins_and_records_failed_runs_without_a_gpu(tmp_path: Path) -> None:
     """No GPU here: candidates compile to cubins through NVRTC and ptxas, and each measurement
     is stored as a failed run ([1e10]) under the cuda target."""
-    from msdb.database import MemoryDatabase
-    from msdb.ir import te
     from msdb.tuner.measure.builder import BuilderInput, LocalBuilder
-    from msdb.tuner.tune import tune_tir
 
-    a, b = te.placeholder((128, 128), "float32", name="A"), te.placeholder((128, 128), "float32", name="B")
-    k = te.reduce_axis((0, 128), name="k")
-    c = te.compute((128, 128), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
-    mod = IRModule.from_func(te.create_prim_func([a, b, c]))
-    db = MemoryDatabase()
+    mod = _matmul(128, "float32")
     with LocalBuilder(max_workers=1, artifact_dir=str(tmp_path)) as builder:
-        result = tune_tir(mod, "cuda -arch=sm_80", db, max_trials_global=4, num_trials_per_iter=4,
-                          strategy="replay-trace", cost_model="random", seed=0, builder=builder, check_best=False,
-                          pretrain=False)
-        records = db.get_all_tuning_records()
-        assert result.tasks[0].trials == 4 and len(records) == 4
-        assert all(r.target is not None and r.target.kind == "cuda" and list(r.run_secs) == [1e10] for r in records)
+        records = _tune_on_sm_80(mod, builder)
         sch = Schedule(mod)
         records[0].trace.apply_to_schedule(sch, remove_postproc=False)
         (built,) = builder.build([BuilderInput(sch.mod, CUDA)])
@@ -373,23 +396,12 @@ def test_tune_tir_of_an_fp16_matmul_on_sm_80_tunes_tensor_core_kernels(tmp_path:
     """The default kind of an sm_80 target is "cuda-tensorcore": a search over an fp16 matmul
     samples the tensor-core spaces, post-processes them into wmma calls (RewriteTensorize) and
     builds the candidates into cubins; without a GPU each run is stored as failed."""
-    from msdb.database import MemoryDatabase
-    from msdb.ir import te, to_script
+    from msdb.ir import to_script
     from msdb.tuner.measure.builder import LocalBuilder
-    from msdb.tuner.tune import tune_tir
 
-    a, b = te.placeholder((256, 256), "float16", name="A"), te.placeholder((256, 256), "float16", name="B")
-    k = te.reduce_axis((0, 256), name="k")
-    c = te.compute((256, 256), lambda i, j: te.sum(a[i, k].astype("float32") * b[k, j].astype("float32"), axis=k),
-                   name="C")
-    mod = IRModule.from_func(te.create_prim_func([a, b, c]))
-    db = MemoryDatabase()
+    mod = _matmul(256, "float16")
     with LocalBuilder(max_workers=1, artifact_dir=str(tmp_path)) as builder:
-        result = tune_tir(mod, "cuda -arch=sm_80", db, max_trials_global=4, num_trials_per_iter=4,
-                          strategy="replay-trace", cost_model="random", seed=0, builder=builder, check_best=False,
-                          pretrain=False)
-        records = db.get_all_tuning_records()
-    assert result.tasks[0].trials == 4 and len(records) == 4
+        records = _tune_on_sm_80(mod, builder)
     for record in records:
         kinds = [inst.kind for inst in record.trace.insts]
         assert "ReIndex" in kinds and "TransformLayout" in kinds
@@ -398,4 +410,3 @@ def test_tune_tir_of_an_fp16_matmul_on_sm_80_tunes_tensor_core_kernels(tmp_path:
         sch = Schedule(mod)
         record.trace.apply_to_schedule(sch, remove_postproc=False)
         assert "tvm_mma_sync" in to_script(sch.mod)
-    assert all(list(r.run_secs) == [1e10] for r in records)

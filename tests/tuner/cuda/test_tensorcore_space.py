@@ -39,6 +39,7 @@ from msdb.tuner.space.rules.multi_level_tiling_tensor_core import (WMMA_INTRIN_G
                                                                    TensorCoreIntrinGroup)
 from msdb.schedule import tensor_intrin
 from tests.tuner.cuda._candidates import DATA, TENSOR_CORE_WORKLOADS, load, tvm_module
+from tests.tuner.test_space_cuda import post_processing_gives_tvms_traces
 
 KIND = "cuda-tensorcore"
 #: fp32 workloads shipped with TVM's design spaces under the same (tensor-core) defaults.
@@ -100,16 +101,6 @@ def _assert_tvms_spaces(spaces: list[Schedule] | tuple[Schedule, ...], mod: IRMo
         replayed = Schedule(mod)
         Trace.from_json(_with_decisions(ours.trace, theirs).as_json()).apply_to_schedule(replayed)
         assert structural_equal(replayed.mod, tvm_module(item["tvm_script"])), f"{where} design space {i}"
-
-
-def _post_process(context: TuneContext, mod: IRModule, trace: Trace) -> tuple[Schedule, str]:
-    sch = Schedule(mod, seed=0)
-    trace.apply_to_schedule(sch, remove_postproc=True)
-    sch.enter_postproc()
-    for postproc in context.space_generator.postprocs:
-        if not postproc.apply(sch):
-            return sch, type(postproc).__name__
-    return sch, "accepted"
 
 
 # ---------------------------------------------------------------- defaults
@@ -240,12 +231,9 @@ def test_post_processing_tvms_candidates_gives_tvms_traces_and_modules(name: str
     accepted and end with TVM's trace (the init decomposed with the fill intrinsic's name, every
     marked block tensorized: GetSBlock, Unannotate, Tensorize) and TVM's module."""
     context, _ = _spaces(name)
-    for i, item in enumerate(load(name)["candidates"]):
-        theirs = Trace.from_json(item["trace"])
-        sch, verdict = _post_process(context, _workload(name), theirs)
-        assert verdict == "accepted", f"{name} candidate {i}"
-        assert json.loads(dumps(sch.trace.as_json())) == json.loads(dumps(theirs.normalized().as_json())), \
-            f"{name} candidate {i}"
+    items = load(name)["candidates"]
+    for i, (sch, item) in enumerate(zip(post_processing_gives_tvms_traces(context, _workload(name), name, items),
+                                        items)):
         assert structural_equal(sch.mod, tvm_module(item["tvm_script"])), f"{name} candidate {i}"
 
 
