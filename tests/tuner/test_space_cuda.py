@@ -350,14 +350,13 @@ def test_apply_custom_rule_runs_the_registered_rule_and_drops_unknown_ones(caplo
 # ---------------------------------------------------------------- tuning
 
 
-def _matmul(n: int, dtype: str) -> IRModule:
-    """C = A @ B over (n, n), accumulated in float32."""
+def _matmul(n: int, dtype: str, acc: str = "float32") -> IRModule:
+    """C = A @ B over (n, n), accumulated in `acc`."""
     from msdb.ir import te
 
     a, b = te.placeholder((n, n), dtype, name="A"), te.placeholder((n, n), dtype, name="B")
     k = te.reduce_axis((0, n), name="k")
-    c = te.compute((n, n), lambda i, j: te.sum(a[i, k].astype("float32") * b[k, j].astype("float32"), axis=k),
-                   name="C")
+    c = te.compute((n, n), lambda i, j: te.sum(a[i, k].astype(acc) * b[k, j].astype(acc), axis=k), name="C")
     return IRModule.from_func(te.create_prim_func([a, b, c]))
 
 
@@ -392,21 +391,26 @@ def test_tune_tir_on_a_cuda_target_builds_cubins_and_records_failed_runs_without
 
 
 @pytest.mark.slow
-def test_tune_tir_of_an_fp16_matmul_on_sm_80_tunes_tensor_core_kernels(tmp_path: Path) -> None:
-    """The default kind of an sm_80 target is "cuda-tensorcore": a search over an fp16 matmul
-    samples the tensor-core spaces, post-processes them into wmma calls (RewriteTensorize) and
-    builds the candidates into cubins; without a GPU each run is stored as failed."""
+@pytest.mark.parametrize("dtype, acc, sync", [("float16", "float32", "wmma_sync_16x16x16_f16f16f32"),
+                                              ("int8", "int32", "wmma_sync_16x16x16_s8s8s32")])
+def test_tune_tir_of_a_matmul_on_sm_80_tunes_tensor_core_kernels(tmp_path: Path, dtype: str, acc: str,
+                                                                 sync: str) -> None:
+    """The default kind of an sm_80 target is "cuda-tensorcore": a search over an fp16 or int8
+    matmul samples the tensor-core spaces, post-processes them into wmma calls (RewriteTensorize)
+    and builds the candidates into cubins; without a GPU each run is stored as failed."""
     from msdb.ir import to_script
+    from msdb.tuner.codegen.cuda import build_cuda
     from msdb.tuner.measure.builder import LocalBuilder
 
-    mod = _matmul(256, "float16")
+    mod = _matmul(256, dtype, acc)
     with LocalBuilder(max_workers=1, artifact_dir=str(tmp_path)) as builder:
         records = _tune_on_sm_80(mod, builder)
     for record in records:
         kinds = [inst.kind for inst in record.trace.insts]
         assert "ReIndex" in kinds and "TransformLayout" in kinds
-        assert any(inst.kind == "Tensorize" and str(inst.attrs[0]).startswith("wmma_sync_16x16x16_f16f16f32")
-                   for inst in record.trace.insts)
+        assert any(inst.kind == "Tensorize" and str(inst.attrs[0]).startswith(sync) for inst in record.trace.insts)
         sch = Schedule(mod)
         record.trace.apply_to_schedule(sch, remove_postproc=False)
         assert "tvm_mma_sync" in to_script(sch.mod)
+    built = build_cuda(sch.mod, "cuda -arch=sm_80")
+    assert built.cubin and all(kernel["registers"] > 0 for kernel in built.kernels)
