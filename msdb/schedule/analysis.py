@@ -374,3 +374,16 @@ def loop_iter_types(loops: Sequence[S.For]) -> list[S.IterType]:
 def loop_iter_type(loop: S.For) -> S.IterType:
     """TVM's GetLoopIterType for one loop (see `loop_iter_types`)."""
     return loop_iter_types([loop])[0]
+
+
+def simplify_non_trivial(index: E.PrimExpr, ranges: dict[E.Var, E.Range]) -> E.PrimExpr:
+    """TVM's SimplifyNonTrivialExpr under an analyzer bound to `ranges`: the index simplified (a
+    variable of one value is that value, as TVM's Analyzer binds it: a 1x1 conv's `v_h + v_rh` is
+    `v_h`), or the index itself when it simplifies to a constant."""
+    from msdb.ir.arith import simplify
+    from msdb.ir.functor import substitute
+
+    units = {v: r.min for v, r in ranges.items() if E.const_int(r.extent) == 1}
+    simple = simplify(substitute(index, units), ranges)
+    return index if isinstance(simple, E.IntImm) else simple
+

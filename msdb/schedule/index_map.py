@@ -9,7 +9,8 @@ tensor-core rule writes `i0 // 16 // (v27 * v28)`); replay binds them to their v
 a schedule rule writes): each output's extent is its largest value plus one.
 `IndexMap.inverse` covers the bijective affine maps TransformBlockLayout receives (parameters
 fused in mixed radix, `n * 3136 + h * 56 + w`): each parameter becomes `(y // stride) % extent`,
-the outermost without the `% extent`, and a unit-extent parameter 0.
+the outermost without the `% extent`, and a unit-extent parameter 0 (its own output `y` when it
+is one: a 1x1 conv's `lambda co, rh, rw, rc: (rh, rw, co, rc)`).
 """
 
 from __future__ import annotations
@@ -127,6 +128,9 @@ class IndexMap:
         ranges = {v: E.Range(E.IntImm(v.dtype, 0), E.IntImm(v.dtype, n)) for v, n in ext.items()}
         inverse: dict[E.Var, E.PrimExpr] = {v: E.IntImm(v.dtype, 0) for v, n in ext.items() if n == 1}
         for y, expr in zip(new_vars, self.final):
+            if isinstance(expr, E.Var) and expr in ext and ext[expr] == 1:
+                inverse[expr] = y  # an output of its own keeps even a one-value parameter
+                continue
             split = split_linear(expr, ranges)
             if split is None or (split[1] is not None and E.const_int(simplify(split[1])) not in (0, None)):
                 raise ScheduleError(f"index map output {expr} is not a sum of the parameters times constants; "

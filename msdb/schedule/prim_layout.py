@@ -121,8 +121,11 @@ class _LayoutRewriter(_InContext):
 
 
 def _iter_map_simplify(expr: E.PrimExpr, ranges: dict[E.Var, E.Range]) -> E.PrimExpr:
-    """TVM's IterMapSimplifyWithContext: a variable with one value is that value, sums print in
-    block-binding order."""
+    """TVM's IterMapSimplifyWithContext: inside an expression a variable with one value is that
+    value (`n * 3136 + h * 56 + w` with n in [0, 1) is `h * 56 + w`), a lone variable stays;
+    sums print in block-binding order."""
+    if isinstance(expr, E.Var):
+        return expr
     units = {v: r.min for v, r in ranges.items() if E.const_int(r.extent) == 1}
     out = simplify(substitute(expr, units), ranges, order="binding")
     for _ in range(3):  # a removed `% n` can leave a division that simplifies further

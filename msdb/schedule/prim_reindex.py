@@ -85,11 +85,7 @@ def _pattern(block: S.Block, buffer: E.Buffer, where: str) -> tuple[E.PrimExpr, 
     if any(len(p) != len(first) or not all(expr_equal(a, b) for a, b in zip(p, first)) for p in found.patterns[1:]):
         raise ScheduleError(f"{where}: the block accesses buffer {buffer.name!r} with more than one index pattern")
     ranges = {iv.var: A.domain(iv) for iv in block.iter_vars}
-    out = []
-    for index in first:
-        simple = simplify(index, ranges)
-        out.append(index if isinstance(simple, E.IntImm) else simple)
-    return tuple(out)
+    return tuple(A.simplify_non_trivial(index, ranges) for index in first)
 
 
 def access_buffer(block: S.Block, buffer_index: int, buffer_index_type: int, where: str) -> E.Buffer:

@@ -32,6 +32,7 @@ from msdb.ir.arith.analyzer import simplify
 from msdb.ir.function import PrimFunc
 from msdb.ir.functor import free_vars, post_order_visit
 from msdb.schedule import tensor_intrin
+from msdb.schedule.analysis import simplify_non_trivial
 from msdb.schedule.rv import BlockRV, LoopRV
 from msdb.schedule.schedule import Schedule
 from msdb.tuner.space import analysis as SA
@@ -150,8 +151,7 @@ class _Matcher:
         return self._same(lhs_idx, self.lhs_indices[lhs]) and self._same(rhs_idx, self.rhs_indices[rhs])
 
     def _simplify_non_trivial(self, index: E.PrimExpr) -> E.PrimExpr:
-        simplified = simplify(index, self.ranges)
-        return index if isinstance(simplified, E.IntImm) else simplified
+        return simplify_non_trivial(index, self.ranges)
 
     def _same(self, a: tuple[E.PrimExpr, ...], b: tuple[E.PrimExpr, ...]) -> bool:
         return len(a) == len(b) and all(E.const_int(simplify(x - y, self.ranges)) == 0 for x, y in zip(a, b))

@@ -16,7 +16,7 @@ DATA = Path(__file__).resolve().parents[2] / "data" / "cuda_candidates"
 DP4A_RECORDS = Path(__file__).resolve().parents[2] / "data" / "fixtures" / "tvm-legacy" / "cuda_dp4a_records.json"
 WORKLOADS = ("matmul", "conv2d", "softmax", "dense_int8_dp4a")
 #: fp16 workloads with TVM's "cuda-tensorcore" defaults (ReIndex, TransformLayout, the wmma intrinsics).
-TENSOR_CORE_WORKLOADS = ("matmul_fp16", "matmul_fp16_f16acc", "conv2d_fp16")
+TENSOR_CORE_WORKLOADS = ("matmul_fp16", "matmul_fp16_f16acc", "conv2d_fp16", "conv2d_1x1_fp16")
 
 
 @dataclass(frozen=True)

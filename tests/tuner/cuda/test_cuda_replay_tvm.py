@@ -43,6 +43,9 @@ def _tvm_workload(name: str) -> object:
         "matmul_fp16": lambda: W.matmul(1024, 1024, 1024, in_dtype="float16", out_dtype="float32"),
         "matmul_fp16_f16acc": lambda: W.matmul(1024, 1024, 1024, in_dtype="float16", out_dtype="float16"),
         "conv2d_fp16": lambda: W.conv2d_nhwc(1, 56, 56, 64, 64, 3, 1, 1, in_dtype="float16", out_dtype="float32"),
+        # a 1x1 conv: its unit kernel loops stay outside the matrix multiply
+        "conv2d_1x1_fp16": lambda: W.conv2d_nhwc(1, 56, 56, 256, 64, 1, 1, 0, in_dtype="float16",
+                                                 out_dtype="float32"),
     }[name]()
     return te.create_prim_func(tensors)
 

@@ -41,8 +41,8 @@ def _shared_allocations(lowered) -> list[Allocate]:
     return found
 
 
-def test_all_twelve_candidates_are_shipped() -> None:
-    assert len(_tensor_core_candidates()) == 12
+def test_every_tensor_core_workload_ships_four_candidates() -> None:
+    assert len(_tensor_core_candidates()) == 4 * len(_candidates.TENSOR_CORE_WORKLOADS)
 
 
 @pytest.mark.parametrize("shipped", _tensor_core_candidates(), ids=lambda s: s.id)
