@@ -13,8 +13,9 @@ of the other operand's dtype. `==` is *not* overloaded (nodes are dictionary key
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Union
+import pickle
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any, Union
 
 from msdb.ir.dtype import default_float_dtype, default_int_dtype, is_float, is_int, is_uint
 
@@ -366,6 +367,18 @@ class Buffer:
     #: hardware calls (`T.tvm_fill_fragment(C.data, ...)`); None for the rest.
     data: Var | None = None
 
+    def __setstate__(self, state: list[Any]) -> None:
+        """Unpickling (`msdb.ir.codec`): a blob written before a field existed (`data`, stop 35)
+        gives the fields it has; the newer ones take their defaults."""
+        for f in fields(self):
+            if f.name in _BUFFER_FIELD_INDEX and _BUFFER_FIELD_INDEX[f.name] < len(state):
+                value = state[_BUFFER_FIELD_INDEX[f.name]]
+            elif f.default is not MISSING:
+                value = f.default
+            else:
+                raise pickle.UnpicklingError(f"buffer state lacks field {f.name!r}")
+            object.__setattr__(self, f.name, value)
+
     def __getitem__(self, indices: ExprLike | tuple[ExprLike, ...]) -> BufferLoad:
         if not isinstance(indices, tuple):
             indices = (indices,)
@@ -377,6 +390,9 @@ class Buffer:
 
     def __repr__(self) -> str:
         return f"Buffer({self.name!r}, {self.dtype!r}, ndim={len(self.shape)}, scope={self.scope!r})"
+
+
+_BUFFER_FIELD_INDEX = {f.name: i for i, f in enumerate(fields(Buffer))}
 
 
 @dataclass(frozen=True, eq=False, slots=True)

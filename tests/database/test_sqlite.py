@@ -250,3 +250,26 @@ def test_the_ir_codec_round_trips_and_refuses_foreign_objects():
 
     with pytest.raises(UnsafeBlob, match="posix.system|os.system"):
         load_ir(pickle.dumps(Evil()))
+
+
+def test_a_blob_written_before_buffers_had_a_data_field_still_loads():
+    """Databases hold blobs of every msdb version: a buffer pickled before `Buffer.data`
+    existed (stop 35) loads with `data` None, not as a broken object."""
+    import copyreg
+    import io
+
+    from msdb.ir import expr as E
+    from msdb.ir.codec import _IRPickler
+
+    class Old(_IRPickler):
+        def reducer_override(self, obj):
+            if type(obj) is E.Buffer:  # the state as an msdb before stop 35 pickled it
+                return copyreg.__newobj__, (E.Buffer,), obj.__getstate__()[:-1]
+            return NotImplemented
+
+    mod = matmul("matmul_bias")
+    out = io.BytesIO()
+    Old(out, protocol=pickle.HIGHEST_PROTOCOL).dump(mod)
+    loaded = load_ir(out.getvalue())
+    assert structural_equal(loaded, mod)
+    assert all(buf.data is None for buf in loaded.main.buffers)
