@@ -63,33 +63,26 @@ class IndexMap:
     def to_json(self, *, pretty: bool = False) -> str:
         """The map as a trace records it (TVM's object graph; `pretty` as TransformBlockLayout
         records it); ScheduleError for an output that is not integer arithmetic."""
-        params = set(self.initial)
-        sampled = {v for e in self.final for v in free_vars(e) if v not in params}
-        return encode_index_map(self.initial, self.final, sampled=sampled, pretty=pretty)
+        return encode_index_map(self.initial, self.final, sampled=self.free_vars(), pretty=pretty)
 
     def free_vars(self) -> list[E.Var]:
-        """Variables of the outputs that are not parameters (sampled variables in a trace)."""
+        """Variables of the outputs that are not parameters (sampled variables in a trace), in
+        first-use order; a map may hold several Vars of one name."""
         params = set(self.initial)
-        seen: dict[str, E.Var] = {}
+        found: dict[E.Var, None] = {}
         for expr in self.final:
-            for var in free_vars(expr):
-                if var not in params:
-                    seen.setdefault(var.name, var)
-        return [seen[name] for name in sorted(seen)]
+            found.update((v, None) for v in free_vars(expr) if v not in params)
+        return list(found)
 
     def bind(self, values: Mapping[str, int]) -> IndexMap:
-        """The map with each free variable named in `values` replaced by its value; a free
-        variable left over is an error."""
+        """The map with each free variable replaced by the value `values` gives its name; a free
+        variable without one is an error."""
         vmap: dict[E.Var, E.PrimExpr] = {}
-        params = set(self.initial)
-        for expr in self.final:
-            for var in free_vars(expr):  # by name: a map may hold several Vars of one name
-                if var in params or var in vmap:
-                    continue
-                if var.name not in values:
-                    raise ScheduleError(f"index map: variable {var.name!r} is neither a parameter nor a sampled "
-                                        "variable of the trace")
-                vmap[var] = E.IntImm(var.dtype, int(values[var.name]))
+        for var in self.free_vars():
+            if var.name not in values:
+                raise ScheduleError(f"index map: variable {var.name!r} is neither a parameter nor a sampled "
+                                    "variable of the trace")
+            vmap[var] = E.IntImm(var.dtype, int(values[var.name]))
         if not vmap:
             return self
         return IndexMap(self.initial, tuple(substitute(e, vmap) for e in self.final))

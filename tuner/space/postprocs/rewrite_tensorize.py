@@ -24,12 +24,27 @@ from msdb.tuner.space.postprocs.base import Postproc
 from msdb.tuner.space.postprocs.rewrite_reduction_block import AUTO_TENSORIZE
 
 if TYPE_CHECKING:
+    from msdb.ir.function import IRModule
     from msdb.schedule.schedule import Schedule
 
-__all__ = ["RewriteTensorize", "AUTO_TENSORIZE"]
+__all__ = ["RewriteTensorize", "AUTO_TENSORIZE", "marked_blocks"]
 
 logger = logging.getLogger(__name__)
 
+
+def marked_blocks(mod: IRModule) -> list[tuple[str, str, str]]:
+    """(block, function, intrinsic) of each block marked `meta_schedule.auto_tensorize`,
+    children first in execution order (TVM's PostOrderVisit)."""
+    jobs: list[tuple[str, str, str]] = []
+    for func_name, func in mod.functions.items():
+        def visit(node: object, func_name: str = func_name) -> None:
+            if type(node) is S.Block:
+                intrin = node.annotations.get(AUTO_TENSORIZE)
+                if intrin:
+                    jobs.append((node.name_hint, func_name, str(intrin)))
+
+        post_order_visit(func.body, visit)
+    return jobs
 
 
 class RewriteTensorize(Postproc):
@@ -37,16 +52,7 @@ class RewriteTensorize(Postproc):
     names; never rejects a candidate."""
 
     def apply(self, sch: Schedule) -> bool:
-        jobs: list[tuple[str, str, str]] = []  # (block, function, intrinsic)
-        for func_name, func in sch.mod.functions.items():
-            def visit(node: object, func_name: str = func_name) -> None:
-                if type(node) is S.Block:
-                    intrin = node.annotations.get(AUTO_TENSORIZE)
-                    if intrin:
-                        jobs.append((node.name_hint, func_name, str(intrin)))
-
-            post_order_visit(func.body, visit)
-        for block_name, func_name, intrin in jobs:
+        for block_name, func_name, intrin in marked_blocks(sch.mod):
             block = sch.get_block(block_name, func_name)
             sch.unannotate(block, AUTO_TENSORIZE)
             try:

@@ -190,17 +190,9 @@ class VerifyGPUCode(Postproc):
 def _tensorized(sch: Schedule) -> Any:
     """The module RewriteTensorize will make of `sch` (the module itself when no block is
     marked for tensorization), computed on a copy."""
-    from msdb.tuner.space.postprocs.rewrite_tensorize import AUTO_TENSORIZE, RewriteTensorize
+    from msdb.tuner.space.postprocs.rewrite_tensorize import RewriteTensorize, marked_blocks
 
-    marked = False
-
-    def visit(node: object) -> None:
-        nonlocal marked
-        marked = marked or (type(node) is S.Block and bool(node.annotations.get(AUTO_TENSORIZE)))
-
-    for func in sch.mod.functions.values():
-        post_order_visit(func.body, visit)
-    if not marked:
+    if not marked_blocks(sch.mod):
         return sch.mod
     twin = sch.copy()
     RewriteTensorize().apply(twin)
