@@ -18,6 +18,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Union
 
 from msdb.ir.dtype import default_float_dtype, default_int_dtype, is_float, is_int, is_uint
+from msdb.ir.slot_init import fast_init, slot_setter
 
 ExprLike = Union["PrimExpr", int, float, bool]
 
@@ -109,6 +110,9 @@ class PrimExpr:
         return self if dtype == self.dtype else Cast(dtype, self)
 
 
+_set_dtype = slot_setter(PrimExpr, "dtype")
+
+
 # ---------------------------------------------------------------------------------------------
 # Leaves
 # ---------------------------------------------------------------------------------------------
@@ -121,13 +125,17 @@ class Var(PrimExpr):
     name: str = "v"
 
     def __init__(self, name: str, dtype: str = "int32") -> None:
-        object.__setattr__(self, "dtype", dtype)
-        object.__setattr__(self, "name", name)
+        _set_dtype(self, dtype)
+        _set_var_name(self, name)
 
     def __repr__(self) -> str:
         return f"Var({self.name!r}, {self.dtype!r})"
 
 
+_set_var_name = slot_setter(Var, "name")
+
+
+@fast_init
 @dataclass(frozen=True, eq=False, slots=True)
 class IntImm(PrimExpr):
     """An integer (or bool) constant."""
@@ -138,6 +146,7 @@ class IntImm(PrimExpr):
         return f"IntImm({self.dtype!r}, {self.value})"
 
 
+@fast_init
 @dataclass(frozen=True, eq=False, slots=True)
 class FloatImm(PrimExpr):
     """A floating-point constant."""
@@ -148,6 +157,7 @@ class FloatImm(PrimExpr):
         return f"FloatImm({self.dtype!r}, {self.value!r})"
 
 
+@fast_init
 @dataclass(frozen=True, eq=False, slots=True)
 class StringImm(PrimExpr):
     """A string constant (only as a call argument or annotation value)."""
@@ -168,13 +178,17 @@ class BinaryOp(PrimExpr):
     b: PrimExpr = field(default=None)  # type: ignore[assignment]
 
     def __init__(self, a: PrimExpr, b: PrimExpr, dtype: str | None = None) -> None:
-        object.__setattr__(self, "dtype", dtype or type(self).result_dtype(a, b))
-        object.__setattr__(self, "a", a)
-        object.__setattr__(self, "b", b)
+        _set_dtype(self, dtype or type(self).result_dtype(a, b))
+        _set_binary_a(self, a)
+        _set_binary_b(self, b)
 
     @staticmethod
     def result_dtype(a: PrimExpr, b: PrimExpr) -> str:
         return a.dtype
+
+
+_set_binary_a = slot_setter(BinaryOp, "a")
+_set_binary_b = slot_setter(BinaryOp, "b")
 
 
 class Add(BinaryOp):
@@ -296,8 +310,11 @@ class Not(PrimExpr):
     a: PrimExpr = field(default=None)  # type: ignore[assignment]
 
     def __init__(self, a: PrimExpr) -> None:
-        object.__setattr__(self, "dtype", "bool")
-        object.__setattr__(self, "a", a)
+        _set_dtype(self, "bool")
+        _set_not_a(self, a)
+
+
+_set_not_a = slot_setter(Not, "a")
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -309,12 +326,18 @@ class Select(PrimExpr):
     false_value: PrimExpr = field(default=None)  # type: ignore[assignment]
 
     def __init__(self, condition: PrimExpr, true_value: PrimExpr, false_value: PrimExpr) -> None:
-        object.__setattr__(self, "dtype", true_value.dtype)
-        object.__setattr__(self, "condition", condition)
-        object.__setattr__(self, "true_value", true_value)
-        object.__setattr__(self, "false_value", false_value)
+        _set_dtype(self, true_value.dtype)
+        _set_select_condition(self, condition)
+        _set_select_true(self, true_value)
+        _set_select_false(self, false_value)
 
 
+_set_select_condition = slot_setter(Select, "condition")
+_set_select_true = slot_setter(Select, "true_value")
+_set_select_false = slot_setter(Select, "false_value")
+
+
+@fast_init
 @dataclass(frozen=True, eq=False, slots=True)
 class Cast(PrimExpr):
     """Convert `value` to `dtype` (`T.Cast(dtype, v)` / `v.astype(dtype)`)."""
@@ -322,6 +345,7 @@ class Cast(PrimExpr):
     value: PrimExpr = field(default=None)  # type: ignore[assignment]
 
 
+@fast_init
 @dataclass(frozen=True, eq=False, slots=True)
 class Call(PrimExpr):
     """A call of a named intrinsic: `op` is TVM's op name without the "tir." prefix
@@ -339,9 +363,13 @@ class BufferLoad(PrimExpr):
     indices: tuple[PrimExpr, ...] = ()
 
     def __init__(self, buffer: "Buffer", indices: tuple[PrimExpr, ...] | list[PrimExpr]) -> None:
-        object.__setattr__(self, "dtype", buffer.dtype)
-        object.__setattr__(self, "buffer", buffer)
-        object.__setattr__(self, "indices", tuple(indices))
+        _set_dtype(self, buffer.dtype)
+        _set_load_buffer(self, buffer)
+        _set_load_indices(self, tuple(indices))
+
+
+_set_load_buffer = slot_setter(BufferLoad, "buffer")
+_set_load_indices = slot_setter(BufferLoad, "indices")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -395,6 +423,7 @@ class Buffer:
 _BUFFER_FIELD_INDEX = {f.name: i for i, f in enumerate(fields(Buffer))}
 
 
+@fast_init
 @dataclass(frozen=True, eq=False, slots=True)
 class Range:
     """[min, min + extent)"""

@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from msdb.ir.expr import Buffer, PrimExpr, Range, Var
+from msdb.ir.slot_init import fast_init
 
 
 class ForKind(enum.IntEnum):
@@ -53,6 +54,7 @@ def frozen_map(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return MappingProxyType(dict(mapping or {}))
 
 
+@fast_init
 @dataclass(frozen=True, eq=False, slots=True)
 class IterVar:
     """A block iteration variable (`dom` is its range) or a loop's thread binding (`thread_tag`;
@@ -64,6 +66,7 @@ class IterVar:
     thread_tag: str = ""
 
 
+@fast_init
 @dataclass(frozen=True, eq=False, slots=True)
 class BufferRegion:
     """A rectangular region of a buffer, one `Range` per dimension (reads/writes of a block)."""
@@ -72,6 +75,7 @@ class BufferRegion:
     region: tuple[Range, ...]
 
 
+@fast_init
 @dataclass(frozen=True, eq=False, slots=True)
 class MatchBufferRegion:
     """`T.match_buffer(source_region, ...)` inside a block: `buffer` views `source`."""
@@ -85,6 +89,7 @@ class Stmt:
     """Base of every statement."""
 
 
+@fast_init
 @dataclass(frozen=True, eq=False, slots=True)
 class BufferStore(Stmt):
     """`buffer[indices] = value`"""
@@ -94,6 +99,7 @@ class BufferStore(Stmt):
     indices: tuple[PrimExpr, ...]
 
 
+@fast_init
 @dataclass(frozen=True, eq=False, slots=True)
 class Evaluate(Stmt):
     """Evaluate an expression for its effect (`T.evaluate(...)`)."""
@@ -101,6 +107,7 @@ class Evaluate(Stmt):
     value: PrimExpr
 
 
+@fast_init
 @dataclass(frozen=True, eq=False, slots=True)
 class SeqStmt(Stmt):
     """Statements run in order; never nested directly in another SeqStmt, never of length < 2
@@ -109,6 +116,7 @@ class SeqStmt(Stmt):
     seq: tuple[Stmt, ...]
 
 
+@fast_init
 @dataclass(frozen=True, eq=False, slots=True)
 class IfThenElse(Stmt):
     """`if condition: then_case else: else_case` (else_case may be None)."""
@@ -118,6 +126,7 @@ class IfThenElse(Stmt):
     else_case: Stmt | None = None
 
 
+@fast_init
 @dataclass(frozen=True, eq=False, slots=True)
 class LetStmt(Stmt):
     """`var = value` scoped over `body` (TVMScript: an assignment of a scalar)."""
@@ -127,6 +136,7 @@ class LetStmt(Stmt):
     body: Stmt
 
 
+@fast_init
 @dataclass(frozen=True, eq=False, slots=True)
 class For(Stmt):
     """`for loop_var in range(min, min + extent)` of a given kind. `thread_binding` is set iff
@@ -145,6 +155,7 @@ class For(Stmt):
             object.__setattr__(self, "annotations", frozen_map(self.annotations))
 
 
+@fast_init
 @dataclass(frozen=True, eq=False, slots=True)
 class Block(Stmt):
     """A unit of computation with explicit iteration domain and data access (TVM's `Block`,
@@ -165,6 +176,7 @@ class Block(Stmt):
             object.__setattr__(self, "annotations", frozen_map(self.annotations))
 
 
+@fast_init
 @dataclass(frozen=True, eq=False, slots=True)
 class BlockRealize(Stmt):
     """Instantiates `block` with `iter_values` (one per iter var) under `predicate`."""

@@ -12,10 +12,21 @@ term goes first (`rx_0 + f % 2 * 28 + a % 28`, never `f % 2 * 28 + rx_0 + a % 28
 
 from __future__ import annotations
 
+from typing import Any, Hashable
+
 from msdb.ir import expr as E
 from msdb.ir.arith import Analyzer
+from msdb.ir.arith.keys import shape_key
+from msdb.ir.functor import substitute
 
-__all__ = ["iter_map_order"]
+__all__ = ["iter_map_order", "simplified_binding"]
+
+#: Simplified bindings by the shape of the binding and what the analyzer knows of each of its
+#: variables: (the result, the variables it was computed for). Shared by every candidate of a
+#: search: a design space's candidates keep their loop names and repeat their tile sizes, so
+#: most bindings a split or fuse rewrites were simplified for an earlier candidate.
+_BINDINGS_BY_SHAPE: dict[Hashable, tuple[E.PrimExpr, tuple[E.Var, ...]]] = {}
+_MAX_CACHED = 1 << 16
 
 
 class _Term:
@@ -130,3 +141,27 @@ def iter_map_order(expr: E.PrimExpr, analyzer: Analyzer) -> E.PrimExpr:
     if const:
         result = E.Add(result, E.IntImm(expr.dtype, const), expr.dtype)
     return result
+
+
+def simplified_binding(value: E.PrimExpr, analyzer: Analyzer) -> E.PrimExpr:
+    """`value` simplified by `analyzer` in TVM's block-binding form (`iter_map_order` of
+    `analyzer.simplify`), the way a split or fuse rewrites a binding. Remembered by the
+    binding's shape (`shape_key`: structure, variable names and dtypes) and what the analyzer
+    knows of each variable, so another candidate's binding of the same shape is the remembered
+    result with its own variables put in."""
+    variables: list[E.Var] = []
+    key = shape_key(value, variables)
+    knowledge = [analyzer.knowledge(var) for var in variables] if key is not None else []
+    if key is None or any(k is None for k in knowledge):
+        return iter_map_order(analyzer.simplify(value), analyzer)
+    full_key = (key, analyzer.order, tuple(knowledge))
+    known = _BINDINGS_BY_SHAPE.get(full_key)
+    if known is None:
+        result = iter_map_order(analyzer.simplify(value), analyzer)
+        if len(_BINDINGS_BY_SHAPE) >= _MAX_CACHED:
+            _BINDINGS_BY_SHAPE.clear()
+        _BINDINGS_BY_SHAPE[full_key] = (result, tuple(variables))
+        return result
+    result, then = known
+    renaming: dict[E.Var, Any] = {old: new for old, new in zip(then, variables) if old is not new}
+    return substitute(result, renaming) if renaming else result

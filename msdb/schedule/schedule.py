@@ -132,17 +132,23 @@ class Schedule:
         """The instructions recorded so far, with their sampling decisions."""
         return Trace(tuple(self._insts), dict(self._decisions))
 
-    def copy(self) -> Schedule:
-        """An independent schedule in the same state: same RVs, same trace, forked RNG state."""
+    def copy(self, seed: int | None = None) -> Schedule:
+        """An independent schedule in the same state: same RVs, same trace, forked RNG state
+        (or, with `seed`, an RNG seeded anew: copying the generator's state costs more than the
+        rest of the copy, and a replay resumed from a copy reseeds it anyway)."""
         clone = Schedule.__new__(Schedule)
         clone._state = self._state.copy()
         clone._func_name = self._func_name
         clone._symbols = dict(self._symbols)
         clone._insts = list(self._insts)
         clone._decisions = dict(self._decisions)
-        clone._seed = self._seed
-        clone._rng = random.Random()
-        clone._rng.setstate(self._rng.getstate())
+        if seed is None:
+            clone._seed = self._seed
+            clone._rng = random.Random()
+            clone._rng.setstate(self._rng.getstate())
+        else:
+            clone._seed = seed
+            clone._rng = random.Random(seed)
         clone._rng_frames = []
         return clone
 

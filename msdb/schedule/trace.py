@@ -246,15 +246,27 @@ class Trace:
 
     # ---------------------------------------------------------------- replay
     def apply_to_schedule(self, sch: Schedule, remove_postproc: bool = False,
-                          decision_provider: DecisionProvider | None = None) -> None:
+                          decision_provider: DecisionProvider | None = None, *, start: int = 0,
+                          before_sampling: Callable[[int, Schedule], None] | None = None) -> None:
         """Replay the trace on `sch`: each instruction calls the schedule's public primitive
         with this trace's RVs rebound to the new ones. `decision_provider(inst, inputs, attrs,
         decision)` may return a different decision (TVM's hook). A primitive's ScheduleError
-        is re-raised naming the instruction; kinds msdb cannot replay raise ScheduleError."""
-        rv_map: dict[RV, RV] = {}
+        is re-raised naming the instruction; kinds msdb cannot replay raise ScheduleError.
+
+        `start` resumes a replay after the trace's first `start` instructions: `sch` must be a
+        copy (`Schedule.copy`) of a schedule that replayed the same instructions with the same
+        decisions, so it already binds their output RVs. `before_sampling(index, sch)` is
+        called before each sampling instruction: where a mutant of this trace first differs
+        from it (docs/architecture.md, "Search")."""
         insts = self._valid_prefix(remove_postproc)
-        for index, inst in enumerate(insts):
+        if not 0 <= start <= len(insts):
+            raise TraceError(f"cannot resume a replay at instruction {start} of {len(insts)}", start)
+        rv_map: dict[RV, RV] = {rv: rv for inst in insts[:start] for rv in inst.outputs if rv is not None}
+        for index in range(start, len(insts)):
+            inst = insts[index]
             kind = kind_for(inst)
+            if before_sampling is not None and kind.is_sampling:
+                before_sampling(index, sch)
             try:
                 inputs = [_translate(v, rv_map) for v in inst.inputs]
             except LookupError as exc:

@@ -19,6 +19,7 @@ import numpy as np
 from msdb.schedule.trace import Trace
 from msdb.tuner.search.base import SearchStrategy
 from msdb.tuner.profiler import Profiler
+from msdb.tuner.search.prefix_replay import PrefixReplays
 from msdb.tuner.search.replay import ReplayFailures, apply_trace, module_key
 
 if TYPE_CHECKING:
@@ -40,7 +41,8 @@ class EvolutionarySearch(SearchStrategy):
                  init_min_unmeasured: int = 50, max_fail_count: int = 5, genetic_num_iters: int = 4,
                  genetic_mutate_prob: float = 0.85, genetic_max_fail_count: int = 10, eps_greedy: float = 0.05,
                  num_empty_iters_before_early_stop: int = 5, replay_cache_size: int = 4096,
-                 measure_default_schedule: bool = True, transfer_neighbours: int = 3) -> None:
+                 measure_default_schedule: bool = True, transfer_neighbours: int = 3,
+                 replay_from_parent: bool = True) -> None:
         super().__init__()
         if not 0 <= init_measured_ratio <= 1 or not 0 <= genetic_mutate_prob <= 1 or not 0 <= eps_greedy <= 1:
             raise ValueError("init_measured_ratio, genetic_mutate_prob and eps_greedy are probabilities in [0, 1]")
@@ -57,6 +59,8 @@ class EvolutionarySearch(SearchStrategy):
         self._empty_iters = 0
         self.replay_cache_size = replay_cache_size
         self._replays: dict[str, Schedule | None] = {}
+        self.replay_from_parent = replay_from_parent
+        self._prefixes: PrefixReplays | None = PrefixReplays() if replay_from_parent else None
         self.measure_default_schedule = measure_default_schedule
         if isinstance(transfer_neighbours, bool) or not isinstance(transfer_neighbours, int) or transfer_neighbours < 0:
             raise ValueError(f"transfer_neighbours must be an int >= 0, got {transfer_neighbours!r}")
@@ -67,6 +71,8 @@ class EvolutionarySearch(SearchStrategy):
     def pre_tuning(self, *args: Any, **kwargs: Any) -> None:
         super().pre_tuning(*args, **kwargs)
         self._replays = {}
+        if self._prefixes is not None:
+            self._prefixes.clear()
         self._empty_iters = 0
         self._first_round = True
         self._mostly_failing = False
@@ -116,15 +122,17 @@ class EvolutionarySearch(SearchStrategy):
     def _equality(self) -> str:
         return self.database.module_equality if self.database is not None else "structural"
 
-    def _apply(self, trace: Trace) -> Schedule | None:
+    def _apply(self, trace: Trace, parent: Schedule | None = None) -> Schedule | None:
         """The trace replayed and post-processed (None: it failed); a fully decided trace seen
-        before in this session is not replayed again."""
+        before in this session is not replayed again, and one mutated from `parent` is
+        replayed from where it first differs from the parent (`prefix_replay`)."""
         mod = self._context().mod
         assert mod is not None
         key = _decided_key(trace)
         if key is not None and key in self._replays:
             return self._replays[key]
-        sch = apply_trace(mod, trace, self._postprocs(), self.rng.getrandbits(31), self.failures)
+        sch = apply_trace(mod, trace, self._postprocs(), self.rng.getrandbits(31), self.failures,
+                          prefixes=self._prefixes, parent=parent if key is not None else None)
         self._remember(key, sch)
         if key is None and sch is not None:  # sampled anew: remember it under its decisions
             self._remember(_decided_key(sch.trace), sch)
@@ -222,7 +230,8 @@ class EvolutionarySearch(SearchStrategy):
     def _replay_fresh(self, mod: Any, index: int, seed: int, failures: ReplayFailures) -> Schedule | None:
         """Design space `index` replayed with every decision drawn from `seed`, remembered
         under the decisions it drew."""
-        sch = apply_trace(mod, Trace(self.design_spaces[index].insts), self._postprocs(), seed, failures)
+        sch = apply_trace(mod, Trace(self.design_spaces[index].insts), self._postprocs(), seed, failures,
+                          prefixes=self._prefixes)
         if sch is not None:
             self._remember(_decided_key(sch.trace), sch)
         return sch
@@ -274,6 +283,8 @@ class EvolutionarySearch(SearchStrategy):
             if generation == self.genetic_num_iters or not population:
                 break
             population = self._next_generation(population, scores, mutators)
+            if self._prefixes is not None:
+                self._prefixes.keep_only(population)
         return [entry[2] for entry in sorted(heap, key=lambda e: e[:2], reverse=True)]
 
     def _mutators(self) -> list[tuple[Any, float]]:
@@ -308,7 +319,7 @@ class EvolutionarySearch(SearchStrategy):
                 new_trace = mutator.apply(population[parent_index].trace, self.rng)
                 if new_trace is None:
                     continue
-                child = self._apply(new_trace)
+                child = self._apply(new_trace, population[parent_index])
                 if child is not None:
                     break
             out.append(child if child is not None else population[parent_index])

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from msdb.schedule.schedule import Schedule
     from msdb.schedule.trace import Trace
     from msdb.tuner.context import TuneContext
+    from msdb.tuner.search.prefix_replay import PrefixReplays
 
 __all__ = ["apply_trace", "module_key", "measured_module_keys", "ReplayFailures"]
 
@@ -31,17 +32,25 @@ class ReplayFailures(Counter[str]):
 
 
 def apply_trace(mod: IRModule, trace: Trace, postprocs: Sequence[Any], seed: int,
-                failures: ReplayFailures | None = None) -> Schedule | None:
+                failures: ReplayFailures | None = None, *, prefixes: PrefixReplays | None = None,
+                parent: Schedule | None = None) -> Schedule | None:
     """`trace` (post-processing removed) replayed on `mod` and post-processed, or None when a
     replay step or a post-processor fails. Failures are expected (a sampled decision may make a
-    later primitive illegal): they are counted, not raised."""
+    later primitive illegal): they are counted, not raised.
+
+    With `prefixes`, the replay keeps copies of its schedule for mutants of the candidate, and
+    a fully decided `trace` mutated from `parent` starts from the parent's copy before their
+    first difference (`msdb.tuner.search.prefix_replay`)."""
     from msdb.schedule.schedule import Schedule
     from msdb.tuner.profiler import Profiler
 
-    sch = Schedule(mod, seed=seed)
+    if prefixes is not None:
+        sch, start, copies, before_sampling = prefixes.begin(mod, trace, seed, parent)
+    else:
+        sch, start, copies, before_sampling = Schedule(mod, seed=seed), 0, [], None
     try:
         with Profiler.timeit("replay"):
-            trace.apply_to_schedule(sch, remove_postproc=True)
+            trace.apply_to_schedule(sch, remove_postproc=True, start=start, before_sampling=before_sampling)
         with Profiler.timeit("post-processing"):
             sch.enter_postproc()
             for postproc in postprocs:
@@ -54,6 +63,8 @@ def apply_trace(mod: IRModule, trace: Trace, postprocs: Sequence[Any], seed: int
             failures[type(exc).__name__] += 1
         logger.debug("candidate dropped: %s", exc)
         return None
+    if prefixes is not None:
+        prefixes.remember(sch, copies)
     return sch
 
 

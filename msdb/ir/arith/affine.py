@@ -74,8 +74,18 @@ class Affine(Generic[T]):
     def __init__(self, terms: Mapping[T, int], const: int = 0) -> None: ...
 
     def __init__(self, terms: Mapping[T, int] | None = None, const: int = 0) -> None:
-        self.terms: dict[T, int] = {v: c for v, c in (terms or {}).items() if c != 0}
+        self.terms: dict[T, int] = {v: c for v, c in terms.items() if c != 0} if terms else {}
         self.const = int(const)
+
+    @classmethod
+    def _owning(cls, terms: dict[T, int], const: int) -> Affine[T]:
+        """A form over `terms`, which the caller hands over with no zero coefficient and an
+        int `const` (the arithmetic below builds millions of forms in a search round:
+        docs/architecture.md, "Integer arithmetic")."""
+        form = object.__new__(cls)
+        form.terms = terms
+        form.const = const
+        return form
 
     @staticmethod
     def of(value: int | E.Var) -> Affine[Term]:
@@ -92,19 +102,25 @@ class Affine(Generic[T]):
 
     def __add__(self, other: Affine[T] | int) -> Affine[T]:
         if not isinstance(other, Affine):
-            return Affine(self.terms, self.const + other)
+            return Affine._owning(dict(self.terms), self.const + int(other))
         terms = dict(self.terms)
         for var, coef in other.terms.items():
-            terms[var] = terms.get(var, 0) + coef
-        return Affine(terms, self.const + other.const)
+            total = terms.get(var, 0) + coef
+            if total:
+                terms[var] = total
+            else:
+                del terms[var]
+        return Affine._owning(terms, self.const + other.const)
 
     def __sub__(self, other: Affine[T] | int) -> Affine[T]:
         if not isinstance(other, Affine):
-            return Affine(self.terms, self.const - other)
+            return Affine._owning(dict(self.terms), self.const - int(other))
         return self + other.scale(-1)
 
     def scale(self, k: int) -> Affine[T]:
-        return Affine({v: c * k for v, c in self.terms.items()}, self.const * k)
+        if not k:
+            return Affine._owning({}, 0)
+        return Affine._owning({v: c * k for v, c in self.terms.items()}, self.const * k)
 
     def same_terms(self, other: Affine[T]) -> bool:
         return self.terms == other.terms
@@ -189,8 +205,7 @@ class Affine(Generic[T]):
 
 
 def _single(term: Term) -> Affine[Term]:
-    terms: dict[Term, int] = {term: 1}
-    return Affine(terms)
+    return Affine._owning({term: 1}, 0)
 
 
 def _transparent_cast(e: E.Cast, assume_no_overflow: bool) -> bool:

@@ -81,6 +81,7 @@ class Analyzer:
     form is the same either way, only the order of equal-scale terms differs."""
 
     def __init__(self, ranges: Mapping[E.Var, RangeLike] | None = None, *, order: Order = ANALYZER_ORDER) -> None:
+        self.order: Order = order
         self._bounds: dict[E.Var, Bound] = _bounds_from(ranges)
         self._subst: dict[E.Var, E.PrimExpr] = {}
         self._sim = Simplifier(self._bounds, self._subst, order)
@@ -102,6 +103,17 @@ class Analyzer:
         """Forget what is known about `var` (leaving a loop's scope)."""
         self._bounds.pop(var, None)
         self._subst.pop(var, None)
+
+    def knowledge(self, var: E.Var) -> tuple[Any, ...] | None:
+        """All the analyzer knows of `var`, as a hashable value: its bounds, or the constant
+        it is bound to, or `()` for nothing; None when it is bound to an expression of other
+        variables (then what it simplifies to depends on more than `var`). Two variables
+        with equal knowledge simplify alike (`msdb.schedule.iter_order.simplified_binding`)."""
+        value = self._subst.get(var)
+        if value is not None:
+            return ("value", value.value) if isinstance(value, E.IntImm) else None
+        bound = self._bounds.get(var)
+        return () if bound is None else bound
 
     def bounds_of(self, var: E.Var) -> tuple[int, int] | None:
         """The inclusive bounds bound to `var`, if finite ones are known."""

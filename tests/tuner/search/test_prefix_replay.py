@@ -1,0 +1,120 @@
+"""Mutants replayed from their parent's copy (`prefix_replay`) give what a replay from the
+start gives: the same module, the same trace and decisions, for every CPU mutator, and the
+evolutionary search measures the same candidates with it as without it."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from msdb.database import MemoryDatabase
+from msdb.hashing import structural_equal
+from msdb.ir import zoo
+from msdb.records import Target
+from msdb.schedule import Schedule
+from msdb.schedule.trace import Trace, TraceError
+from msdb.tuner.cost_model import XGBModel
+from msdb.tuner.search.evolutionary import EvolutionarySearch
+from msdb.tuner.search.prefix_replay import PrefixReplays
+from msdb.tuner.search.replay import apply_trace
+from msdb.tuner.tune import make_context, tune_tir
+
+from ._fakes import FakeBuilder, FakeRunner
+
+CPU = Target("llvm -num-cores=1")
+C2D = zoo.build("C2D", 1, 6, 6, 4, 8, 3, 1, 1)
+
+
+def _candidates(count: int):
+    """A context of the default CPU space, its post-processors, and `count` replayed random
+    samples (kept with their copies in a PrefixReplays)."""
+    context = make_context(C2D, CPU, "post-order-apply", "evolutionary", 3, "c2d", 1)
+    spaces = context.generate_design_space()
+    postprocs = list(context.space_generator.postprocs)
+    prefixes = PrefixReplays()
+    found = []
+    seed = 0
+    while len(found) < count:
+        seed += 1
+        sch = apply_trace(context.mod, Trace(spaces[seed % len(spaces)].trace.insts), postprocs, seed, prefixes=prefixes)
+        if sch is not None:
+            found.append(sch)
+    return context, postprocs, prefixes, found
+
+
+def test_every_mutator_resumed_from_the_parent_gives_the_replay_from_the_start() -> None:
+    context, postprocs, prefixes, parents = _candidates(6)
+    mutators = list(context.space_generator.mutator_probs)
+    assert {type(m).__name__ for m in mutators} == {"MutateTileSize", "MutateComputeLocation", "MutateUnroll",
+                                                     "MutateParallel"}
+    rng = random.Random(7)
+    compared = 0
+    for mutator in mutators:
+        for parent in parents:
+            mutant = mutator.apply(parent.trace, rng)
+            if mutant is None:
+                continue
+            before = prefixes.resumed
+            resumed = apply_trace(context.mod, mutant, postprocs, 11, prefixes=prefixes, parent=parent)
+            fresh = apply_trace(context.mod, mutant, postprocs, 11)
+            assert (resumed is None) == (fresh is None), type(mutator).__name__
+            if fresh is None:
+                continue
+            assert resumed is not None
+            assert prefixes.resumed == before + 1, f"{type(mutator).__name__} did not resume from the parent"
+            assert structural_equal(resumed.mod, fresh.mod)
+            assert resumed.trace.as_json() == fresh.trace.as_json()
+            compared += 1
+    assert compared >= 12
+    assert prefixes.skipped_instructions > 0
+
+
+def test_a_mutant_of_a_resumed_mutant_resumes_too() -> None:
+    context, postprocs, prefixes, (parent,) = _candidates(1)
+    tile = next(m for m in context.space_generator.mutator_probs if type(m).__name__ == "MutateTileSize")
+    rng = random.Random(3)
+    generation = parent
+    for _ in range(3):
+        mutant = tile.apply(generation.trace, rng)
+        assert mutant is not None
+        child = apply_trace(context.mod, mutant, postprocs, 5, prefixes=prefixes, parent=generation)
+        fresh = apply_trace(context.mod, mutant, postprocs, 5)
+        assert child is not None and fresh is not None
+        assert structural_equal(child.mod, fresh.mod) and child.trace.as_json() == fresh.trace.as_json()
+        generation = child
+    assert prefixes.resumed == 3
+
+
+def test_copies_are_kept_only_for_the_generation_alive() -> None:
+    context, postprocs, prefixes, parents = _candidates(2)
+    tile = next(m for m in context.space_generator.mutator_probs if type(m).__name__ == "MutateTileSize")
+    prefixes.keep_only(parents[1:])
+    mutant = tile.apply(parents[0].trace, random.Random(1))
+    assert mutant is not None
+    assert apply_trace(context.mod, mutant, postprocs, 5, prefixes=prefixes, parent=parents[0]) is not None
+    assert prefixes.resumed == 0  # the dropped parent's mutant replayed from the start
+
+
+def test_a_replay_cannot_resume_outside_the_trace() -> None:
+    context, _, _, (parent,) = _candidates(1)
+    trace = parent.trace.simplified(remove_postproc=True)
+    with pytest.raises(TraceError, match="cannot resume a replay at instruction"):
+        trace.apply_to_schedule(Schedule(context.mod), remove_postproc=True, start=len(trace.insts) + 1)
+    with pytest.raises(TraceError, match="cannot resume a replay at instruction"):
+        trace.apply_to_schedule(Schedule(context.mod), remove_postproc=True, start=-1)
+
+
+@pytest.mark.slow
+def test_the_search_measures_the_same_candidates_resuming_mutants_or_not() -> None:
+    def run(resume: bool) -> list[str]:
+        db = MemoryDatabase()
+        search = EvolutionarySearch(population_size=24, init_min_unmeasured=8, genetic_num_iters=3,
+                                    replay_from_parent=resume)
+        tune_tir(C2D, CPU, db, 12, 4, strategy=search, cost_model=XGBModel(seed=0, num_warmup_samples=0), seed=2,
+                 builder=FakeBuilder(), runner=FakeRunner(), check_best=False)  # type: ignore[arg-type]
+        if resume:
+            assert search._prefixes is not None and search._prefixes.resumed > 0
+        return [str(r.trace.as_json()) for r in db.get_all_tuning_records()]
+
+    assert run(True) == run(False)
