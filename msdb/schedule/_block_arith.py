@@ -10,11 +10,12 @@ Vocabulary used by callers:
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from typing import Any, Hashable, Iterable, Mapping
 
 from msdb.ir import expr as E
 from msdb.ir import stmt as S
 from msdb.ir.arith import Affine, Atom, as_affine, numeric_range
+from msdb.ir.arith.keys import shape_key
 from msdb.ir.arith.limits import is_integer
 from msdb.ir.functor import free_vars
 
@@ -511,6 +512,28 @@ def _independent_groups(loops: list[tuple[E.Var, NumRange]], bindings: list[E.Pr
     return [([lp for lp in loops if lp[0] in variables], [bindings[i] for i in members]) for variables, members in groups]
 
 
+#: `covered_points` by the shape of its question (`_nest_key`), shared by every candidate of a
+#: search: a design space's candidates keep their loop names and repeat their tile sizes, and
+#: each reverse_compute_at (and each compute location tried) asks it once.
+_COVERED_BY_SHAPE: dict[Hashable, int | None] = {}
+_MAX_CACHED = 1 << 14
+
+
+def _nest_key(loops: list[tuple[E.Var, NumRange]], exprs: list[E.PrimExpr]) -> Hashable | None:
+    """A key equal for two (loops, exprs) questions that are the same up to a renaming of
+    variables of the same names and dtypes (`shape_key`), the loops' ranges included; None
+    when an expression has a node `shape_key` does not take."""
+    variables: list[E.Var] = []
+    shapes = []
+    for expr in exprs:
+        shape = shape_key(expr, variables)
+        if shape is None:
+            return None
+        shapes.append(shape)
+    place = {id(var): i for i, var in enumerate(variables)}
+    return tuple(shapes), tuple((place.get(id(var), -1), rng) for var, rng in loops)
+
+
 def covered_points(loops: list[tuple[E.Var, NumRange]], bindings: list[E.PrimExpr], predicate: E.PrimExpr,
                    limit: int = 1 << 16) -> int | None:
     """How many distinct binding tuples the loop nest `loops` produces where `predicate` holds
@@ -519,12 +542,25 @@ def covered_points(loops: list[tuple[E.Var, NumRange]], bindings: list[E.PrimExp
     Without a predicate, bindings that share no loop variable vary independently: the count is
     the product of each group's count, and each group enumerates only its own loops (a write
     cache moved under a tiled matmul enumerates two 128-point nests, not one of 16384)."""
+    key = _nest_key(loops, [predicate, *bindings])
+    if key is None:
+        return _covered_points(loops, bindings, predicate, limit)
+    key = (key, limit)
+    if key not in _COVERED_BY_SHAPE:
+        if len(_COVERED_BY_SHAPE) >= _MAX_CACHED:
+            _COVERED_BY_SHAPE.clear()
+        _COVERED_BY_SHAPE[key] = _covered_points(loops, bindings, predicate, limit)
+    return _COVERED_BY_SHAPE[key]
+
+
+def _covered_points(loops: list[tuple[E.Var, NumRange]], bindings: list[E.PrimExpr], predicate: E.PrimExpr,
+                    limit: int) -> int | None:
     if E.const_int(predicate) == 1 and len(bindings) > 1:
         groups = _independent_groups(loops, bindings)
         if len(groups) > 1:
             total = 1
             for group_loops, group_bindings in groups:
-                count = covered_points(group_loops, group_bindings, predicate, limit)
+                count = _covered_points(group_loops, group_bindings, predicate, limit)
                 if count is None:
                     return None
                 total *= count

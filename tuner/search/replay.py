@@ -13,6 +13,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any, Sequence
 
 from msdb.errors import MsdbError
+from msdb.identity_cache import IdentityCache
 
 if TYPE_CHECKING:
     from msdb.database.base import Database
@@ -68,11 +69,16 @@ def apply_trace(mod: IRModule, trace: Trace, postprocs: Sequence[Any], seed: int
     return sch
 
 
+#: Candidates' keys by module identity: an evolutionary round keys its whole population in
+#: every generation, and unmutated parents, remembered replays and the database's best recur.
+_KEYS: IdentityCache[str] = IdentityCache(4096)
+
+
 def module_key(mod: IRModule, module_equality: str = "structural") -> str:
     """What a candidate is deduplicated by: its post-processed module's structural hash."""
     from msdb.hashing.api import structural_hash
 
-    return structural_hash(mod, module_equality)
+    return _KEYS.get(mod, lambda: structural_hash(mod, module_equality), module_equality)
 
 
 def measured_module_keys(context: TuneContext, database: Database) -> set[str]:
