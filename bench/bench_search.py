@@ -85,6 +85,13 @@ def main() -> None:
     search = sum(phases.get(p, 0.0) for p in ("sampling", "replay", "post-processing", "features", "cost model"))
     print(f"search (sampling + replay + post-processing + features + cost model): {search:.1f} s, "
           f"{search / max(count, 1):.2f} s per measured candidate, {search / wall:.0%} of the wall time")
+    strategy = context.search_strategy
+    dropped = getattr(strategy, "failures", {})
+    print(f"replays dropped, by reason: {dict(dropped.most_common()) if dropped else 'none'}")
+    prefixes = getattr(strategy, "_prefixes", None)
+    if prefixes is not None:
+        print(f"mutants resumed from a parent's copy: {prefixes.resumed}, "
+              f"{prefixes.skipped_instructions / max(prefixes.resumed, 1):.1f} instructions skipped each")
     print("digest of the measured traces:", hashlib.sha256(traces.encode()).hexdigest()[:16])
 
 

@@ -10,9 +10,11 @@ dropped from the reads.
 
 from __future__ import annotations
 
+from typing import Hashable
+
 from msdb.ir import expr as E
 from msdb.ir import stmt as S
-from msdb.ir.arith import expr_equal, simplify, split_linear
+from msdb.ir.arith import expr_equal, expr_key, simplify, split_linear
 from msdb.ir.functor import IRVisitor, substitute
 
 __all__ = ["infer_access_regions", "relax"]
@@ -25,10 +27,17 @@ class _AccessCollector(IRVisitor):
         self.loop_ranges: dict[E.Var, tuple[E.PrimExpr, E.PrimExpr]] = {}
         self.reads: dict[E.Buffer, list[list[tuple[E.PrimExpr, E.PrimExpr]]]] = {}
         self.writes: dict[E.Buffer, list[list[tuple[E.PrimExpr, E.PrimExpr]]]] = {}
+        # accesses recorded under the current loop ranges: the same access again adds nothing
+        # to the union (a Winograd transform loads one element hundreds of times)
+        self._recorded: set[tuple[int, int, tuple[Hashable, ...]]] = set()
 
     def _record(self, table: dict, buffer: E.Buffer, indices: tuple[E.PrimExpr, ...]) -> None:
         if buffer in self.skip:
             return
+        key = (id(table), id(buffer), tuple(expr_key(i) for i in indices))
+        if key in self._recorded:
+            return
+        self._recorded.add(key)
         table.setdefault(buffer, []).append([relax(i, self.loop_ranges) for i in indices])
 
     def visit_BufferLoad(self, node: E.BufferLoad) -> None:
@@ -44,8 +53,10 @@ class _AccessCollector(IRVisitor):
 
     def visit_For(self, node: S.For) -> None:
         self.loop_ranges[node.loop_var] = (node.min, node.extent)
+        self._recorded = set()
         super().visit_For(node)
         del self.loop_ranges[node.loop_var]
+        self._recorded = set()
 
     def visit_BlockRealize(self, node: S.BlockRealize) -> None:
         # A nested block is summarized by its own regions, with its iter vars bound to values.
@@ -137,11 +148,15 @@ def _merge_offsets(cands: list[tuple[E.PrimExpr, E.PrimExpr]]) -> E.Range | None
     if base is None:
         return None
     spans: list[tuple[int, int]] = []
+    offsets: dict[Hashable, int | None] = {}  # a Winograd transform loads one element many times
     for start, extent in cands:
         ext = E.const_int(extent) if extent is not None else None
         if start is None or ext is None:
             return None
-        offset = E.const_int(simplify(start - base))
+        key = expr_key(start)
+        if key not in offsets:
+            offsets[key] = E.const_int(simplify(start - base))
+        offset = offsets[key]
         if offset is None:
             return None
         spans.append((offset, offset + ext))

@@ -9,9 +9,12 @@ re-inferred (TVM does the same with `GetBlockReadWriteRegion`).
 
 from __future__ import annotations
 
+from typing import Hashable
+
 from msdb.errors import ScheduleError
 from msdb.ir import expr as E
 from msdb.ir import stmt as S
+from msdb.ir.arith import expr_key
 from msdb.ir.functor import IRMutator, IRVisitor, substitute
 from msdb.ir.regions import infer_access_regions
 from msdb.schedule import analysis as A
@@ -46,12 +49,19 @@ class _LoadInliner(IRMutator):
         self.index_vars = index_vars
         self.value = value
         self.count = 0
+        # the inlined value by the load's indices: a Winograd transform loads one element of
+        # the inlined buffer hundreds of times, and the substituted values may be shared
+        self._inlined: dict[Hashable, E.PrimExpr] = {}
 
     def visit_BufferLoad(self, node: E.BufferLoad) -> E.PrimExpr:
         indices = self._exprs(node.indices)
         if node.buffer is self.buffer:
             self.count += 1
-            return substitute(self.value, dict(zip(self.index_vars, indices)))
+            key = tuple(expr_key(i) for i in indices)
+            inlined = self._inlined.get(key)
+            if inlined is None:
+                inlined = self._inlined[key] = substitute(self.value, dict(zip(self.index_vars, indices)))
+            return inlined
         return node if indices is node.indices else E.BufferLoad(node.buffer, indices)
 
     def visit_BufferStore(self, node: S.BufferStore) -> S.Stmt:

@@ -349,6 +349,24 @@ class _ValueSummary(IRVisitor):
         uses[node] = uses.get(node, 0) + 1
 
 
+class _FixedBounds(ExprBounds):
+    """Bounds over loop bounds and block bindings that stay as they are while it is used (one
+    store's summary): a block iter var's bounds are those of its binding, worked out once (a
+    Winograd transform's conditions read each iter var hundreds of times)."""
+
+    __slots__ = ("_substituted",)
+
+    def __init__(self, var_bounds: dict[E.Var, Bound], subst: dict[E.Var, E.PrimExpr]) -> None:
+        super().__init__(var_bounds, subst, leaves_by_dtype=False)
+        self._substituted: dict[E.Var, Bound] = {}
+
+    def var(self, v: E.Var) -> Bound:
+        known = self._substituted.get(v)
+        if known is None:
+            known = self._substituted[v] = super().var(v)
+        return known
+
+
 def _store_info(store: S.BufferStore, loops: ExprBounds | None) -> _StoreInfo:
     info = _StoreInfo()
     value = store.value
@@ -444,7 +462,7 @@ class _Walker(IRVisitor):
             bounds: dict[E.Var, Bound] = {var: (0, 0) for var in self.unit_vars}
             for loop in self.loops:
                 bounds[loop.var] = (loop.min, loop.min + loop.extent - 1)
-            info = _store_info(node, ExprBounds(bounds, self.iter_exprs, leaves_by_dtype=False))
+            info = _store_info(node, _FixedBounds(bounds, self.iter_exprs))
         if not info.skip:
             self._store(node, info)
         elif node.buffer in self.declared:
