@@ -386,6 +386,12 @@ _INFO_CACHE: IdentityCache[_StoreInfo] = IdentityCache(4096)
 _LOAD_FORMS: IdentityCache[tuple[Affine[Term], ...]] = IdentityCache(1 << 16)
 
 
+#: A conditional store's summary by the bounds of the variables its value reads (what decides
+#: its conditions), and those variables.
+_DECIDED_INFO: IdentityCache[_StoreInfo] = IdentityCache(4096)
+_VALUE_VARS: IdentityCache[tuple[E.Var, ...]] = IdentityCache(4096)
+
+
 def _cached_store_info(store: S.BufferStore) -> _StoreInfo:
     """What `store` computes, before any condition in it is decided."""
     return _INFO_CACHE.get(store, lambda: _store_info(store, None))
@@ -458,11 +464,14 @@ class _Walker(IRVisitor):
     def visit_BufferStore(self, node: S.BufferStore) -> None:
         info = _cached_store_info(node)
         if info.conditional:
-            # Which conditions the loops decide depends on this schedule's loops.
+            # Which conditions the loops decide depends on this schedule's loops, through the
+            # bounds of the variables the value reads: summarized once per store and bounds.
             bounds: dict[E.Var, Bound] = {var: (0, 0) for var in self.unit_vars}
             for loop in self.loops:
                 bounds[loop.var] = (loop.min, loop.min + loop.extent - 1)
-            info = _store_info(node, _FixedBounds(bounds, self.iter_exprs))
+            loops = _FixedBounds(bounds, self.iter_exprs)
+            read = tuple(loops.var(var) for var in _VALUE_VARS.get(node, lambda: tuple(free_vars(node.value))))
+            info = _DECIDED_INFO.get(node, lambda: _store_info(node, loops), read)
         if not info.skip:
             self._store(node, info)
         elif node.buffer in self.declared:
