@@ -513,7 +513,17 @@ class _Walker(IRVisitor):
         return frozenset(found)
 
     def _store(self, store: S.BufferStore, info: _StoreInfo) -> None:
-        compose = self._compose
+        # A form met again (a Winograd transform loads one element hundreds of times, through
+        # one shared node) composes to the same Index; sharing it is safe, as the only change
+        # made to an Index later (`_fold_constant_atoms`) gives the same result done twice.
+        composed: dict[int, Index] = {}
+
+        def compose(form: Affine[Term]) -> Index:
+            index = composed.get(id(form))
+            if index is None:
+                index = composed[id(form)] = self._compose(form)
+            return index
+
         # Accesses in TVM's order of discovery: the written buffer, then each load (a loaded
         # written buffer becomes read-write and keeps only the written indices).
         written = Access(store.buffer, WRITE, [[compose(f) for f in info.indices]])

@@ -118,3 +118,35 @@ def test_the_search_measures_the_same_candidates_resuming_mutants_or_not() -> No
         return [str(r.trace.as_json()) for r in db.get_all_tuning_records()]
 
     assert run(True) == run(False)
+
+
+def test_features_of_resumed_mutants_do_not_depend_on_what_was_remembered() -> None:
+    """Resumed mutants share nodes with their parents, and the features, bindings and checks
+    remembered by identity or shape are reused across candidates: computed again with every
+    cache empty, each candidate's features are the same."""
+    import numpy as np
+
+    from msdb.schedule import _block_arith, iter_order
+    from msdb.tuner.features import store_walk
+    from msdb.tuner.features.per_store import PerStoreFeature
+
+    context, postprocs, prefixes, family = _candidates(3)
+    mutators = list(context.space_generator.mutator_probs)
+    rng = random.Random(5)
+    for _ in range(2):
+        children = []
+        for parent in family:
+            mutant = rng.choice(mutators).apply(parent.trace, rng)
+            child = None if mutant is None else apply_trace(context.mod, mutant, postprocs, 9, prefixes=prefixes,
+                                                             parent=parent)
+            if child is not None:
+                children.append(child)
+        family += children
+    assert prefixes.resumed >= 3
+    warm = [PerStoreFeature().extract_mod(sch.mod) for sch in family]
+    caches = (store_walk._INFO_CACHE, store_walk._LOAD_FORMS, store_walk._DECIDED_INFO, store_walk._VALUE_VARS,
+              iter_order._BINDINGS_BY_SHAPE, _block_arith._COVERED_BY_SHAPE)
+    for sch, remembered in zip(family, warm):
+        for cache in caches:
+            cache.clear()
+        assert np.array_equal(PerStoreFeature().extract_mod(sch.mod), remembered)
