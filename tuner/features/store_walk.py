@@ -11,13 +11,14 @@ each candidate. The rules and the one deliberate difference from TVM: see docs/a
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, Hashable
 
 from msdb.identity_cache import IdentityCache
 from msdb.ir import expr as E
 from msdb.ir import stmt as S
 from msdb.ir.arith.affine import Affine, Atom, Term, affine_form
 from msdb.ir.arith.interval import Bound, ExprBounds, is_finite
+from msdb.ir.arith.keys import expr_key
 from msdb.ir.dtype import bits, is_float
 from msdb.ir.function import PrimFunc
 from msdb.ir.functor import IRVisitor, free_vars, post_order_visit
@@ -243,6 +244,23 @@ def _forms(indices: tuple[E.PrimExpr, ...]) -> tuple[Affine[Term], ...]:
     return tuple(affine_form(i, assume_no_overflow=True) for i in indices)
 
 
+#: Load index forms by the indices' structure (`expr_key`: variables by identity), so that loads
+#: of one element (a Winograd transform loads each hundreds of times, through distinct nodes)
+#: share their forms, and a store composes each once (`_Walker._store`).
+_FORMS_BY_INDICES: dict[Hashable, tuple[Affine[Term], ...]] = {}
+_MAX_FORMS = 1 << 16
+
+
+def _shared_forms(indices: tuple[E.PrimExpr, ...]) -> tuple[Affine[Term], ...]:
+    key = tuple(expr_key(i) for i in indices)
+    forms = _FORMS_BY_INDICES.get(key)
+    if forms is None:
+        if len(_FORMS_BY_INDICES) >= _MAX_FORMS:
+            _FORMS_BY_INDICES.clear()
+        forms = _FORMS_BY_INDICES[key] = _forms(indices)
+    return forms
+
+
 _COMPARISONS = (E.EQ, E.NE, E.LT, E.LE, E.GT, E.GE)
 
 
@@ -342,7 +360,7 @@ class _ValueSummary(IRVisitor):
         super().visit_Call(node)
 
     def visit_BufferLoad(self, node: E.BufferLoad) -> None:
-        self.info.loads.append((node.buffer, _LOAD_FORMS.get(node, lambda: _forms(node.indices))))
+        self.info.loads.append((node.buffer, _LOAD_FORMS.get(node, lambda: _shared_forms(node.indices))))
 
     def visit_Var(self, node: E.Var) -> None:
         uses = self.info.var_uses
@@ -529,15 +547,22 @@ class _Walker(IRVisitor):
         written = Access(store.buffer, WRITE, [[compose(f) for f in info.indices]])
         accesses: dict[E.Buffer, Access] = {store.buffer: written}
         loads = []
+        # A read access's index tuples only matter as a set (regions, strides and allocations
+        # take their union, their smallest stride, their largest extent): a tuple of the same
+        # Index objects as one it has is not added again.
+        read_tuples: set[tuple[int, ...]] = set()
         for buffer, forms in info.loads:
             indices = [compose(f) for f in forms]
             loads.append((buffer, indices))
             access = accesses.get(buffer)
+            identity = (id(buffer), *map(id, indices))
             if access is None:
                 accesses[buffer] = Access(buffer, READ, [indices])
+                read_tuples.add(identity)
             elif access.kind == WRITE:
                 access.kind = READ_WRITE
-            elif access.kind == READ:
+            elif access.kind == READ and identity not in read_tuples:
+                read_tuples.add(identity)
                 access.indices.append(indices)
         ops = list(info.ops)
         for var, count in info.var_uses.items():

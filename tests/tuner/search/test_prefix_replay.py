@@ -145,6 +145,7 @@ def test_features_of_resumed_mutants_do_not_depend_on_what_was_remembered() -> N
     assert prefixes.resumed >= 3
     warm = [PerStoreFeature().extract_mod(sch.mod) for sch in family]
     caches = (store_walk._INFO_CACHE, store_walk._LOAD_FORMS, store_walk._DECIDED_INFO, store_walk._VALUE_VARS,
+              store_walk._FORMS_BY_INDICES,
               iter_order._BINDINGS_BY_SHAPE, _block_arith._COVERED_BY_SHAPE)
     for sch, remembered in zip(family, warm):
         for cache in caches:
