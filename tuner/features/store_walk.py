@@ -531,20 +531,23 @@ class _Walker(IRVisitor):
         return frozenset(found)
 
     def _store(self, store: S.BufferStore, info: _StoreInfo) -> None:
-        # A form met again (a Winograd transform loads one element hundreds of times, through
-        # one shared node) composes to the same Index; sharing it is safe, as the only change
-        # made to an Index later (`_fold_constant_atoms`) gives the same result done twice.
-        composed: dict[int, Index] = {}
+        # A form of one buffer met again (a Winograd transform loads one element hundreds of
+        # times) composes to the same Index. Sharing it within a buffer is safe: the changes
+        # made to an Index later (`_fold_constant_atoms`, and `_drop_outer` at the buffer's
+        # one allocation depth) give the same result done twice. Across buffers it is not:
+        # `_drop_outer` would strip a global buffer's index at another buffer's depth.
+        composed: dict[tuple[int, int], Index] = {}
 
-        def compose(form: Affine[Term]) -> Index:
-            index = composed.get(id(form))
+        def compose(buffer: E.Buffer, form: Affine[Term]) -> Index:
+            key = (id(buffer), id(form))
+            index = composed.get(key)
             if index is None:
-                index = composed[id(form)] = self._compose(form)
+                index = composed[key] = self._compose(form)
             return index
 
         # Accesses in TVM's order of discovery: the written buffer, then each load (a loaded
         # written buffer becomes read-write and keeps only the written indices).
-        written = Access(store.buffer, WRITE, [[compose(f) for f in info.indices]])
+        written = Access(store.buffer, WRITE, [[compose(store.buffer, f) for f in info.indices]])
         accesses: dict[E.Buffer, Access] = {store.buffer: written}
         loads = []
         # A read access's index tuples only matter as a set (regions, strides and allocations
@@ -552,7 +555,7 @@ class _Walker(IRVisitor):
         # Index objects as one it has is not added again.
         read_tuples: set[tuple[int, ...]] = set()
         for buffer, forms in info.loads:
-            indices = [compose(f) for f in forms]
+            indices = [compose(buffer, f) for f in forms]
             loads.append((buffer, indices))
             access = accesses.get(buffer)
             identity = (id(buffer), *map(id, indices))

@@ -9,7 +9,8 @@ replays): a tenth of a conv2d round's wall time went to collections that found a
 because immutable IR trees are freed by reference counting as soon as a candidate is dropped.
 During a round the objects alive at its start are frozen (`gc.freeze`: no collection looks
 at them) and the youngest generation is collected less often; both are undone when the round
-ends, so cyclic garbage made during it is still collected, just later.
+ends, so cyclic garbage made during it is still collected, just later. A heap someone else froze
+(the caller, an enclosing round) is left as it is.
 """
 
 from __future__ import annotations
@@ -29,11 +30,15 @@ def collector_quiet() -> Iterator[None]:
     """Freeze what is alive and raise the youngest generation's threshold for the block;
     the collector's thresholds and generations are as they were afterwards."""
     thresholds = gc.get_threshold()
-    gc.freeze()
+    # Objects someone froze before (the caller, or an enclosing round) stay frozen after.
+    freezing = gc.get_freeze_count() == 0
+    if freezing:
+        gc.freeze()
     if thresholds[0]:  # 0: the user turned automatic collection off
         gc.set_threshold(max(thresholds[0], SEARCH_GEN0_THRESHOLD), *thresholds[1:])
     try:
         yield
     finally:
         gc.set_threshold(*thresholds)
-        gc.unfreeze()
+        if freezing:
+            gc.unfreeze()

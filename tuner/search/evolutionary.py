@@ -86,6 +86,8 @@ class EvolutionarySearch(SearchStrategy):
             return None
         ranks = self._model_ranks()
         measured, speeds = self._pick_best_from_database(int(self.population_size * self.init_measured_ratio))
+        if self._prefixes is not None:  # last round's candidates are no one's parents now
+            self._prefixes.keep_only(measured)
         want_unmeasured = self.population_size - len(measured) if ranks else max(self.init_min_unmeasured, wanted)
         with Profiler.timeit("sampling"):
             unmeasured = self._sample_init_population(want_unmeasured)

@@ -102,7 +102,7 @@ class Affine(Generic[T]):
 
     def __add__(self, other: Affine[T] | int) -> Affine[T]:
         if not isinstance(other, Affine):
-            return Affine._owning(dict(self.terms), self.const + int(other))
+            return Affine._owning(dict(self.terms), int(self.const + other))
         terms = dict(self.terms)
         for var, coef in other.terms.items():
             total = terms.get(var, 0) + coef
@@ -114,7 +114,7 @@ class Affine(Generic[T]):
 
     def __sub__(self, other: Affine[T] | int) -> Affine[T]:
         if not isinstance(other, Affine):
-            return Affine._owning(dict(self.terms), self.const - int(other))
+            return Affine._owning(dict(self.terms), int(self.const - other))
         return self + other.scale(-1)
 
     def scale(self, k: int) -> Affine[T]:

@@ -48,3 +48,16 @@ def test_collection_turned_off_by_the_user_stays_off() -> None:
         assert gc.get_threshold()[0] == 0
     finally:
         gc.set_threshold(*before)
+
+
+def test_a_heap_frozen_before_the_round_stays_frozen() -> None:
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with collector_quiet():
+            with collector_quiet():  # nested rounds leave it too
+                pass
+            assert gc.get_freeze_count() >= frozen
+        assert gc.get_freeze_count() >= frozen > 0
+    finally:
+        gc.unfreeze()

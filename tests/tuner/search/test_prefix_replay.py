@@ -151,3 +151,27 @@ def test_features_of_resumed_mutants_do_not_depend_on_what_was_remembered() -> N
         for cache in caches:
             cache.clear()
         assert np.array_equal(PerStoreFeature().extract_mod(sch.mod), remembered)
+
+
+def test_copies_do_not_pile_up_while_the_model_cannot_rank(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a model that ranks, rounds measure mutants of what was measured and never
+    evolve a population: each round still drops the copies of candidates no one will mutate."""
+    from msdb.ir import zoo
+    from msdb.tuner.cost_model.random_model import RandomModel
+
+    held: list[int] = []
+    search = EvolutionarySearch(population_size=16, init_min_unmeasured=8)
+    generate = EvolutionarySearch.generate_measure_candidates
+
+    def counted(self: EvolutionarySearch):  # type: ignore[no-untyped-def]
+        picks = generate(self)
+        assert self._prefixes is not None
+        held.append(len(self._prefixes._copies))
+        return picks
+
+    monkeypatch.setattr(EvolutionarySearch, "generate_measure_candidates", counted)
+    tune_tir(zoo.build("GMM", 1, 32, 32, 32), CPU, MemoryDatabase(), 48, 8, strategy=search,
+             cost_model=RandomModel(seed=0), seed=3, builder=FakeBuilder(),  # type: ignore[arg-type]
+             runner=FakeRunner(), check_best=False)  # type: ignore[arg-type]
+    assert len(held) == 6
+    assert max(held) <= 2 * min(held[1:]) + 16, held  # bounded by a round's work, not growing with rounds
