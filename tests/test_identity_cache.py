@@ -48,3 +48,30 @@ def test_the_least_recently_used_entry_goes_and_a_failure_stores_nothing() -> No
     assert len(cache) == 0
     with pytest.raises(ValueError, match="at least one entry"):
         IdentityCache(0)
+
+
+def test_a_key_cache_makes_each_value_once_remembers_none_and_starts_over_when_full() -> None:
+    from msdb.identity_cache import KeyCache
+
+    made: list[object] = []
+
+    def make(value: object):  # type: ignore[no-untyped-def]
+        return lambda: made.append(value) or value
+
+    cache: KeyCache[object] = KeyCache(2)
+    assert cache.get(("a", 1), make("x")) == "x" and cache.get(("a", 1), make("y")) == "x"
+    assert cache.get("none", make(None)) is None and cache.get("none", make("z")) is None  # None is a value
+    assert made == ["x", None] and len(cache) == 2
+    assert cache.get("third", make(3)) == 3 and len(cache) == 1  # full: emptied, then the new entry
+    assert cache.get(("a", 1), make("again")) == "again"
+    cache.clear()
+    assert len(cache) == 0
+
+
+def test_a_key_cache_holds_at_least_one_entry() -> None:
+    import pytest
+
+    from msdb.identity_cache import KeyCache
+
+    with pytest.raises(ValueError, match="holds at least one entry, not 0"):
+        KeyCache(0)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Hashable, Iterable, Mapping
 
+from msdb.identity_cache import KeyCache
 from msdb.ir import expr as E
 from msdb.ir import stmt as S
 from msdb.ir.arith import Affine, Atom, as_affine, numeric_range
@@ -515,8 +516,7 @@ def _independent_groups(loops: list[tuple[E.Var, NumRange]], bindings: list[E.Pr
 #: `covered_points` by the shape of its question (`_nest_key`), shared by every candidate of a
 #: search: a design space's candidates keep their loop names and repeat their tile sizes, and
 #: each reverse_compute_at (and each compute location tried) asks it once.
-_COVERED_BY_SHAPE: dict[Hashable, int | None] = {}
-_MAX_CACHED = 1 << 14
+_COVERED_BY_SHAPE: KeyCache[int | None] = KeyCache(1 << 14)
 
 
 def _nest_key(loops: list[tuple[E.Var, NumRange]], exprs: list[E.PrimExpr]) -> Hashable | None:
@@ -545,12 +545,7 @@ def covered_points(loops: list[tuple[E.Var, NumRange]], bindings: list[E.PrimExp
     key = _nest_key(loops, [predicate, *bindings])
     if key is None:
         return _covered_points(loops, bindings, predicate, limit)
-    key = (key, limit)
-    if key not in _COVERED_BY_SHAPE:
-        if len(_COVERED_BY_SHAPE) >= _MAX_CACHED:
-            _COVERED_BY_SHAPE.clear()
-        _COVERED_BY_SHAPE[key] = _covered_points(loops, bindings, predicate, limit)
-    return _COVERED_BY_SHAPE[key]
+    return _COVERED_BY_SHAPE.get((key, limit), lambda: _covered_points(loops, bindings, predicate, limit))
 
 
 def _covered_points(loops: list[tuple[E.Var, NumRange]], bindings: list[E.PrimExpr], predicate: E.PrimExpr,

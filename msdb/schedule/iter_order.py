@@ -12,8 +12,9 @@ term goes first (`rx_0 + f % 2 * 28 + a % 28`, never `f % 2 * 28 + rx_0 + a % 28
 
 from __future__ import annotations
 
-from typing import Any, Hashable
+from typing import Any
 
+from msdb.identity_cache import KeyCache
 from msdb.ir import expr as E
 from msdb.ir.arith import Analyzer
 from msdb.ir.arith.keys import shape_key
@@ -25,8 +26,7 @@ __all__ = ["iter_map_order", "simplified_binding"]
 #: variables: (the result, the variables it was computed for). Shared by every candidate of a
 #: search: a design space's candidates keep their loop names and repeat their tile sizes, so
 #: most bindings a split or fuse rewrites were simplified for an earlier candidate.
-_BINDINGS_BY_SHAPE: dict[Hashable, tuple[E.PrimExpr, tuple[E.Var, ...]]] = {}
-_MAX_CACHED = 1 << 16
+_BINDINGS_BY_SHAPE: KeyCache[tuple[E.PrimExpr, tuple[E.Var, ...]]] = KeyCache(1 << 16)
 
 
 class _Term:
@@ -154,14 +154,8 @@ def simplified_binding(value: E.PrimExpr, analyzer: Analyzer) -> E.PrimExpr:
     knowledge = [analyzer.knowledge(var) for var in variables] if key is not None else []
     if key is None or any(k is None for k in knowledge):
         return iter_map_order(analyzer.simplify(value), analyzer)
-    full_key = (key, analyzer.order, tuple(knowledge))
-    known = _BINDINGS_BY_SHAPE.get(full_key)
-    if known is None:
-        result = iter_map_order(analyzer.simplify(value), analyzer)
-        if len(_BINDINGS_BY_SHAPE) >= _MAX_CACHED:
-            _BINDINGS_BY_SHAPE.clear()
-        _BINDINGS_BY_SHAPE[full_key] = (result, tuple(variables))
-        return result
-    result, then = known
+    result, then = _BINDINGS_BY_SHAPE.get(
+        (key, analyzer.order, tuple(knowledge)),
+        lambda: (iter_map_order(analyzer.simplify(value), analyzer), tuple(variables)))
     renaming: dict[E.Var, Any] = {old: new for old, new in zip(then, variables) if old is not new}
     return substitute(result, renaming) if renaming else result

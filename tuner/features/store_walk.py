@@ -11,9 +11,9 @@ each candidate. The rules and the one deliberate difference from TVM: see docs/a
 from __future__ import annotations
 
 import functools
-from typing import Any, Hashable
+from typing import Any
 
-from msdb.identity_cache import IdentityCache
+from msdb.identity_cache import IdentityCache, KeyCache
 from msdb.ir import expr as E
 from msdb.ir import stmt as S
 from msdb.ir.arith.affine import Affine, Atom, Term, affine_form
@@ -247,18 +247,11 @@ def _forms(indices: tuple[E.PrimExpr, ...]) -> tuple[Affine[Term], ...]:
 #: Load index forms by the indices' structure (`expr_key`: variables by identity), so that loads
 #: of one element (a Winograd transform loads each hundreds of times, through distinct nodes)
 #: share their forms, and a store composes each once (`_Walker._store`).
-_FORMS_BY_INDICES: dict[Hashable, tuple[Affine[Term], ...]] = {}
-_MAX_FORMS = 1 << 16
+_FORMS_BY_INDICES: KeyCache[tuple[Affine[Term], ...]] = KeyCache(1 << 16)
 
 
 def _shared_forms(indices: tuple[E.PrimExpr, ...]) -> tuple[Affine[Term], ...]:
-    key = tuple(expr_key(i) for i in indices)
-    forms = _FORMS_BY_INDICES.get(key)
-    if forms is None:
-        if len(_FORMS_BY_INDICES) >= _MAX_FORMS:
-            _FORMS_BY_INDICES.clear()
-        forms = _FORMS_BY_INDICES[key] = _forms(indices)
-    return forms
+    return _FORMS_BY_INDICES.get(tuple(expr_key(i) for i in indices), lambda: _forms(indices))
 
 
 _COMPARISONS = (E.EQ, E.NE, E.LT, E.LE, E.GT, E.GE)

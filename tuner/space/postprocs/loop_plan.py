@@ -9,8 +9,9 @@ instructions) must be the one TVM builds: see docs/architecture.md, "Search".
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Hashable, Sequence
+from typing import Sequence
 
+from msdb.identity_cache import KeyCache
 from msdb.ir import expr as E
 from msdb.ir import stmt as S
 from msdb.ir.arith import simplify
@@ -85,8 +86,7 @@ def index_stride(index: E.PrimExpr, var: E.Var) -> int:
 #: Index strides by the shape of the index (`shape_key`), shared by every candidate of a
 #: search: a design space's candidates keep their loop names and repeat their tile sizes, so
 #: most indices were already simplified for an earlier candidate.
-_STRIDES_BY_SHAPE: dict[Hashable, tuple[tuple[int, int], ...]] = {}
-_MAX_CACHED = 1 << 16
+_STRIDES_BY_SHAPE: KeyCache[tuple[tuple[int, int], ...]] = KeyCache(1 << 16)
 
 
 def _simplified_strides(index: E.PrimExpr) -> dict[E.Var, int]:
@@ -95,13 +95,12 @@ def _simplified_strides(index: E.PrimExpr) -> dict[E.Var, int]:
     key = shape_key(index, variables)
     if key is None:
         return index_strides(simplify(index))
-    known = _STRIDES_BY_SHAPE.get(key)
-    if known is None:
+
+    def strides() -> tuple[tuple[int, int], ...]:
         place = {id(var): i for i, var in enumerate(variables)}
-        known = tuple((place[id(var)], stride) for var, stride in index_strides(simplify(index)).items())
-        if len(_STRIDES_BY_SHAPE) >= _MAX_CACHED:
-            _STRIDES_BY_SHAPE.clear()
-        _STRIDES_BY_SHAPE[key] = known
+        return tuple((place[id(var)], stride) for var, stride in index_strides(simplify(index)).items())
+
+    known = _STRIDES_BY_SHAPE.get(key, strides)
     return {variables[i]: stride for i, stride in known}
 
 
