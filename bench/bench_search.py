@@ -82,8 +82,8 @@ def main() -> None:
     phases = profiler.get()
     print(f"{args.workload}: {count} candidates measured, {args.trials // args.per_iter} rounds, wall {wall:.1f} s")
     print(profiler.table())
-    search = sum(phases.get(p, 0.0) for p in ("sampling", "replay", "post-processing", "features", "cost model"))
-    print(f"search (sampling + replay + post-processing + features + cost model): {search:.1f} s, "
+    search = sum(phases.get(p, 0.0) for p in ("search", "sampling", "replay", "post-processing", "features", "cost model"))
+    print(f"search (search + sampling + replay + post-processing + features + cost model): {search:.1f} s, "
           f"{search / max(count, 1):.2f} s per measured candidate, {search / wall:.0%} of the wall time")
     strategy = context.search_strategy
     dropped = getattr(strategy, "failures", {})

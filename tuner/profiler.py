@@ -26,10 +26,12 @@ from typing import Any, Iterator
 
 __all__ = ["Profiler", "PHASES"]
 
-#: The tuner's phases, in the order of a round: drawing random samples of the design spaces,
-#: replaying traces, post-processing, feature extraction, the cost model (training and
-#: prediction, features excluded), building, running, and database reads and writes.
-PHASES = ("sampling", "replay", "post-processing", "features", "cost model", "build", "run", "database")
+#: The tuner's phases, in the order of a round: the search strategy's own steps (mutating,
+#: deduplicating, selecting: what its round spends in no other phase), drawing random samples of
+#: the design spaces, replaying traces, post-processing, feature extraction, the cost model
+#: (training and prediction, features excluded), building, running, and database reads and
+#: writes.
+PHASES = ("search", "sampling", "replay", "post-processing", "features", "cost model", "build", "run", "database")
 
 _active = threading.local()
 

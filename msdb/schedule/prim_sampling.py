@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import random
-from typing import Callable, Sequence
+from typing import Callable, Hashable, Sequence
 
 from msdb.errors import ScheduleError
 from msdb.ir import expr as E
@@ -83,14 +83,42 @@ def sample_compute_location(state: ScheduleState, func_name: str, block_name: st
         return indices[pick], targets[pick]
     if isinstance(decision, bool) or not isinstance(decision, int):
         raise ScheduleError(f"sample_compute_location: decision {decision!r} is not an int")
-    if decision == -2 and _succeeds(lambda s: prim_inline.compute_inline(s, func_name, block_name), state):
+    if decision == -2 and _tried(state, inline_move(func_name, block_name),
+                                 lambda s: prim_inline.compute_inline(s, func_name, block_name)):
         return -2, INLINE_MARK
     if decision < 0:
         return -1, ROOT_MARK
     for i, var in reversed([(i, var) for i, var in _eligible_loops(state, func_name, block_name) if i <= decision]):
-        if _succeeds(_compute_at_loop(func_name, block_name, var), state):
+        if _tried(state, compute_at_move(func_name, block_name, var, True, -1),
+                  lambda s: prim_compute_at.compute_at(s, func_name, block_name, var, preserve_unit_loops=True,
+                                                       index=-1, reverse=False)):
             return i, var
     return -1, ROOT_MARK
+
+
+def inline_move(func_name: str, block_name: str) -> Hashable:
+    """How `ScheduleState.remember_tried` names inlining the block."""
+    return ("compute_inline", func_name, block_name)
+
+
+def compute_at_move(func_name: str, block_name: str, loop_var: E.Var, preserve_unit_loops: bool,
+                    index: int) -> Hashable:
+    """How `ScheduleState.remember_tried` names a compute-at of the block under the loop (the
+    loop by identity: a `Var` compares into an expression)."""
+    return ("compute_at", func_name, block_name, id(loop_var), preserve_unit_loops, index)
+
+
+def _tried(state: ScheduleState, move: Hashable, action: Callable[[ScheduleState], object]) -> bool:
+    """Whether `action` succeeds on a copy of the state; the copy it gave is remembered as
+    `move` for the instruction that makes the move next (a sampled location's check is then
+    the move itself)."""
+    trial = state.copy()
+    try:
+        action(trial)
+    except ScheduleError:
+        return False
+    state.remember_tried(move, trial)
+    return True
 
 
 def _succeeds(action: Callable[[ScheduleState], object], state: ScheduleState) -> bool:

@@ -733,12 +733,14 @@ class Schedule:
             name = self._block_name(block)
             target = self._lookup(loop, LoopRV)
             if isinstance(target, E.Var):
-                prim_compute_at.compute_at(self._state, self._func_name, name, target, bool(preserve_unit_loops),
-                                           _index(index), reverse)
+                if reverse or not self._state.take_tried(prim_sampling.compute_at_move(
+                        self._func_name, name, target, bool(preserve_unit_loops), _index(index))):
+                    prim_compute_at.compute_at(self._state, self._func_name, name, target, bool(preserve_unit_loops),
+                                               _index(index), reverse)
             elif target == INLINE_MARK:
                 if reverse:
                     prim_inline.reverse_compute_inline(self._state, self._func_name, name)
-                else:
+                elif not self._state.take_tried(prim_sampling.inline_move(self._func_name, name)):
                     prim_inline.compute_inline(self._state, self._func_name, name)
             elif target != ROOT_MARK:  # the root location leaves the block where it is (TVM)
                 raise ScheduleError(f"{kind}: {loop!r} does not stand for a loop")

@@ -13,7 +13,7 @@ loops is rebuilt lazily after each replacement, one walk of the function.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Hashable
 
 from msdb.errors import ScheduleError
 from msdb.ir import expr as E
@@ -119,12 +119,30 @@ class ScheduleState:
     def __init__(self, mod: IRModule) -> None:
         self.mod = mod
         self._indexes: dict[str, FuncIndex] = {}
+        # (move, the module it was tried on, the state it gave): see `remember_tried`
+        self._tried: tuple[Hashable, IRModule, ScheduleState] | None = None
 
     def copy(self) -> ScheduleState:
         # Nodes are immutable, so sharing them is safe; indexes are rebuilt on demand.
         clone = ScheduleState(self.mod)
         clone._indexes = dict(self._indexes)
         return clone
+
+    def remember_tried(self, move: Hashable, result: ScheduleState) -> None:
+        """Keep `result`, what doing `move` (a hashable description of a primitive and its
+        arguments) on a copy of this state gave: sampling a compute location tries the move
+        its decision names, and the trace's next instruction usually makes it."""
+        self._tried = (move, self.mod, result)
+
+    def take_tried(self, move: Hashable) -> bool:
+        """Become the state `move` gave when it was tried on this very module (True), else
+        leave the state alone (False): a primitive then does the move itself."""
+        tried = self._tried
+        if tried is None or tried[1] is not self.mod or tried[0] != move:
+            return False
+        result = tried[2]
+        self.mod, self._indexes, self._tried = result.mod, result._indexes, None
+        return True
 
     # ---- lookup ----
     def func(self, func_name: str) -> PrimFunc:

@@ -8,10 +8,12 @@ docs/tvm-formats.md section 1 and docs/architecture.md, "Schedules and traces".
 
 from __future__ import annotations
 
+import json
 import logging
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, NamedTuple, Sequence
 
 from msdb.errors import MsdbError, ScheduleError
+from msdb.identity_cache import KeyCache
 from msdb.schedule.instruction import (RV_TYPES_BY_PREFIX, Generation, IndexMapInput, Instruction, InstructionKind,
                                        RawInput,
                                       token_text)
@@ -132,6 +134,24 @@ class Trace:
                 decisions_json.append([index, _plain(self._decisions[inst])])
         return [insts_json, decisions_json]
 
+    def decided_json(self) -> str | None:
+        """The compact JSON text of `simplified(remove_postproc=True).as_json()` when every
+        sampling instruction it keeps has a decision, else None (replaying it draws): what a
+        search remembers a replay by.
+
+        Which instructions the simplification keeps and their JSON depend on the instructions
+        only, not on the decisions, and a mutant shares its parent's instruction objects; so
+        that part is worked out once per sequence of instructions (by their identities) and a
+        mutant's key serializes only its decisions (docs/architecture.md, "Search")."""
+        insts = self._valid_prefix(True)
+        structure = _decided_structure(insts)
+        decisions = self._decisions
+        if any(inst not in decisions for inst in structure.sampling):
+            return None
+        decided = [[index, _plain(decisions[inst])] for index, inst in enumerate(structure.kept)
+                   if decisions.get(inst) is not None]
+        return f"[{structure.insts_json},{json.dumps(decided, separators=(',', ':'))}]"
+
     @classmethod
     def from_json(cls, obj: Any) -> Trace:
         """Parse TVM's trace JSON of any generation, keeping each instruction as written (see
@@ -247,7 +267,7 @@ class Trace:
     # ---------------------------------------------------------------- replay
     def apply_to_schedule(self, sch: Schedule, remove_postproc: bool = False,
                           decision_provider: DecisionProvider | None = None, *, start: int = 0,
-                          before_sampling: Callable[[int, Schedule], None] | None = None) -> None:
+                          branch_point: Callable[[int, Schedule], None] | None = None) -> None:
         """Replay the trace on `sch`: each instruction calls the schedule's public primitive
         with this trace's RVs rebound to the new ones. `decision_provider(inst, inputs, attrs,
         decision)` may return a different decision (TVM's hook). A primitive's ScheduleError
@@ -255,9 +275,10 @@ class Trace:
 
         `start` resumes a replay after the trace's first `start` instructions: `sch` must be a
         copy (`Schedule.copy`) of a schedule that replayed the same instructions with the same
-        decisions, so it already binds their output RVs. `before_sampling(index, sch)` is
-        called before each sampling instruction: where a mutant of this trace first differs
-        from it (docs/architecture.md, "Search")."""
+        decisions, so it already binds their output RVs. `branch_point(index, sch)` is called
+        before each sampling instruction, where a mutant of this trace can first differ from
+        it, and once after the last instruction (`index` = the number replayed), where
+        post-processing starts (docs/architecture.md, "Search")."""
         insts = self._valid_prefix(remove_postproc)
         if not 0 <= start <= len(insts):
             raise TraceError(f"cannot resume a replay at instruction {start} of {len(insts)}", start)
@@ -265,8 +286,8 @@ class Trace:
         for index in range(start, len(insts)):
             inst = insts[index]
             kind = kind_for(inst)
-            if before_sampling is not None and kind.is_sampling:
-                before_sampling(index, sch)
+            if branch_point is not None and kind.is_sampling:
+                branch_point(index, sch)
             try:
                 inputs = [_translate(v, rv_map) for v in inst.inputs]
             except LookupError as exc:
@@ -285,10 +306,40 @@ class Trace:
             for old, new in zip(inst.outputs, outputs):
                 if old is not None:
                     rv_map[old] = new
+        if branch_point is not None:
+            branch_point(len(insts), sch)
         logger.debug("replayed %d of %d instructions", len(insts), len(self._insts))
 
 
 # -------------------------------------------------------------------- helpers
+
+
+class _DecidedStructure(NamedTuple):
+    """What `Trace.decided_json` needs of a sequence of instructions: the sequence itself (its
+    objects keep their identities alive), the instructions `simplified` keeps, their JSON text
+    and the sampling instructions among them."""
+
+    insts: tuple[Instruction, ...]
+    kept: tuple[Instruction, ...]
+    insts_json: str
+    sampling: tuple[Instruction, ...]
+
+
+#: By the identities of the instructions (an entry is checked against its sequence before use).
+_DECIDED_STRUCTURES: KeyCache[_DecidedStructure] = KeyCache(1024)
+
+
+def _decided_structure(insts: tuple[Instruction, ...]) -> _DecidedStructure:
+    def make() -> _DecidedStructure:
+        kept = Trace(insts).simplified(remove_postproc=False)
+        text = json.dumps(kept.as_json()[0], separators=(",", ":"))
+        return _DecidedStructure(insts, kept.insts, text,
+                                 tuple(inst for inst in kept.insts if kind_for(inst).is_sampling))
+
+    structure = _DECIDED_STRUCTURES.get(tuple(map(id, insts)), make)
+    if structure.insts is not insts and any(a is not b for a, b in zip(structure.insts, insts)):
+        return make()  # another sequence whose objects reuse the identities: not remembered
+    return structure
 
 
 def _is_int(value: Any) -> bool:

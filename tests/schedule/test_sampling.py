@@ -253,3 +253,51 @@ def test_a_compute_at_check_answers_as_the_move_and_changes_nothing() -> None:
             outcomes.append(answers[0][0] == "ok")
             assert sch.state.mod is before
     assert True in outcomes and False in outcomes  # both answers were checked
+
+
+def test_a_decided_location_is_moved_to_once_and_the_move_is_the_primitives() -> None:
+    """A decided location is tried with the move itself, and the compute-at (or inline) right
+    after takes the state the try gave: the module is the one the primitive alone builds, on a
+    conv and a conv-bn-relu, for every decision. A try is not taken once anything else changed
+    the module in between."""
+    from msdb.hashing import structural_equal
+    from msdb.ir import zoo
+
+    moved = 0
+    for mod in (zoo.build("C2D", 1, 8, 8, 4, 8, 3, 1, 1), zoo.build("CBR", 1, 8, 8, 4, 8, 3, 1, 1)):
+        first = Schedule(mod)
+        blocks = [first.get(b).name_hint for b in first.get_child_blocks(first.get_block("root"))]
+        for block in blocks[:-1]:
+            for decision in range(-2, 8):
+                sch = Schedule(mod, seed=0)
+                rv = sch.get_block(block)
+                loc = sch.sample_compute_location(rv, decision=decision)
+                tried = sch.state._tried
+                sch.compute_at(rv, loc, preserve_unit_loops=True)
+                alone = Schedule(mod, seed=0)
+                target = sch.get(loc)
+                if isinstance(target, str):
+                    if target == "inline":
+                        alone.compute_inline(alone.get_block(block))
+                else:
+                    var_name = target.loop_var.name
+                    consumer_loops = {alone.get(l).loop_var.name: l for b in alone.get_consumers(alone.get_block(block))
+                                      for l in alone.get_loops(b)}
+                    alone.compute_at(alone.get_block(block), consumer_loops[var_name], preserve_unit_loops=True)
+                    assert tried is not None and sch.state.mod is tried[2].mod  # the try's module, taken
+                    moved += 1
+                assert structural_equal(sch.mod, alone.mod), (block, decision)
+    assert moved > 5
+
+    sch = Schedule(zoo.build("C2D", 1, 8, 8, 4, 8, 3, 1, 1), seed=0)
+    pad = sch.get_block("PadInput")
+    loc = sch.sample_compute_location(pad, decision=2)
+    target = sch.get(loc)
+    assert not isinstance(target, str)
+    tried = sch.state._tried
+    assert tried is not None
+    sch.annotate(sch.get_block("conv2d_nhwc"), "pragma_note", 1)  # the module changes after the try
+    sch.compute_at(pad, loc, preserve_unit_loops=True)
+    assert sch.state.mod is not tried[2].mod
+    assert sch.get(sch.get_block("conv2d_nhwc")).annotations["pragma_note"] == 1  # the try was not taken
+    assert any(sch.get(l).loop_var is target.loop_var for l in sch.get_loops(pad))

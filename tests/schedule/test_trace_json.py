@@ -357,3 +357,48 @@ def test_trace_transformations_are_stable(line: str, remove_postproc: bool, norm
     assert len(simple) <= len(again)
     # printing never fails and has one line per instruction
     assert len(trace.python_lines(legacy=True)) == len(trace)
+
+
+def _decided_reference(trace: Trace) -> str | None:
+    """`Trace.decided_json` by its definition: the simplified trace's JSON, None when a kept
+    sampling instruction has no decision."""
+    import json
+
+    from msdb.schedule.instructions import kind_for
+
+    kept = trace.simplified(remove_postproc=True)
+    if any(kind_for(inst).is_sampling and inst not in kept.decisions for inst in kept.insts):
+        return None
+    return json.dumps(kept.as_json(remove_postproc=True), separators=(",", ":"))
+
+
+def test_decided_json_is_the_simplified_traces_json_for_every_fixture_and_its_mutants() -> None:
+    """The key a search remembers replays by, computed once per instruction sequence and then
+    from the decisions alone, is the definition's for TVM's own traces of every generation, for
+    traces with one decision changed (which share their instructions), with a decision
+    dropped, and for the same trace read twice (other objects, same key)."""
+    from msdb.schedule.instructions import kind_for
+
+    checked = decided = 0
+    for path in RECORD_FILES:
+        lines = record_lines(path)[:12]
+        for line in lines:
+            trace = Trace.from_json(tvm_json.loads(line)[1][0])
+            variants = [trace, Trace.from_json(tvm_json.loads(line)[1][0])]
+            sampling = [inst for inst in trace.insts if kind_for(inst).is_sampling and inst in trace.decisions]
+            for inst in sampling[:3]:
+                decision = trace.get_decision(inst)
+                if isinstance(decision, list) and len(decision) > 1:
+                    variants.append(trace.with_decision(inst, decision[::-1], remove_postproc=True))
+                elif isinstance(decision, int) and not isinstance(decision, bool):
+                    variants.append(trace.with_decision(inst, decision + 1, remove_postproc=True))
+                undecided = trace.decisions
+                del undecided[inst]
+                variants.append(Trace(trace.insts, undecided))
+            for variant in variants:
+                expected = _decided_reference(variant)
+                assert variant.decided_json() == expected, f"{path.name}"
+                checked += 1
+                decided += expected is not None
+            assert variants[0].decided_json() == variants[1].decided_json()
+    assert checked > 200 and 0 < decided < checked

@@ -10,7 +10,6 @@ relatives' re-fitted records in the first round, remembered replays): see docs/a
 from __future__ import annotations
 
 import heapq
-import json
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -130,14 +129,14 @@ class EvolutionarySearch(SearchStrategy):
         replayed from where it first differs from the parent (`prefix_replay`)."""
         mod = self._context().mod
         assert mod is not None
-        key = _decided_key(trace)
+        key = trace.decided_json()
         if key is not None and key in self._replays:
             return self._replays[key]
         sch = apply_trace(mod, trace, self._postprocs(), self.rng.getrandbits(31), self.failures,
                           prefixes=self._prefixes, parent=parent if key is not None else None)
         self._remember(key, sch)
         if key is None and sch is not None:  # sampled anew: remember it under its decisions
-            self._remember(_decided_key(sch.trace), sch)
+            self._remember(sch.trace.decided_json(), sch)
         return sch
 
     def _remember(self, key: str | None, sch: Schedule | None) -> None:
@@ -235,7 +234,7 @@ class EvolutionarySearch(SearchStrategy):
         sch = apply_trace(mod, Trace(self.design_spaces[index].insts), self._postprocs(), seed, failures,
                           prefixes=self._prefixes)
         if sch is not None:
-            self._remember(_decided_key(sch.trace), sch)
+            self._remember(sch.trace.decided_json(), sch)
         return sch
 
     def _scores(self, population: list[Schedule], keys: list[str], cache: dict[str, float]) -> np.ndarray:
@@ -318,10 +317,15 @@ class EvolutionarySearch(SearchStrategy):
                         child = population[parent_index]
                         break
                     continue
-                new_trace = mutator.apply(population[parent_index].trace, self.rng)
+                parent = population[parent_index]
+                if getattr(mutator, "reads_replays", False):
+                    replayed = self._prefixes.states_of(parent) if self._prefixes is not None else None
+                    new_trace = mutator.apply(parent.trace, self.rng, replayed=replayed)
+                else:
+                    new_trace = mutator.apply(parent.trace, self.rng)
                 if new_trace is None:
                     continue
-                child = self._apply(new_trace, population[parent_index])
+                child = self._apply(new_trace, parent)
                 if child is not None:
                     break
             out.append(child if child is not None else population[parent_index])
@@ -435,14 +439,3 @@ class EvolutionarySearch(SearchStrategy):
             picks.extend(self._claim(batch))
         return picks
 
-
-def _decided_key(trace: Trace) -> str | None:
-    """The JSON of the trace (post-processing removed) when every sampling instruction has a
-    decision, else None (replaying it draws)."""
-    from msdb.schedule.instructions import kind_for
-
-    insts = trace.simplified(remove_postproc=True)
-    decisions = insts.decisions
-    if any(kind_for(inst).is_sampling and inst not in decisions for inst in insts.insts):
-        return None
-    return json.dumps(insts.as_json(remove_postproc=True), separators=(",", ":"))

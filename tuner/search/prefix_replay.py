@@ -5,8 +5,11 @@ A mutant is its parent's trace with one decision changed (a tile size, a compute
 an unroll step) or one annotation rewritten. Everything the trace does before that
 instruction is what the parent's replay already did, so a replay of the mutant can start
 from a copy of the parent's schedule as it stood there. While a candidate is replayed its
-schedule is copied before each sampling instruction (the places a mutant can first differ);
-a mutant of it resumes from the last copy at or before its first difference.
+schedule is copied before each sampling instruction (the places a mutant can first differ)
+and after its last instruction; a mutant of it resumes from the last copy at or before its
+first difference. The mutators that analyze the parent's schedule to choose a change (the
+compute locations it could take, the loops its parallel annotation could fuse) read the same
+copies (`states_of`) instead of replaying the parent again.
 
 The result is the module, trace and decisions a replay from the start gives:
 - a mutant's trace is fully decided, so a replay from the start draws nothing from its RNG
@@ -27,6 +30,7 @@ if TYPE_CHECKING:
     from msdb.ir.function import IRModule
     from msdb.schedule.schedule import Schedule
     from msdb.schedule.trace import Trace
+    from msdb.tuner.space.mutators.base import ReplayedStates
 
 __all__ = ["PrefixReplays"]
 
@@ -47,8 +51,8 @@ class PrefixReplays:
     def begin(self, mod: IRModule, trace: Trace, seed: int, parent: Schedule | None
               ) -> tuple[Schedule, int, list[tuple[int, Schedule]], Callable[[int, Schedule], None]]:
         """How to replay `trace` with `seed`: (the schedule to replay on, the instruction to
-        start at, the list of copies the replay fills, the `before_sampling` hook that fills
-        it). A fully decided `trace` mutated from `parent` (what a mutator returns) starts
+        start at, the list of copies the replay fills, the `branch_point` hook of
+        `Trace.apply_to_schedule` that fills it). A fully decided `trace` mutated from `parent` (what a mutator returns) starts
         from the parent's last copy at or before their first difference, and inherits the
         parent's copies before that; anything else starts from the beginning."""
         from msdb.schedule.schedule import Schedule
@@ -65,15 +69,25 @@ class PrefixReplays:
                 self.resumed += 1
                 self.skipped_instructions += start
 
-        def before_sampling(index: int, at: Schedule) -> None:
+        def branch_point(index: int, at: Schedule) -> None:
             copies.append((index, at.copy(seed=_UNUSED_SEED)))
 
-        return sch, start, copies, before_sampling
+        return sch, start, copies, branch_point
 
     def remember(self, sch: Schedule, copies: list[tuple[int, Schedule]]) -> None:
         """Keep `copies` (a replay's, in instruction order) for mutants of `sch`."""
         if copies:
             self._copies[id(sch)] = (sch, copies)
+
+    def states_of(self, sch: Schedule) -> ReplayedStates | None:
+        """What a mutator may read instead of replaying `sch`'s trace: the kept copy of `sch`
+        as it stood before instruction `index` (None when none was kept there); None when no
+        copy of `sch` is kept."""
+        kept = self._copies.get(id(sch))
+        if kept is None or kept[0] is not sch:
+            return None
+        by_index = dict(kept[1])
+        return by_index.get
 
     def keep_only(self, members: list[Schedule]) -> None:
         """Drop the copies of every schedule not in `members`."""

@@ -46,12 +46,12 @@ def apply_trace(mod: IRModule, trace: Trace, postprocs: Sequence[Any], seed: int
     from msdb.tuner.profiler import Profiler
 
     if prefixes is not None:
-        sch, start, copies, before_sampling = prefixes.begin(mod, trace, seed, parent)
+        sch, start, copies, branch_point = prefixes.begin(mod, trace, seed, parent)
     else:
-        sch, start, copies, before_sampling = Schedule(mod, seed=seed), 0, [], None
+        sch, start, copies, branch_point = Schedule(mod, seed=seed), 0, [], None
     try:
         with Profiler.timeit("replay"):
-            trace.apply_to_schedule(sch, remove_postproc=True, start=start, before_sampling=before_sampling)
+            trace.apply_to_schedule(sch, remove_postproc=True, start=start, branch_point=branch_point)
         with Profiler.timeit("post-processing"):
             sch.enter_postproc()
             for postproc in postprocs:

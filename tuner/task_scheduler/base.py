@@ -90,6 +90,7 @@ class TaskScheduler:
         `on_round`. `recorder` is where `AddToDatabase` commits (default: one over `database`)."""
         from msdb.ir.flops import estimate_flops
         from msdb.tuner.measure.callback import RecordSink, callback_list
+        from msdb.tuner.profiler import Profiler
         from msdb.tuner.search.collector import collector_quiet
 
         if len(tasks) != len(task_weights):
@@ -109,7 +110,7 @@ class TaskScheduler:
             if task_id < 0:
                 break
             task = self.tasks[task_id]
-            with collector_quiet():
+            with collector_quiet(), Profiler.timeit("search"):
                 candidates = task.ctx.search_strategy.generate_measure_candidates()
             if candidates is None:
                 self._terminate(task)

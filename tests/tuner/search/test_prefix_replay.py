@@ -175,3 +175,51 @@ def test_copies_do_not_pile_up_while_the_model_cannot_rank(monkeypatch: pytest.M
              runner=FakeRunner(), check_best=False)  # type: ignore[arg-type]
     assert len(held) == 6
     assert max(held) <= 2 * min(held[1:]) + 16, held  # bounded by a round's work, not growing with rounds
+
+
+def test_mutators_that_analyze_the_parent_read_its_copies_and_mutate_as_a_replay_would() -> None:
+    """MutateComputeLocation and MutateParallel read the copies kept of the parent's replay
+    (before each SampleComputeLocation; after the last instruction) instead of replaying the
+    trace: the same mutant and the same draws from the search's generator, for sampled parents
+    and for resumed mutants; without a copy they replay. The copy after the last instruction is
+    the module the trace's replay builds before post-processing."""
+    context, postprocs, prefixes, family = _candidates(5)
+    mutators = {type(m).__name__: m for m in context.space_generator.mutator_probs}
+    rng = random.Random(4)
+    for parent in list(family[:3]):
+        mutant = mutators["MutateTileSize"].apply(parent.trace, rng)
+        assert mutant is not None
+        child = apply_trace(context.mod, mutant, postprocs, 3, prefixes=prefixes, parent=parent)
+        assert child is not None
+        family.append(child)
+    assert prefixes.resumed == 3
+    readers = [m for m in mutators.values() if getattr(m, "reads_replays", False)]
+    assert sorted(type(m).__name__ for m in readers) == ["MutateComputeLocation", "MutateParallel"]
+    mutated = 0
+    for number, sch in enumerate(family):
+        states = prefixes.states_of(sch)
+        assert states is not None
+        trace = sch.trace
+        replayed_length = next(i for i, inst in enumerate(trace.insts) if inst.kind == "EnterPostproc")
+        end = states(replayed_length)
+        assert end is not None
+        alone = Schedule(context.mod)
+        trace.apply_to_schedule(alone, remove_postproc=True)
+        assert structural_equal(end.mod, alone.mod)
+        for mutator in readers:
+            read: list[int] = []
+
+            def counted(index: int):  # type: ignore[no-untyped-def]
+                read.append(index)
+                return states(index)
+
+            draws = [random.Random(number) for _ in range(3)]
+            from_copies = mutator.apply(trace, draws[0], replayed=counted)
+            from_replay = mutator.apply(trace, draws[1])
+            without_copies = mutator.apply(trace, draws[2], replayed=lambda index: None)
+            assert read, type(mutator).__name__
+            assert draws[0].getstate() == draws[1].getstate() == draws[2].getstate()
+            outcomes = [None if t is None else t.as_json() for t in (from_copies, from_replay, without_copies)]
+            assert outcomes[0] == outcomes[1] == outcomes[2], type(mutator).__name__
+            mutated += outcomes[0] is not None
+    assert mutated >= len(family)

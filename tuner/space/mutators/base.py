@@ -9,23 +9,35 @@ TVM's default CPU mutators with their probabilities."""
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from msdb.kinds import load_kind
 from msdb.tuner.space.part import SpacePart
 
 if TYPE_CHECKING:
+    from msdb.schedule.schedule import Schedule
     from msdb.schedule.trace import Trace
 
-__all__ = ["Mutator", "create"]
+__all__ = ["Mutator", "ReplayedStates", "create"]
+
+#: A copy of the schedule a trace's replay built, as it stood before instruction `index` (the
+#: number of instructions: after the last, where post-processing starts), or None when the
+#: search kept none there. A copy is shared: read it, or copy it before changing it.
+ReplayedStates = Callable[[int], "Schedule | None"]
 
 
 class Mutator(SpacePart):
     """Base class of mutators."""
 
+    #: Whether `apply` takes `replayed`: the search then passes the copies it kept of the
+    #: parent's replay (docs/architecture.md, "Search"), which a mutator that would replay the
+    #: trace to analyze its schedule reads instead.
+    reads_replays = False
+
     def apply(self, trace: Trace, rng: random.Random) -> Trace | None:
         """A new trace (post-processing removed) with one decision changed, or None when the
-        trace offers this mutator nothing to change."""
+        trace offers this mutator nothing to change. A mutator with `reads_replays` takes
+        `replayed: ReplayedStates | None` as a keyword too."""
         raise NotImplementedError
 
     @staticmethod

@@ -13,10 +13,11 @@ import random
 from typing import TYPE_CHECKING, Any
 
 from msdb.errors import ScheduleError
+from msdb.schedule.instructions import kind_for
 from msdb.schedule.prim_sampling import compute_location_candidates
 from msdb.schedule.sampling import sample_int
 from msdb.schedule.schedule import Schedule
-from msdb.tuner.space.mutators.base import Mutator
+from msdb.tuner.space.mutators.base import Mutator, ReplayedStates
 
 if TYPE_CHECKING:
     from msdb.ir.function import IRModule
@@ -39,26 +40,32 @@ class MutateComputeLocation(Mutator):
     """Change one sampled compute location to another legal one (TVM's
     `MutateComputeLocation`)."""
 
-    def apply(self, trace: Trace, rng: random.Random) -> Trace | None:
-        candidates = self._candidates(trace, rng)
+    reads_replays = True
+
+    def apply(self, trace: Trace, rng: random.Random, replayed: ReplayedStates | None = None) -> Trace | None:
+        candidates = self._candidates(trace, rng, replayed)
         if not candidates:
             return None
         inst, locations = candidates[sample_int(rng, 0, len(candidates))]
         location = locations[sample_int(rng, 0, len(locations))]
         return trace.with_decision(inst, location, remove_postproc=True)
 
-    def _candidates(self, trace: Trace, rng: random.Random) -> list[tuple[Instruction, list[int]]]:
-        """Each SampleComputeLocation with at least one legal location other than its own."""
-        sch = Schedule(task_module(self), seed=rng.randrange(1, 2**31))
-        found: list[tuple[Instruction, list[int]]] = []
+    def _candidates(self, trace: Trace, rng: random.Random, replayed: ReplayedStates | None
+                    ) -> list[tuple[Instruction, list[int]]]:
+        """Each SampleComputeLocation with at least one legal location other than its own:
+        read off the search's copies of the trace's replay when it kept one before each, else
+        found by replaying the trace."""
+        seed = rng.randrange(1, 2**31)  # drawn either way: the search's draws stay the same
+        if replayed is not None:
+            found = _candidates_from_copies(trace, replayed)
+            if found is not None:
+                return found
+        sch = Schedule(task_module(self), seed=seed)
+        found = []
 
         def collect(inst: Instruction, inputs: list[Any], attrs: tuple[Any, ...], decision: Any) -> Any:
             if inst.kind == "SampleComputeLocation":
-                block_name = sch.get(inputs[0]).name_hint
-                indices, _ = compute_location_candidates(sch.state, sch.func_name, block_name)
-                others = [i for i in indices if i != decision]
-                if others:
-                    found.append((inst, others))
+                found.extend(_other_locations(sch, inst, inputs[0], decision))
             return decision
 
         try:
@@ -66,3 +73,26 @@ class MutateComputeLocation(Mutator):
         except ScheduleError:
             return []  # the trace no longer replays on this module: nothing to mutate
         return found
+
+
+def _other_locations(sch: Schedule, inst: Instruction, block: Any, decision: Any) -> list[tuple[Instruction, list[int]]]:
+    """[(inst, its legal locations but `decision`)] for a SampleComputeLocation of `block`
+    about to run on `sch`; [] when it has no other."""
+    indices, _ = compute_location_candidates(sch.state, sch.func_name, sch.get(block).name_hint)
+    others = [i for i in indices if i != decision]
+    return [(inst, others)] if others else []
+
+
+def _candidates_from_copies(trace: Trace, replayed: ReplayedStates) -> list[tuple[Instruction, list[int]]] | None:
+    """`MutateComputeLocation._candidates` from the copies of the trace's replay; None when a
+    copy is missing."""
+    found: list[tuple[Instruction, list[int]]] = []
+    for index, inst in enumerate(trace.insts):
+        if kind_for(inst).postproc:
+            break
+        if inst.kind == "SampleComputeLocation":
+            before = replayed(index)
+            if before is None:
+                return None
+            found.extend(_other_locations(before, inst, inst.inputs[0], trace.get_decision(inst)))
+    return found

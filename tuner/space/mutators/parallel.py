@@ -26,7 +26,7 @@ from msdb.schedule.instructions import kind_for
 from msdb.schedule.sampling import sample_int
 from msdb.schedule.schedule import Schedule
 from msdb.schedule.trace import Trace
-from msdb.tuner.space.mutators.base import Mutator
+from msdb.tuner.space.mutators.base import Mutator, ReplayedStates
 from msdb.tuner.space.mutators.compute_location import task_module
 
 if TYPE_CHECKING:
@@ -102,18 +102,25 @@ class MutateParallel(Mutator):
             raise ValueError("MutateParallel needs a TuneContext (its target's num-cores bounds the parallel extent)")
         return self.context.num_cores() * self.max_jobs_per_core
 
-    def apply(self, trace: Trace, rng: random.Random) -> Trace | None:
-        trace = trace.normalized()  # a GetBlock of an older TVM names the block as GetSBlock does
-        found = _pick_annotation(trace, rng)
+    reads_replays = True
+
+    def apply(self, trace: Trace, rng: random.Random, replayed: ReplayedStates | None = None) -> Trace | None:
+        """With `replayed`, the schedule the trace's replay left is the search's copy of it
+        (when kept) instead of a replay."""
+        normalized = trace.normalized()  # a GetBlock of an older TVM names the block as GetSBlock does
+        found = _pick_annotation(normalized, rng)
         if found is None:
             return None
         annotate, block_name, func_name = found
         current = annotate.inputs[1]
         max_extent = self.max_parallel_extent
-        sch = Schedule(task_module(self), seed=rng.randrange(1, 2**31))
+        seed = rng.randrange(1, 2**31)  # drawn either way: the search's draws stay the same
+        replayed_to_end = replayed(_replayed_length(trace)) if replayed is not None and normalized is trace else None
         try:
-            trace.apply_to_schedule(sch, remove_postproc=True)
-            products = parallel_prefix_products(sch.state, func_name, block_name, max_extent)
+            if replayed_to_end is None:
+                replayed_to_end = Schedule(task_module(self), seed=seed)
+                normalized.apply_to_schedule(replayed_to_end, remove_postproc=True)
+            products = parallel_prefix_products(replayed_to_end.state, func_name, block_name, max_extent)
         except ScheduleError:
             return None  # the trace no longer replays on this module: nothing to mutate
         plans: dict[tuple[int, ...], int] = {}
@@ -129,7 +136,12 @@ class MutateParallel(Mutator):
             return None
         ordered = sorted(plans)  # TVM keeps the plans in a std::map: lexicographic order
         limit = plans[ordered[sample_int(rng, 0, len(ordered))]]
-        return _with_annotation_value(trace, annotate, limit)
+        return _with_annotation_value(normalized, annotate, limit)
+
+
+def _replayed_length(trace: Trace) -> int:
+    """How many of the trace's instructions a replay without post-processing runs."""
+    return next((i for i, inst in enumerate(trace.insts) if kind_for(inst).postproc), len(trace))
 
 
 def _pick_annotation(trace: Trace, rng: random.Random) -> tuple[Instruction, str, str] | None:
