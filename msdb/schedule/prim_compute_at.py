@@ -13,6 +13,8 @@ leave the buffer (or iter var) bounds and that cannot be proved not to happen.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from msdb.errors import ScheduleError
 from msdb.ir import expr as E
 from msdb.ir import stmt as S
@@ -25,7 +27,7 @@ from msdb.schedule._block_arith import (Affine, IntervalEvaluator, NumRange, as_
 from msdb.schedule.state import ScheduleState
 from msdb.schedule.thread_scope import relaxes_under_thread
 
-__all__ = ["compute_at"]
+__all__ = ["compute_at", "plan_compute_at", "PlannedMove"]
 
 Interval = tuple[Affine, Affine]
 
@@ -35,6 +37,42 @@ def compute_at(state: ScheduleState, func_name: str, block_name: str, loop_var: 
     """Move the block under the loop (see `Schedule.compute_at`; with `reverse`,
     `Schedule.reverse_compute_at`). With `check_only` (TVM's CanComputeAt), every check runs
     and raises as the move would, but the state is left as it was."""
+    move = plan_compute_at(state, func_name, block_name, loop_var, preserve_unit_loops, index, reverse)
+    if not check_only:
+        move.apply(state)
+
+
+@dataclass(frozen=True)
+class PlannedMove:
+    """A compute-at that passed every check (`plan_compute_at`): the block's new loops and
+    bindings and where they go. `apply` makes it on the state it was planned on, or on a copy
+    of it (the nodes are shared)."""
+
+    func_name: str
+    scope_block: S.Block
+    realize: S.BlockRealize
+    loop: S.For
+    pos: int
+    block: S.Block
+    values: tuple[E.PrimExpr, ...]
+    predicate: E.PrimExpr
+    loop_vars: tuple[E.Var, ...]
+    extents: tuple[int, ...]
+
+    def apply(self, state: ScheduleState) -> None:
+        stmt: S.Stmt = S.BlockRealize(self.values, self.predicate, self.block)
+        for var, extent in reversed(list(zip(self.loop_vars, self.extents))):
+            stmt = S.For(var, E.IntImm(var.dtype, 0), E.IntImm(var.dtype, extent), S.ForKind.SERIAL, stmt)
+        node, fn = T.body_insert_edit(self.loop, self.pos, stmt)
+        removed = T.removal_target(state, self.func_name, self.realize)
+        new_body = T.rebuild(self.scope_block.body, replace={removed: None}, post={node: fn})
+        state.replace(self.func_name, self.scope_block, T.with_block(self.scope_block, body=new_body))
+
+
+def plan_compute_at(state: ScheduleState, func_name: str, block_name: str, loop_var: E.Var,
+                    preserve_unit_loops: bool, index: int, reverse: bool) -> PlannedMove:
+    """Every check of `compute_at` (raising as the move would) and the move they allow; the
+    state is left as it was."""
     prim = "reverse_compute_at" if reverse else "compute_at"
     func = state.func(func_name)
     block = state.block(func_name, block_name)
@@ -161,16 +199,8 @@ def compute_at(state: ScheduleState, func_name: str, block_name: str, loop_var: 
     if reverse:
         _check_producers_final(outer_loops, required_realizes, values, where)
         _check_all_points_computed(outer_loops, loop_vars, extents, block, values, predicate, where)
-    if check_only:
-        return
-    stmt: S.Stmt = S.BlockRealize(tuple(values), predicate, block)
-    for var, extent in reversed(list(zip(loop_vars, extents))):
-        stmt = S.For(var, E.IntImm(var.dtype, 0), E.IntImm(var.dtype, extent), S.ForKind.SERIAL, stmt)
-
-    node, fn = T.body_insert_edit(loop, pos, stmt)
-    removed = T.removal_target(state, func_name, realize)
-    new_body = T.rebuild(scope_block.body, replace={removed: None}, post={node: fn})
-    state.replace(func_name, scope_block, T.with_block(scope_block, body=new_body))
+    return PlannedMove(func_name, scope_block, realize, loop, pos, block, tuple(values), predicate,
+                       tuple(loop_vars), tuple(extents))
 
 
 def _check_outside_order(scope: A.BlockScope, loop: S.For, block: S.Block, producers: list[S.Block],

@@ -89,9 +89,7 @@ def sample_compute_location(state: ScheduleState, func_name: str, block_name: st
     if decision < 0:
         return -1, ROOT_MARK
     for i, var in reversed([(i, var) for i, var in _eligible_loops(state, func_name, block_name) if i <= decision]):
-        if _tried(state, compute_at_move(func_name, block_name, var, True, -1),
-                  lambda s: prim_compute_at.compute_at(s, func_name, block_name, var, preserve_unit_loops=True,
-                                                       index=-1, reverse=False)):
+        if _tried_compute_at(state, func_name, block_name, var):
             return i, var
     return -1, ROOT_MARK
 
@@ -118,6 +116,25 @@ def _tried(state: ScheduleState, move: Hashable, action: Callable[[ScheduleState
     except ScheduleError:
         return False
     state.remember_tried(move, trial)
+    return True
+
+
+def _tried_compute_at(state: ScheduleState, func_name: str, block_name: str, var: E.Var) -> bool:
+    """Whether the block can be computed at the loop (TVM's CanComputeAt: every check of the
+    move passes); the move itself is made on a copy and remembered for the `ComputeAt` that
+    follows. Should making it fail after the checks passed, the answer is still yes and nothing
+    is remembered: the `ComputeAt` then fails as it would have."""
+    try:
+        planned = prim_compute_at.plan_compute_at(state, func_name, block_name, var, preserve_unit_loops=True,
+                                                  index=-1, reverse=False)
+    except ScheduleError:
+        return False
+    trial = state.copy()
+    try:
+        planned.apply(trial)
+    except ScheduleError:
+        return True
+    state.remember_tried(compute_at_move(func_name, block_name, var, True, -1), trial)
     return True
 
 

@@ -148,6 +148,8 @@ class Trace:
         decisions = self._decisions
         if any(inst not in decisions for inst in structure.sampling):
             return None
+        if isinstance(structure.insts_json, TraceError):  # an input no instruction defines
+            raise TraceError(str(structure.insts_json), structure.insts_json.index)
         decided = [[index, _plain(decisions[inst])] for index, inst in enumerate(structure.kept)
                    if decisions.get(inst) is not None]
         return f"[{structure.insts_json},{json.dumps(decided, separators=(',', ':'))}]"
@@ -317,11 +319,11 @@ class Trace:
 class _DecidedStructure(NamedTuple):
     """What `Trace.decided_json` needs of a sequence of instructions: the sequence itself (its
     objects keep their identities alive), the instructions `simplified` keeps, their JSON text
-    and the sampling instructions among them."""
+    (or why they have none) and the sampling instructions among them."""
 
     insts: tuple[Instruction, ...]
     kept: tuple[Instruction, ...]
-    insts_json: str
+    insts_json: str | TraceError
     sampling: tuple[Instruction, ...]
 
 
@@ -332,7 +334,11 @@ _DECIDED_STRUCTURES: KeyCache[_DecidedStructure] = KeyCache(1024)
 def _decided_structure(insts: tuple[Instruction, ...]) -> _DecidedStructure:
     def make() -> _DecidedStructure:
         kept = Trace(insts).simplified(remove_postproc=False)
-        text = json.dumps(kept.as_json()[0], separators=(",", ":"))
+        text: str | TraceError
+        try:
+            text = json.dumps(kept.as_json()[0], separators=(",", ":"))
+        except TraceError as exc:  # raised only for a fully decided trace, as `as_json` would
+            text = exc
         return _DecidedStructure(insts, kept.insts, text,
                                  tuple(inst for inst in kept.insts if kind_for(inst).is_sampling))
 

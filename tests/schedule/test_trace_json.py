@@ -395,6 +395,8 @@ def test_decided_json_is_the_simplified_traces_json_for_every_fixture_and_its_mu
                 undecided = trace.decisions
                 del undecided[inst]
                 variants.append(Trace(trace.insts, undecided))
+                for odd in (None, 0, False, []):  # decided as None is "decided"; falsy values are kept
+                    variants.append(Trace(trace.insts, {**trace.decisions, inst: odd}))
             for variant in variants:
                 expected = _decided_reference(variant)
                 assert variant.decided_json() == expected, f"{path.name}"
@@ -402,3 +404,25 @@ def test_decided_json_is_the_simplified_traces_json_for_every_fixture_and_its_mu
                 decided += expected is not None
             assert variants[0].decided_json() == variants[1].decided_json()
     assert checked > 200 and 0 < decided < checked
+
+
+def test_decided_json_of_a_trace_reading_an_undefined_input_answers_as_its_definition() -> None:
+    """A trace one of whose instructions reads an RV nothing defined: undecided, the key is None
+    (as the definition says before it serializes anything); decided, the same TraceError."""
+    from msdb.ir import zoo
+    from msdb.schedule import Schedule
+
+    sch = Schedule(zoo.build("GMM", 1, 16, 16, 16), seed=0)
+    block = sch.get_child_blocks(sch.get_block("root"))[0]
+    loops = sch.get_loops(block)
+    sch.split(loops[0], sch.sample_perfect_tile(loops[0], n=2))
+    trace = sch.trace
+    broken = [inst for inst in trace.insts if inst.kind != "GetLoops"]
+    undecided = Trace(broken, {})
+    assert undecided.decided_json() is None and _decided_reference(undecided) is None
+    decided = Trace(broken, {inst: trace.decisions[inst] for inst in broken if inst in trace.decisions})
+    with pytest.raises(TraceError, match="is not defined by an earlier instruction") as caught:
+        decided.decided_json()
+    with pytest.raises(TraceError) as expected:
+        _decided_reference(decided)
+    assert str(caught.value) == str(expected.value) and caught.value.index == expected.value.index

@@ -57,11 +57,14 @@ class MutateComputeLocation(Mutator):
         found by replaying the trace."""
         seed = rng.randrange(1, 2**31)  # drawn either way: the search's draws stay the same
         if replayed is not None:
-            found = _candidates_from_copies(trace, replayed)
-            if found is not None:
-                return found
+            try:
+                from_copies = _candidates_from_copies(trace, replayed)
+            except ScheduleError:
+                return []  # as the replay below answers when collecting fails
+            if from_copies is not None:
+                return from_copies
         sch = Schedule(task_module(self), seed=seed)
-        found = []
+        found: list[tuple[Instruction, list[int]]] = []
 
         def collect(inst: Instruction, inputs: list[Any], attrs: tuple[Any, ...], decision: Any) -> Any:
             if inst.kind == "SampleComputeLocation":
