@@ -579,7 +579,8 @@ class ExprEmitter:
         return bld.select(bld.fcmp_unordered("uno", x, x), x, bld.select(below, zero, out))
 
     def libm(self, fn: FnState, op: str, vals: list[ir.Value], dtype: str) -> ir.Value:
-        """A C math library call; vectors go lane by lane."""
+        """A C math library call; vectors go lane by lane, the loop's lanes only (a padding
+        lane may hold poison: `masked.MaskedMemory.load`)."""
         et = scalar_type(dtype)
         name = op + ("f" if dtype == "float32" else "")
         decl = self._declare(name, et, [et] * len(vals))
@@ -588,7 +589,9 @@ class ExprEmitter:
         if not isinstance(t, ir.VectorType):
             return bld.call(decl, vals)
         out = ir.Constant(t, ir.Undefined)
-        for lane in range(t.count):
+        vec = fn.vec
+        lanes = vec.active if vec is not None and vec.lanes == t.count and 0 < vec.active < t.count else t.count
+        for lane in range(lanes):
             idx = ir.Constant(I32, lane)
             lane_vals = [bld.extract_element(v, idx) for v in vals]
             out = bld.insert_element(out, bld.call(decl, lane_vals), idx)

@@ -129,6 +129,20 @@ class CachedConstant(ir.Constant):
         return self._text
 
 
+class Poison(ir.Constant):
+    """LLVM's `poison` of a type (llvmlite writes only `undef`): a value no lane of which
+    matters. Unlike `undef`, LLVM keeps it whole when it drops lanes nobody reads."""
+
+    def __init__(self, ty: ir.Type) -> None:
+        super().__init__(ty, None)
+
+    def _get_reference(self) -> str:
+        return "poison"
+
+    def _to_string(self) -> str:
+        return f"{self.type} poison"
+
+
 _CONSTANTS: dict[tuple[str, Any], CachedConstant] = {}
 
 
