@@ -280,3 +280,36 @@ def main(A: T.Buffer((3, 7), "float32"), B: T.Buffer((3, 7), "float32")):
     b = np.zeros((3, 7), dtype="float32")
     build(mod, isa_target)(a, b)
     np.testing.assert_allclose(b, np.arctan(a) + np.arctan2(a, np.float32(2)), rtol=1e-5, atol=1e-6)
+
+
+def test_a_condition_on_a_padded_load_keeps_the_padding_lanes_off(isa_target: Target) -> None:
+    """A lane-dependent condition reads a padding lane as poison (`masked._passthru`), so the
+    masks built on it are a select on the padding mask, not an `and`, which would pass poison
+    on and let LLVM treat a padding lane as on (a store past the row, a division by what the
+    lane held). The values are numpy's, for a guarded division and a conditional store."""
+    mod = from_script('''
+from tvm.script import tir as T
+@T.prim_func
+def main(A: T.Buffer((4, 7), "int32"), D: T.Buffer((4, 7), "int32"), B: T.Buffer((4, 7), "int32"),
+         C: T.Buffer((4, 7), "int32")):
+    for i in range(4):
+        for j in T.vectorized(7):
+            with T.block("B"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                B[vi, vj] = T.if_then_else(D[vi, vj] != 0, T.floordiv(A[vi, vj], D[vi, vj]), 0)
+                if A[vi, vj] > 0:
+                    C[vi, vj] = A[vi, vj] * 2
+''')
+    text = compile_module(mod, isa_target).llvm_ir
+    anded = re.findall(r'(%"[\w.]+") = and <8 x i1>', text)
+    masked_ops = [line for line in text.splitlines() if "call" in line and "llvm.masked." in line]
+    assert masked_ops and not [line for line in masked_ops if any(name in line for name in anded)]
+    assert re.search(r"select\s+<8 x i1> <i1 1, i1 1, i1 1, i1 1, i1 1, i1 1, i1 1, i1 0>", text)
+    rng = np.random.default_rng(0)
+    a = rng.integers(-50, 50, (4, 7)).astype("int32")
+    d = rng.integers(-3, 4, (4, 7)).astype("int32")
+    b = np.full((4, 7), 77, dtype="int32")
+    c = np.full((4, 7), 5, dtype="int32")
+    build(mod, isa_target)(a, d, b, c)
+    np.testing.assert_array_equal(b, np.where(d != 0, a // np.where(d == 0, 1, d), 0))
+    np.testing.assert_array_equal(c, np.where(a > 0, a * 2, 5))

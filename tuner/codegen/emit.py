@@ -304,11 +304,11 @@ class _Emitter(ExprEmitter):
         b = fn.builder
         try:
             vec.predicated = True
-            vec.mask = cond if outer is None else b.and_(outer, cond)
+            vec.mask = self.within(fn, outer, cond)
             self.stmt(fn, s.then_case)
             if s.else_case is not None:
                 inverse = b.xor(cond, self.const_like(cond, 1))
-                vec.mask = inverse if outer is None else b.and_(outer, inverse)
+                vec.mask = self.within(fn, outer, inverse)
                 self.stmt(fn, s.else_case)
         finally:
             vec.mask, vec.predicated = outer, outer_predicated

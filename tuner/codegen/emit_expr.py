@@ -578,6 +578,15 @@ class ExprEmitter:
             out = bld.fmul(out, bld.bitcast(bits, x.type))  # no fast-math flags: it may overflow to inf
         return bld.select(bld.fcmp_unordered("uno", x, x), x, bld.select(below, zero, out))
 
+    def within(self, fn: FnState, outer: ir.Value | None, cond: ir.Value) -> ir.Value:
+        """The lanes of a vector mask `outer` (None: every lane) where `cond` holds too. A
+        select, not an `and`: a padding lane of `cond` may be poison (it may compare a masked
+        load's padding lane, `masked.MaskedMemory.load`), and `and` with false passes poison on
+        where `select` gives false."""
+        if outer is None:
+            return cond
+        return fn.builder.select(outer, cond, self.const_like(cond, 0))
+
     def libm(self, fn: FnState, op: str, vals: list[ir.Value], dtype: str) -> ir.Value:
         """A C math library call; vectors go lane by lane, the loop's lanes only (a padding
         lane may hold poison: `masked.MaskedMemory.load`)."""
@@ -641,10 +650,10 @@ class ExprEmitter:
             bld = fn.builder
             try:  # each arm under its own mask: its loads touch memory only for its lanes
                 vec.predicated = True
-                vec.mask = c if outer is None else bld.and_(outer, c)
+                vec.mask = self.within(fn, outer, c)
                 tv = self.cast_value(fn, self.expr(fn, t_e), t_e.dtype, e.dtype)
                 inverse = bld.xor(c, self.const_like(c, 1))
-                vec.mask = inverse if outer is None else bld.and_(outer, inverse)
+                vec.mask = self.within(fn, outer, inverse)
                 fv = self.cast_value(fn, self.expr(fn, f_e), f_e.dtype, e.dtype)
             finally:
                 vec.mask, vec.predicated = outer, outer_predicated

@@ -53,7 +53,8 @@ def _mask_lanes(mask: ir.Value, count: int) -> list[int] | None:
 def _passthru(vt: ir.VectorType, start: int, active: int | None, lanes: list[int] | None) -> ir.Constant:
     """What a masked load of `vt` (lanes `start` on of the whole vector, `lanes` its constant
     mask) gives in its masked-off lanes: poison when they are all padding lanes (from `active`
-    on), else zero. A padding lane is never stored; a value there kept LLVM from folding a
+    on), else zero. A padding lane is never stored (a mask built on a condition keeps it off:
+    `EmitExpr.within`); a value there kept LLVM from folding a
     store of a padded accumulator into its next load (EarlyCSE forwards a masked store only to
     a masked load whose pass-through is wholly undefined) once an `llvm.fmuladd` computed the
     accumulator: LLVM does not look through the intrinsic for lanes nobody reads, so the zero
@@ -84,8 +85,9 @@ class MaskedMemory:
     # ---- public operations
     def load(self, b: ir.IRBuilder, ptr: ir.Value, vt: ir.VectorType, align: int, mask: ir.Value,
              active: int | None = None) -> ir.Value:
-        """`llvm.masked.load` of `vt` at `ptr` (masked-off lanes zero). Lanes from `active` on
-        are off whatever `mask` says."""
+        """`llvm.masked.load` of `vt` at `ptr`: masked-off lanes zero, or poison when all of
+        them are padding lanes (`_passthru`). Lanes from `active` on are off whatever `mask`
+        says."""
         def piece(start: int, width: int, lanes: list[int] | None, piece_mask: ir.Value) -> ir.Value:
             sub_t = ir.VectorType(vt.element, width)
             addr = self._offset(b, ptr, vt.element, start)
