@@ -129,12 +129,7 @@ def _tried_compute_at(state: ScheduleState, func_name: str, block_name: str, var
                                                   index=-1, reverse=False)
     except ScheduleError:
         return False
-    trial = state.copy()
-    try:
-        planned.apply(trial)
-    except ScheduleError:
-        return True
-    state.remember_tried(compute_at_move(func_name, block_name, var, True, -1), trial)
+    _tried(state, compute_at_move(func_name, block_name, var, True, -1), planned.apply)
     return True
 
 

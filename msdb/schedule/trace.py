@@ -86,6 +86,12 @@ class Trace:
         return self._insts
 
     @property
+    def replayed_insts(self) -> tuple[Instruction, ...]:
+        """The instructions a replay without post-processing runs (`apply_to_schedule(...,
+        remove_postproc=True)`): their positions are the replay's instruction indices."""
+        return self._valid_prefix(True)
+
+    @property
     def is_current(self) -> bool:
         """True when every instruction is in TVM 0.27's form (no GetBlock, no 1-attr Split)."""
         return all(normalize_instruction(inst) is inst for inst in self._insts)

@@ -13,7 +13,6 @@ import random
 from typing import TYPE_CHECKING, Any
 
 from msdb.errors import ScheduleError
-from msdb.schedule.instructions import kind_for
 from msdb.schedule.prim_sampling import compute_location_candidates
 from msdb.schedule.sampling import sample_int
 from msdb.schedule.schedule import Schedule
@@ -90,9 +89,7 @@ def _candidates_from_copies(trace: Trace, replayed: ReplayedStates) -> list[tupl
     """`MutateComputeLocation._candidates` from the copies of the trace's replay; None when a
     copy is missing."""
     found: list[tuple[Instruction, list[int]]] = []
-    for index, inst in enumerate(trace.insts):
-        if kind_for(inst).postproc:
-            break
+    for index, inst in enumerate(trace.replayed_insts):
         if inst.kind == "SampleComputeLocation":
             before = replayed(index)
             if before is None:

@@ -22,7 +22,6 @@ from msdb.ir import expr as E
 from msdb.ir import stmt as S
 from msdb.ir.functor import free_vars
 from msdb.schedule.analysis import child_block_realizes, loops_above
-from msdb.schedule.instructions import kind_for
 from msdb.schedule.sampling import sample_int
 from msdb.schedule.schedule import Schedule
 from msdb.schedule.trace import Trace
@@ -115,7 +114,7 @@ class MutateParallel(Mutator):
         current = annotate.inputs[1]
         max_extent = self.max_parallel_extent
         seed = rng.randrange(1, 2**31)  # drawn either way: the search's draws stay the same
-        replayed_to_end = replayed(_replayed_length(trace)) if replayed is not None and normalized is trace else None
+        replayed_to_end = replayed(len(trace.replayed_insts)) if replayed is not None and normalized is trace else None
         try:
             if replayed_to_end is None:
                 replayed_to_end = Schedule(task_module(self), seed=seed)
@@ -139,11 +138,6 @@ class MutateParallel(Mutator):
         return _with_annotation_value(normalized, annotate, limit)
 
 
-def _replayed_length(trace: Trace) -> int:
-    """How many of the trace's instructions a replay without post-processing runs."""
-    return next((i for i, inst in enumerate(trace.insts) if kind_for(inst).postproc), len(trace))
-
-
 def _pick_annotation(trace: Trace, rng: random.Random) -> tuple[Instruction, str, str] | None:
     """A `meta_schedule.parallel` annotation drawn uniformly, with the name and function of the
     block it annotates (read off the GetSBlock that defined its BlockRV)."""
@@ -165,13 +159,7 @@ def _pick_annotation(trace: Trace, rng: random.Random) -> tuple[Instruction, str
 
 def _with_annotation_value(trace: Trace, annotate: Instruction, value: int) -> Trace:
     """The trace up to post-processing with `annotate`'s value replaced by `value`."""
-    insts: list[Instruction] = []
-    for inst in trace.insts:
-        if inst is annotate:
-            insts.append(dataclasses.replace(inst, inputs=(inst.inputs[0], value)))
-        elif kind_for(inst).postproc:
-            break
-        else:
-            insts.append(inst)
+    insts = [dataclasses.replace(inst, inputs=(inst.inputs[0], value)) if inst is annotate else inst
+             for inst in trace.replayed_insts]
     decisions = trace.decisions
     return Trace(insts, {inst: decisions[inst] for inst in insts if inst in decisions})
