@@ -313,3 +313,61 @@ def main(A: T.Buffer((4, 7), "int32"), D: T.Buffer((4, 7), "int32"), B: T.Buffer
     build(mod, isa_target)(a, d, b, c)
     np.testing.assert_array_equal(b, np.where(d != 0, a // np.where(d == 0, 1, d), 0))
     np.testing.assert_array_equal(c, np.where(a > 0, a * 2, 5))
+
+
+PADDING_GATHER = '''
+from tvm.script import tir as T
+@T.prim_func
+def main(X: T.Buffer((2, 6, 5), "float32"), P: T.Buffer((2, 8, 7), "float32")):
+    for c, r in T.grid(2, 2):
+        for f in T.vectorized(28):
+            with T.block("pad"):
+                vc = T.axis.spatial(2, c)
+                vh = T.axis.spatial(8, r * 4 + f // 7)
+                vw = T.axis.spatial(7, f % 7)
+                P[vc, vh, vw] = T.if_then_else(1 <= vh and vh < 7 and 1 <= vw and vw < 6, X[vc, vh - 1, vw - 1],
+                                               T.float32(0))
+'''
+
+
+def test_a_gather_under_a_lane_dependent_mask_reads_guarded_addresses_without_branches(isa_target: Target) -> None:
+    """Padding copied by a vectorized loop over fused rows and columns reads its input through
+    a gather whose mask is the padding condition, which depends on the row loop. As a masked
+    gather, LLVM gave each lane a branch (a heavily unrolled ResNet-18 conv had 8,000 blocks
+    and took 10 s to compile); now the masked-off lanes read the buffer's first element and a
+    select gives zero there (`_Emitter.guarded_pointers`): no gather takes a computed mask, the
+    optimized code has no branch per lane, and the values are numpy's padding."""
+    mod = from_script(PADDING_GATHER)
+    compiled = compile_module(mod, isa_target)
+    gathers = [line for line in compiled.llvm_ir.splitlines() if "call" in line and "llvm.masked.gather" in line]
+    assert gathers and all(re.search(r"<\d+ x i1> <i1 1(, i1 1)*>", line) for line in gathers)
+    assert re.search(r"select\s+<\d+ x i1> %\S+, <\d+ x ptr>", compiled.llvm_ir)  # the guarded addresses
+    blocks = re.findall(r"^[\w.\"]+:", compiled.optimized_ir(), re.M)
+    assert len(blocks) < 16, len(blocks)  # 74 with a branch per masked lane
+    x = np.random.default_rng(3).standard_normal((2, 6, 5)).astype("float32")
+    padded = np.full((2, 8, 7), 9, dtype="float32")
+    build(mod, isa_target)(x, padded)
+    np.testing.assert_array_equal(padded, np.pad(x, ((0, 0), (1, 1), (1, 1))))
+
+
+def test_unrolled_vector_lanes_and_constant_mask_pieces_are_constants(isa_target: Target) -> None:
+    """In unrolled code a vectorized loop's lane indices and the pieces of a constant mask are
+    known when the IR is written: they are constants, not instructions LLVM must parse and
+    fold (a heavily unrolled conv's text was 30% such instructions)."""
+    mod = from_script('''
+from tvm.script import tir as T
+@T.prim_func
+def main(A: T.Buffer((4, 40), "float32"), B: T.Buffer((4, 40), "float32")):
+    for i in T.unroll(4):
+        for j in T.vectorized(40):
+            with T.block("B"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                B[vi, vj] = A[vi, vj] * T.float32(2) + T.float32(1)
+''')
+    text = compile_module(mod, isa_target).llvm_ir
+    assert not re.search(r"= add( nsw)? <\d+ x i64> <", text)  # lane indices of a constant base
+    assert not re.search(r"shufflevector <\d+ x i1> <", text)  # a piece of a constant mask
+    a = np.random.default_rng(4).standard_normal((4, 40)).astype("float32")
+    b = np.zeros((4, 40), dtype="float32")
+    build(mod, isa_target)(a, b)
+    np.testing.assert_allclose(b, a * 2 + 1, rtol=1e-6)

@@ -474,7 +474,7 @@ class _Emitter(ExprEmitter):
 
         def one(base: ir.Value, width: int, active: int) -> None:
             lane_ids = const(ir.VectorType(ty, width), list(range(width)))
-            vector = fn.builder.add(self.splat(fn, base, width), lane_ids)
+            vector = self.int_op(fn, "add", self.splat(fn, base, width), lane_ids, s.loop_var.dtype)
             mask = None if active == width else const(ir.VectorType(I1, width), [int(k < active) for k in range(width)])
             fn.vec = VecState(s.loop_var, width, base, vector, mask=mask, active=active)
             try:
@@ -711,14 +711,33 @@ class _Emitter(ExprEmitter):
                 offsets = self.expr(fn, flat)
                 ptrs = b.gep(fn.buffers[buf], [offsets], source_etype=mt)
             ptrs.type = ir.VectorType(PTR, lanes)  # llvmlite types a vector GEP as a scalar ptr
-            mask = vec.mask if masked else const(ir.VectorType(I1, lanes), [1] * lanes)
+            all_on = const(ir.VectorType(I1, lanes), [1] * lanes)
+            if masked and not isinstance(vec.mask, ir.Constant):
+                value = self.masked.gather(b, self.guarded_pointers(fn, buf, ptrs, vec.mask), vt, align, all_on,
+                                           ir.Constant(vt, ir.Undefined))
+                return self.from_memory(fn, b.select(vec.mask, value, ir.Constant(vt, None)), buf.dtype)
+            mask = vec.mask if masked else all_on
             value = self.masked.gather(b, ptrs, vt, align, mask, ir.Constant(vt, None if masked else ir.Undefined))
             return self.from_memory(fn, value, buf.dtype)
         ptr = self.address(fn, buf, flat)
         if fn.guard is not None:  # a speculated arm: an untaken arm's address may be out of bounds
-            ptr = fn.builder.select(fn.guard, ptr, fn.buffers[buf])
+            ptr = self.guarded_pointers(fn, buf, ptr, fn.guard)
         value = fn.builder.load(ptr, typ=mt, align=align)
         return self.from_memory(fn, value, buf.dtype)
+
+    def guarded_pointers(self, fn: FnState, buf: E.Buffer, ptrs: ir.Value, guard: ir.Value) -> ir.Value:
+        """`ptrs` where `guard` holds, else the buffer's first element: an address that is safe
+        to read whatever the guard (a scalar pointer and guard, or vectors of them lane by
+        lane). A load through it needs no mask or branch; its value is used only where the guard
+        holds. Vector gathers under a lane-dependent mask go this way too: LLVM turns a masked
+        gather into a branch per lane on CPUs without fast gathers, and a heavily unrolled conv
+        whose padding was vectorized had 8,000 blocks and took 10 s in LLVM's code generator."""
+        base = fn.buffers[buf]
+        if isinstance(ptrs.type, ir.VectorType):
+            base = fn.builder.gep(base, [const(ir.VectorType(I64, ptrs.type.count), [0] * ptrs.type.count)],
+                                  source_etype=memory_type(buf.dtype))
+            base.type = ptrs.type  # llvmlite types a vector GEP as a scalar ptr
+        return fn.builder.select(guard, ptrs, base)
 
     def strided_load(self, fn: FnState, buf: E.Buffer, flat: E.PrimExpr, stride: int, lanes: int,
                      active: int) -> ir.Value:

@@ -18,7 +18,7 @@ from msdb.tuner.codegen.errors import CodegenError
 from msdb.tuner.codegen.rational import EXP, RATIONAL, ExpPolynomial, OddRational
 from msdb.tuner.codegen.state import FnState
 from msdb.tuner.codegen.types import (
-    I1, I32, VOID, common_dtype, const, dtype_bits, fold_cast, limit_const, scalar_type, signed,
+    I1, I32, VOID, common_dtype, const, dtype_bits, fold_cast, int_lanes, limit_const, scalar_type, signed,
 )
 
 _LLVM_UNARY = {
@@ -256,12 +256,20 @@ class ExprEmitter:
         raise CodegenError(f"cannot emit {t.__name__} on floats")
 
     def int_op(self, fn: FnState, op: str, a: ir.Value, b: ir.Value, dtype: str) -> ir.Value:
-        """add/sub/mul with constant folding (unrolled code is mostly constant arithmetic)."""
+        """add/sub/mul with constant folding (unrolled code is mostly constant arithmetic), of
+        vectors too: a vectorized loop's lane indices in unrolled code are constants, and as
+        instructions they were most of the text LLVM parsed for a heavily unrolled conv."""
         ca = a.constant if isinstance(a, ir.Constant) and isinstance(a.type, ir.IntType) else None
         cb = b.constant if isinstance(b, ir.Constant) and isinstance(b.type, ir.IntType) else None
         if isinstance(ca, int) and isinstance(cb, int):
-            value = ca + cb if op == "add" else ca - cb if op == "sub" else ca * cb
-            return const(a.type, wrap(value, dtype) if dtype != "bool" else value & 1)
+            return const(a.type, self._folded(op, ca, cb, dtype))
+        la, lb = int_lanes(a), int_lanes(b)
+        if la is not None and lb is not None:
+            return const(a.type, [self._folded(op, x, y, dtype) for x, y in zip(la, lb)])
+        if la is not None and len(set(la)) == 1:
+            ca = la[0]
+        if lb is not None and len(set(lb)) == 1:
+            cb = lb[0]
         if op == "add":
             if ca == 0:
                 return b
@@ -279,6 +287,11 @@ class ExprEmitter:
                 return self.const_like(a, 0)
         flags = ["nsw"] if signed(dtype) else []
         return getattr(fn.builder, op)(a, b, flags=flags)
+
+    @staticmethod
+    def _folded(op: str, x: int, y: int, dtype: str) -> int:
+        value = x + y if op == "add" else x - y if op == "sub" else x * y
+        return wrap(value, dtype) if dtype != "bool" else value & 1
 
     def int_minmax(self, fn: FnState, is_min: bool, a: ir.Value, b: ir.Value, dtype: str) -> ir.Value:
         ca = a.constant if isinstance(a, ir.Constant) else None

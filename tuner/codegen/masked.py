@@ -21,7 +21,7 @@ from typing import Callable
 
 import llvmlite.ir as ir
 
-from msdb.tuner.codegen.types import I1, I32, I64, PTR, Poison, const
+from msdb.tuner.codegen.types import I1, I32, I64, PTR, Poison, const, int_lanes
 
 __all__ = ["MaskedMemory", "piece_width"]
 
@@ -42,12 +42,10 @@ def _mask_lanes(mask: ir.Value, count: int) -> list[int] | None:
     """The lanes of a constant mask (1 on, 0 off), None when the mask is computed at run time."""
     if not isinstance(mask, ir.Constant):
         return None
-    values = mask.constant
-    if values is None:  # zeroinitializer
-        return [0] * count
-    if isinstance(values, list):
-        return [int(bool(v.constant if isinstance(v, ir.Constant) else v)) for v in values]
-    return [int(bool(values))] * count
+    if mask.constant is None or isinstance(mask.constant, (list, tuple)):
+        lanes = int_lanes(mask)
+        return None if lanes is None else [int(bool(v)) for v in lanes]
+    return [int(bool(mask.constant))] * count
 
 
 def _passthru(vt: ir.VectorType, start: int, active: int | None, lanes: list[int] | None) -> ir.Constant:
@@ -175,7 +173,11 @@ class MaskedMemory:
 
     @staticmethod
     def _mask_piece(b: ir.IRBuilder, mask: ir.Value, count: int, start: int, width: int) -> ir.Value:
-        """Lanes [start, start + width) of `mask`, off past its end."""
+        """Lanes [start, start + width) of `mask`, off past its end (a constant for a constant
+        mask: no instruction, which a piece that turns out all on would leave unused)."""
+        known = _mask_lanes(mask, count)
+        if known is not None:
+            return const(ir.VectorType(I1, width), MaskedMemory._piece_lanes(known, count, start, width))
         picks = [start + j if start + j < count else count for j in range(width)]
         off = const(ir.VectorType(I1, count), [0] * count)
         return b.shuffle_vector(mask, off, const(ir.VectorType(I32, width), picks))

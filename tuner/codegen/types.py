@@ -146,6 +146,28 @@ class Poison(ir.Constant):
 _CONSTANTS: dict[tuple[str, Any], CachedConstant] = {}
 
 
+def int_lanes(value: ir.Value) -> list[int] | None:
+    """The lanes of a constant integer vector (a mask's ones and zeros too); None for anything
+    else (a scalar, a float vector, a value computed at run time, an undefined lane)."""
+    if not isinstance(value, ir.Constant):
+        return None
+    t = value.type
+    if not isinstance(t, ir.VectorType) or not isinstance(t.element, ir.IntType):
+        return None
+    lanes = value.constant
+    if lanes is None:  # zeroinitializer
+        return [0] * t.count
+    if not isinstance(lanes, (list, tuple)):
+        return None
+    out = []
+    for lane in lanes:
+        lane = lane.constant if isinstance(lane, ir.Constant) else lane
+        if not isinstance(lane, int):
+            return None
+        out.append(int(lane))
+    return out
+
+
 def const(ty: ir.Type, value: Any) -> ir.Constant:
     """A shared, pre-formatted constant of `ty` (a list for vectors; an all-zero vector prints
     as zeroinitializer)."""
