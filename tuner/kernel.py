@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 
 from msdb.ir.function import IRModule, PrimFunc
 from msdb.tuner.codegen import ArgSpec, CodegenError, CompiledModule, compile_module
-from msdb.tuner.measure.timing import TimingResult, evaluate, flush_cpu_cache
+from msdb.tuner.measure.timing import TimingResult, evaluate, flush_arguments
 
 __all__ = ["Kernel", "build", "load_kernel"]
 
@@ -109,7 +109,7 @@ class Kernel:
             packed = (ctypes.c_void_p * len(pointers))(*pointers)
             self._prepare()
             return evaluate(lambda n: self._timed(packed, n), number, repeat, min_repeat_ms,
-                            flush_cpu_cache if enable_cpu_cache_flush else None)
+                            partial(flush_arguments, arrays) if enable_cpu_cache_flush else None)
 
         return run
 

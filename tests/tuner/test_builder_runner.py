@@ -107,3 +107,32 @@ def test_msdb_tuner_build_is_the_build_function_whatever_was_imported() -> None:
 
     assert msdb.tuner.build is msdb.tuner.kernel.build  # the module is `kernel`: no module to shadow it
     assert FAILED_RUN_SECS == RECORDS_FAILED_RUN_SECS == 1e10
+
+
+def test_the_cache_flush_covers_every_argument_but_the_first_and_nothing_past_their_ends() -> None:
+    """`flush_arguments` (TVM's cache_flush_cpu_non_first_arg) runs `clflush` on each line of
+    every argument but the first. An argument that ends on the last byte of a page followed by
+    an inaccessible page, with an unaligned start, is flushed without touching that page (a
+    flush past the end would fault), an empty one costs nothing, and no value changes."""
+    import ctypes
+    import mmap
+
+    from msdb.tuner.measure.timing import flush_arguments
+
+    page = mmap.PAGESIZE
+    region = mmap.mmap(-1, 2 * page)
+    base = np.frombuffer(region, dtype=np.uint8)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    assert libc.mprotect(base.ctypes.data + page, page, 0) == 0, ctypes.get_errno()  # PROT_NONE
+    try:
+        tail = base[page - 1003:page].view()  # 1,003 bytes: unaligned start, ends at the guard page
+        tail[:] = np.arange(1003) % 251
+        first = np.ones(5, dtype="float32")
+        flush_arguments([first, tail, np.empty(0, dtype="float32"), base[3:7]])
+        np.testing.assert_array_equal(tail, np.arange(1003) % 251)
+        assert first.tolist() == [1.0] * 5
+    finally:
+        libc.mprotect(base.ctypes.data + page, page, mmap.PROT_READ | mmap.PROT_WRITE)
+        del base, tail
+        region.close()

@@ -274,7 +274,7 @@ def time_object(obj: bytes, meta: dict[str, Any], number: int, repeat: int, min_
     """Load object code and time its kernel (seconds per call of each repeat, and the seconds
     spent in timed calls); shared by the local runner's workers and the Dask workers."""
     from msdb.tuner.codegen.jit import TargetSpec, load_object, set_num_threads
-    from msdb.tuner.measure.timing import evaluate, flush_cpu_cache
+    from msdb.tuner.measure.timing import evaluate, flush_arguments
 
     loaded = load_object(obj, TargetSpec(**meta["target"]))
     try:
@@ -289,7 +289,7 @@ def time_object(obj: bytes, meta: dict[str, Any], number: int, repeat: int, min_
             spent[0] += nanos
             return nanos
 
-        result = evaluate(run, number, repeat, min_repeat_ms, flush_cpu_cache if flush else None)
+        result = evaluate(run, number, repeat, min_repeat_ms, (lambda: flush_arguments(arrays)) if flush else None)
         return list(result.results), spent[0] / 1e9
     finally:
         loaded.close()

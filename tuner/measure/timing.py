@@ -4,15 +4,17 @@ One warm-up call; then for each repeat, `number` calls are timed together, and w
 is shorter than `min_repeat_ms`, `number` grows to max(min_repeat_ms / per-call + 1,
 number * 1.618) and the repeat is timed again (`number` keeps its grown value for the next
 repeat). Each repeat reports span / number in seconds. An optional cache flush runs before each
-repeat.
+repeat (`flush_arguments`).
 """
 
 from __future__ import annotations
 
+import ctypes
+import functools
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable, Sequence
 
-__all__ = ["TimingResult", "evaluate", "flush_cpu_cache"]
+__all__ = ["TimingResult", "evaluate", "flush_arguments"]
 
 _GOLDEN = 1.618
 _ZERO_LIMIT = 100
@@ -69,16 +71,49 @@ def evaluate(timed: Callable[[int], int], number: int = 3, repeat: int = 1, min_
     return TimingResult(tuple(results), number)
 
 
-_FLUSH_BYTES = 64 << 20
-_flush_buffer: list = []
+#: LLVM IR of `msdb_clflush_lines(start, lines)`: `clflush` on `lines` 64-byte lines from `start`.
+_CLFLUSH_IR = """
+declare void @llvm.x86.sse2.clflush(ptr)
+
+define void @msdb_clflush_lines(ptr %start, i64 %lines) nounwind {
+entry:
+  %any = icmp sgt i64 %lines, 0
+  br i1 %any, label %loop, label %done
+loop:
+  %i = phi i64 [0, %entry], [%next, %loop]
+  %offset = shl i64 %i, 6
+  %line = getelementptr i8, ptr %start, i64 %offset
+  call void @llvm.x86.sse2.clflush(ptr %line)
+  %next = add i64 %i, 1
+  %more = icmp slt i64 %next, %lines
+  br i1 %more, label %loop, label %done
+done:
+  ret void
+}
+"""
 
 
-def flush_cpu_cache() -> None:
-    """Evict caches by writing a buffer larger than the last-level cache."""
-    import numpy as np
+@functools.lru_cache(maxsize=1)
+def _clflush_lines() -> tuple[Any, Callable[[int, int], None]]:
+    """The line flush, compiled once per process (and the loaded object that holds it)."""
+    from msdb.tuner.codegen import jit
 
-    if not _flush_buffer:
-        _flush_buffer.append(np.empty(_FLUSH_BYTES // 8, dtype=np.float64))
-    buf = _flush_buffer[0]
-    buf.fill(1.0)
+    spec = jit.host_spec()
+    _, obj = jit.compile_ir(_CLFLUSH_IR, spec)
+    loaded = jit.load_object(obj, spec)
+    return loaded, ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)(loaded.address("msdb_clflush_lines"))
 
+
+def flush_arguments(arrays: Sequence[Any]) -> None:
+    """Evict every argument but the first from all cache levels, a `clflush` per 64-byte line:
+    TVM's `cache_flush_cpu_non_first_arg`, the preprocessing its runners' cache flush uses. In a
+    model a kernel's weights come from memory but its first argument, the activation the layer
+    before it has just written, from cache. Writing a 64 MB buffer instead (before stop 38)
+    evicted the input too and left the caches full of dirty lines for the kernel to write back,
+    and cost 7-8 ms of each of a model candidate's ten timed calls."""
+    flush = _clflush_lines()[1]
+    for array in arrays[1:]:
+        if not array.nbytes:
+            continue
+        start = array.ctypes.data & ~63
+        flush(start, (array.ctypes.data + array.nbytes - start + 63) // 64)
