@@ -26,6 +26,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from msdb.kinds import load_kind
@@ -289,7 +290,7 @@ def time_object(obj: bytes, meta: dict[str, Any], number: int, repeat: int, min_
             spent[0] += nanos
             return nanos
 
-        result = evaluate(run, number, repeat, min_repeat_ms, (lambda: flush_arguments(arrays)) if flush else None)
+        result = evaluate(run, number, repeat, min_repeat_ms, partial(flush_arguments, arrays) if flush else None)
         return list(result.results), spent[0] / 1e9
     finally:
         loaded.close()
