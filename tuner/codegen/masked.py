@@ -134,7 +134,7 @@ class MaskedMemory:
                 b.store(sub, addr, align=align)
             else:
                 b.call(self.intrinsic("store", sub.type),
-                       [sub, addr, const(I32, align), self._mask_piece(b, mask, count, start, width)])
+                       [sub, addr, const(I32, align), self._mask_piece(b, mask, count, start, width, lanes)])
 
     # ---- pieces
     def _pieces(self, b: ir.IRBuilder, vt: ir.VectorType, mask: ir.Value, active: int | None,
@@ -150,7 +150,7 @@ class MaskedMemory:
             if (active is not None and start >= active) or (lanes is not None and not any(lanes)):
                 parts.append(ir.Constant(ir.VectorType(vt.element, width), None))
             else:
-                parts.append(piece(start, width, lanes, self._mask_piece(b, mask, count, start, width)))
+                parts.append(piece(start, width, lanes, self._mask_piece(b, mask, count, start, width, lanes)))
         return self._concat(b, parts, count)
 
     @staticmethod
@@ -172,12 +172,13 @@ class MaskedMemory:
         return b.shuffle_vector(vector, ir.Constant(vector.type, ir.Undefined), const(ir.VectorType(I32, width), picks))
 
     @staticmethod
-    def _mask_piece(b: ir.IRBuilder, mask: ir.Value, count: int, start: int, width: int) -> ir.Value:
-        """Lanes [start, start + width) of `mask`, off past its end (a constant for a constant
-        mask: no instruction, which a piece that turns out all on would leave unused)."""
-        known = _mask_lanes(mask, count)
-        if known is not None:
-            return const(ir.VectorType(I1, width), MaskedMemory._piece_lanes(known, count, start, width))
+    def _mask_piece(b: ir.IRBuilder, mask: ir.Value, count: int, start: int, width: int,
+                    lanes: list[int] | None) -> ir.Value:
+        """Lanes [start, start + width) of `mask`, off past its end; `lanes` are those lanes
+        when the mask is a constant (`_piece_lanes`), and then the piece is a constant too: no
+        instruction, which a piece that turns out all on would leave unused."""
+        if lanes is not None:
+            return const(ir.VectorType(I1, width), lanes)
         picks = [start + j if start + j < count else count for j in range(width)]
         off = const(ir.VectorType(I1, count), [0] * count)
         return b.shuffle_vector(mask, off, const(ir.VectorType(I32, width), picks))

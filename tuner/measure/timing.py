@@ -108,9 +108,8 @@ def flush_arguments(arrays: Sequence[Any]) -> None:
     """Evict every argument but the first from all cache levels, a `clflush` per 64-byte line:
     TVM's `cache_flush_cpu_non_first_arg`, the preprocessing its runners' cache flush uses. In a
     model a kernel's weights come from memory but its first argument, the activation the layer
-    before it has just written, from cache. Writing a 64 MB buffer instead (before stop 38)
-    evicted the input too and left the caches full of dirty lines for the kernel to write back,
-    and cost 7-8 ms of each of a model candidate's ten timed calls."""
+    before it has just written, from cache (docs/architecture.md, "What msdb adds to TVM's
+    tuning loop": why a model's candidates are timed cold, and what this flush replaced)."""
     flush = _clflush_lines()[1]
     for array in arrays[1:]:
         if not array.nbytes:
