@@ -78,9 +78,14 @@ def sample_compute_location(state: ScheduleState, func_name: str, block_name: st
     usually tries one location where drawing anew tries them all; the answer is the one the full
     list gives (docs/architecture.md, "Features and cost model")."""
     if decision is None:
-        indices, targets = compute_location_candidates(state, func_name, block_name)
+        indices, targets, tries = _location_tries(state, func_name, block_name)
         pick = sampling.sample_int(rng(), 0, len(indices))
-        return indices[pick], targets[pick]
+        tried, target = tries[pick], targets[pick]
+        if isinstance(tried, ScheduleState):
+            state.remember_tried(inline_move(func_name, block_name), tried)
+        elif isinstance(tried, prim_compute_at.PlannedMove) and isinstance(target, E.Var):
+            _tried(state, compute_at_move(func_name, block_name, target, True, -1), tried.apply)
+        return indices[pick], target
     if isinstance(decision, bool) or not isinstance(decision, int):
         raise ScheduleError(f"sample_compute_location: decision {decision!r} is not an int")
     if decision == -2 and _tried(state, inline_move(func_name, block_name),
@@ -133,40 +138,42 @@ def _tried_compute_at(state: ScheduleState, func_name: str, block_name: str, var
     return True
 
 
-def _succeeds(action: Callable[[ScheduleState], object], state: ScheduleState) -> bool:
-    """Whether a primitive would succeed (TVM's CanComputeAt / CanComputeInline), tried on a
-    copy of the state."""
-    try:
-        action(state.copy())
-        return True
-    except ScheduleError:
-        return False
-
-
 def compute_location_candidates(state: ScheduleState, func_name: str, block_name: str
                                 ) -> tuple[list[int], list[LoopTarget]]:
     """TVM's CollectComputeLocation: (indices, targets), indices increasing."""
-    indices: list[int] = []
-    targets: list[LoopTarget] = []
-    if _succeeds(lambda s: prim_inline.compute_inline(s, func_name, block_name), state):
-        indices.append(-2)
-        targets.append(INLINE_MARK)
-    indices.append(-1)
-    targets.append(ROOT_MARK)
-    for i, var in _eligible_loops(state, func_name, block_name):
-        if _succeeds(_compute_at_loop(func_name, block_name, var), state):
-            indices.append(i)
-            targets.append(var)
+    indices, targets, _ = _location_tries(state, func_name, block_name)
     return indices, targets
 
 
-def _compute_at_loop(func_name: str, block_name: str, var: E.Var) -> Callable[[ScheduleState], object]:
-    """The compute-at check that decides whether loop `var` is a location for the block (it
-    leaves the state as it was)."""
-    def attempt(s: ScheduleState) -> None:
-        prim_compute_at.compute_at(s, func_name, block_name, var, preserve_unit_loops=True, index=-1, reverse=False,
-                                   check_only=True)
-    return attempt
+def _location_tries(state: ScheduleState, func_name: str, block_name: str
+                    ) -> tuple[list[int], list[LoopTarget], list[ScheduleState | prim_compute_at.PlannedMove | None]]:
+    """`compute_location_candidates` and, per candidate, what trying it gave: the state with
+    the block inlined (-2), None (root), the planned compute-at (a loop). TVM's CanComputeAt
+    is the plan: it runs every check of the move and changes nothing."""
+    indices: list[int] = []
+    targets: list[LoopTarget] = []
+    tries: list[ScheduleState | prim_compute_at.PlannedMove | None] = []
+    inlined = state.copy()
+    try:
+        prim_inline.compute_inline(inlined, func_name, block_name)
+        indices.append(-2)
+        targets.append(INLINE_MARK)
+        tries.append(inlined)
+    except ScheduleError:
+        pass
+    indices.append(-1)
+    targets.append(ROOT_MARK)
+    tries.append(None)
+    for i, var in _eligible_loops(state, func_name, block_name):
+        try:
+            planned = prim_compute_at.plan_compute_at(state, func_name, block_name, var, preserve_unit_loops=True,
+                                                      index=-1, reverse=False)
+        except ScheduleError:
+            continue
+        indices.append(i)
+        targets.append(var)
+        tries.append(planned)
+    return indices, targets, tries
 
 
 def _eligible_loops(state: ScheduleState, func_name: str, block_name: str) -> list[tuple[int, E.Var]]:

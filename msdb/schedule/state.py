@@ -7,7 +7,9 @@ the chain of ancestors up to the function. Random variables survive replacement 
 name *stable identities*, not nodes: a block is identified by its name (unique within a
 function, as TVM requires and as every primitive keeps), a loop by its loop `Var` (a rebuilt
 `For` keeps its var; a loop that a primitive creates gets a fresh one). The index of blocks and
-loops is rebuilt lazily after each replacement, one walk of the function.
+loops is rebuilt lazily after each replacement, one walk of the function, unless the replacement
+only re-dressed a loop or block (same children): then the index is patched along the rebuilt
+chain (docs/architecture.md, "Features and cost model").
 """
 
 from __future__ import annotations
@@ -75,6 +77,59 @@ def _build_index(func: PrimFunc) -> FuncIndex:
         if not stack:
             return index
         node, parent = stack.pop()
+
+
+def _children(node: S.Stmt) -> tuple[S.Stmt, ...]:
+    """The statements `_build_index` records `node` as the parent of."""
+    if isinstance(node, (S.For, S.LetStmt)):
+        return (node.body,)
+    if isinstance(node, S.BlockRealize):
+        return (node.block,)
+    if isinstance(node, S.Block):
+        return (node.body,) if node.init is None else (node.body, node.init)
+    if isinstance(node, S.SeqStmt):
+        return tuple(node.seq)
+    if isinstance(node, S.IfThenElse):
+        return (node.then_case,) if node.else_case is None else (node.then_case, node.else_case)
+    return ()
+
+
+def _same_children(old: S.Stmt, new: S.Stmt) -> bool:
+    """Whether `new` only re-dresses `old` (a loop's kind or annotations, a block's
+    annotations): the same type, name or loop variable, and the very same children."""
+    if isinstance(old, S.For) and isinstance(new, S.For):
+        same_place = old.loop_var is new.loop_var
+    elif isinstance(old, S.Block) and isinstance(new, S.Block):
+        same_place = old.name_hint == new.name_hint
+    else:
+        same_place = isinstance(old, S.BlockRealize) and isinstance(new, S.BlockRealize)
+    before, after = _children(old), _children(new)
+    return same_place and len(before) == len(after) and all(a is b for a, b in zip(before, after))
+
+
+def _patched_index(index: FuncIndex, rebuilt: list[tuple[S.Stmt, S.Stmt]]) -> FuncIndex | None:
+    """`index` after each statement of `rebuilt` (the replaced one, then its ancestors up to
+    the body, each with its replacement) was replaced by one with the same children but the
+    next on the list: what a fresh `_build_index` gives, without walking the function (half of
+    a replay's replacements only re-dress a loop or a block). None when a replacement is of
+    another kind (a sequence of one statement rebuilt as that statement)."""
+    if any(type(was) is not type(now) for was, now in rebuilt):
+        return None
+    patched = FuncIndex(dict(index.blocks), dict(index.realizes), dict(index.loops), dict(index.parent))
+    parents = patched.parent
+    for k, (was, now) in enumerate(rebuilt):
+        parents.pop(was, None)
+        if k + 1 < len(rebuilt):
+            parents[now] = rebuilt[k + 1][1]
+        for child in _children(now):
+            parents[child] = now
+        if isinstance(now, S.For):
+            patched.loops[now.loop_var] = now
+        elif isinstance(now, S.BlockRealize):
+            patched.realizes[now.block.name_hint] = now
+        elif isinstance(now, S.Block):
+            patched.blocks[now.name_hint] = now
+    return patched
 
 
 def replace_child(parent: S.Stmt, old: S.Stmt, new: S.Stmt | None) -> S.Stmt:
@@ -213,12 +268,19 @@ class ScheduleState:
             return
         child: S.Stmt = old
         replacement: S.Stmt | None = new
+        rebuilt: list[tuple[S.Stmt, S.Stmt]] = []
         for ancestor in self.ancestors(func_name, old):
             replacement = replace_child(ancestor, child, replacement)
+            rebuilt.append((ancestor, replacement))
             child = ancestor
         if child is not func.body or replacement is None:
             raise ScheduleError("internal: statement is not part of the function")
+        index = self._indexes.get(func_name)
         self._set_body(func_name, replacement)
+        if index is not None and new is not None and _same_children(old, new):
+            patched = _patched_index(index, [(old, new), *rebuilt])
+            if patched is not None:
+                self._indexes[func_name] = patched
 
     def _set_body(self, func_name: str, body: S.Stmt) -> None:
         self.mod = self.mod.with_function(func_name, self.func(func_name).with_body(body))

@@ -301,3 +301,32 @@ def test_a_decided_location_is_moved_to_once_and_the_move_is_the_primitives() ->
     assert sch.state.mod is not tried[2].mod
     assert sch.get(sch.get_block("conv2d_nhwc")).annotations["pragma_note"] == 1  # the try was not taken
     assert any(sch.get(l).loop_var is target.loop_var for l in sch.get_loops(pad))
+
+
+def test_a_drawn_compute_location_hands_its_move_to_the_compute_at_that_follows() -> None:
+    """Drawing a compute location plans every candidate (TVM's CanComputeAt); the drawn one's
+    move is kept for the `ComputeAt` after it to take instead of planning again: the module
+    an explicit compute-at at that loop gives."""
+    from msdb.hashing import structural_equal
+    from msdb.ir import zoo
+    from msdb.schedule.prim_sampling import compute_at_move
+
+    drawn = Counter()
+    for seed in range(12):
+        sch = Schedule(zoo.build("C2D", 1, 14, 14, 16, 16, 3, 1, 1), seed=seed)
+        conv = sch.get_block("conv2d_nhwc")
+        sch.split(sch.get_loops(conv)[1], [None, 7])
+        pad = sch.get_block("PadInput")
+        location = sch.sample_compute_location(pad)
+        decision = sch.trace.decisions[sch.trace.insts[-1]]
+        drawn[decision >= 0] += 1
+        if decision < 0:
+            continue
+        before = sch.mod
+        move = compute_at_move("main", "PadInput", sch.get(location).loop_var, True, -1)
+        assert sch.state.take_tried(move)  # the state becomes the move's result
+        explicit = Schedule(before)
+        explicit_loops = explicit.get_loops(explicit.get_block("conv2d_nhwc"))
+        explicit.compute_at(explicit.get_block("PadInput"), explicit_loops[decision], preserve_unit_loops=True)
+        assert structural_equal(sch.mod, explicit.mod)
+    assert drawn[True] and drawn[False]  # loops drawn, and root or inline

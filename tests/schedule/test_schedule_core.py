@@ -265,3 +265,39 @@ def test_copy_is_independent() -> None:
     assert len(clone.get_loops(clone.get_block("C"))) == 4
     assert isinstance(sch.get_loops(sch.get_block("C"))[0], LoopRV)
     assert_same_results(mod, clone.mod)
+
+
+def test_a_re_dressed_loop_or_block_patches_the_index_to_what_a_fresh_walk_gives() -> None:
+    """A primitive that only re-dresses a statement (a loop's kind or annotations, a block's
+    annotations) patches the function's index instead of dropping it; every entry is the one a
+    fresh walk of the function gives, through loops inside blocks inside sequences (a conv's
+    padding, init and update), and a later primitive that rebuilds subtrees still works on it."""
+    from msdb.ir import zoo
+    from msdb.schedule.state import _build_index
+
+    sch = Schedule(zoo.build("C2D", 1, 14, 14, 16, 16, 3, 1, 1))
+    conv = sch.get_block("conv2d_nhwc")
+    sch.decompose_reduction(conv, sch.get_loops(conv)[4])
+    state = sch.state
+
+    def assert_fresh() -> None:
+        patched, fresh = state.index("main"), _build_index(state.func("main"))
+        for field in ("blocks", "realizes", "loops", "parent"):
+            got, want = getattr(patched, field), getattr(fresh, field)
+            assert list(got) == list(want) or set(map(id, got)) == set(map(id, want)), field
+            assert all(got[key] is want[key] for key in want), field
+
+    assert_fresh()
+    pad_loops = sch.get_loops(sch.get_block("PadInput"))
+    sch.parallel(pad_loops[1])
+    index = state._indexes["main"]  # patched, not dropped
+    assert_fresh()
+    sch.vectorize(pad_loops[-1])
+    sch.annotate(sch.get_loops(conv)[2], "pragma_auto_unroll_max_step", 16)
+    sch.annotate(conv, "meta_schedule.tiling_structure", "SSRSRS")
+    sch.unroll(sch.get_loops(sch.get_block("conv2d_nhwc_init"))[-1])
+    assert state._indexes["main"] is not index
+    assert_fresh()
+    sch.split(sch.get_loops(conv)[1], [None, 7])  # a rebuilt subtree: walked afresh
+    assert_fresh()
+    assert sch.get_loops(conv)[1] is not None
