@@ -168,11 +168,14 @@ def tune_command(db: str, script: str | None, zoo_name: str | None, target: Targ
         if module_equality != "structural":
             raise OptionError("--module-equality applies to a MODEL's tasks, not to one workload")
         name, mod = load_workload(script, zoo_name)
-    from msdb.tuner.tune import cost_model_of, tuning_target
+    from msdb.tuner.cost_model.saved import model_file_summary
+    from msdb.tuner.tune import cost_model_of, names_a_model_file, tuning_target
 
     # before anything is opened: an unknown kind, or a file that is not a model or was trained
     # for another target kind, is one error line and DB is not created
     chosen_model = cost_model_of(cost_model, seed=seed, num_threads=threads, target=tuning_target(target, threads))
+    if names_a_model_file(cost_model):
+        click.echo(f"starting from the {model_file_summary(cost_model)}")
     runner: Any = None
     if cluster is None and target is not None and target.kind == "cuda":
         runner = _cuda_runner(target)

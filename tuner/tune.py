@@ -298,13 +298,23 @@ def cost_model_of(cost_model: Any, *, seed: int | None, num_threads: int, target
     features or another target kind than `target`)."""
     if cost_model is None or not isinstance(cost_model, (str, os.PathLike)):
         return cost_model
-    from msdb.tuner.cost_model.base import KINDS, CostModel
+    from msdb.tuner.cost_model.base import CostModel
     from msdb.tuner.cost_model.saved import load_cost_model
 
-    name = os.fspath(cost_model)
-    if name in KINDS or not (os.path.exists(name) or os.sep in name or "." in name):
-        return CostModel.create(name, seed=seed or 0, num_threads=num_threads)
+    if not names_a_model_file(cost_model):
+        return CostModel.create(os.fspath(cost_model), seed=seed or 0, num_threads=num_threads)
     return load_cost_model(cost_model, target=target, seed=seed or 0, num_threads=num_threads)
+
+
+def names_a_model_file(cost_model: Any) -> bool:
+    """Whether `cost_model_of` reads `cost_model` as a trained model's file: a path, not a
+    kind's name (a name with no separator or dot that exists nowhere is a kind)."""
+    from msdb.tuner.cost_model.base import KINDS
+
+    if not isinstance(cost_model, (str, os.PathLike)):
+        return False
+    name = os.fspath(cost_model)
+    return name not in KINDS and (os.path.exists(name) or os.sep in name or "." in name)
 
 
 #: Pretraining reads at most this many stored records in all, spread over the workloads (at most

@@ -13,8 +13,8 @@ if TYPE_CHECKING:
     from msdb.tuner.cost_model.base import CostModel
     from msdb.tuner.features.base import FeatureExtractor
 
-__all__ = ["CostModelFileError", "ModelStamp", "load_cost_model", "read_model_file", "write_model_file",
-           "MODEL_FORMATS"]
+__all__ = ["CostModelFileError", "ModelStamp", "load_cost_model", "model_file_summary", "read_model_file",
+           "write_model_file", "MODEL_FORMATS"]
 
 
 def load_cost_model(path: str | os.PathLike[str], *, target: Target | str | None = None, seed: int = 0,
@@ -33,3 +33,15 @@ def load_cost_model(path: str | os.PathLike[str], *, target: Target | str | None
     assert model is not None  # a model file's kind is never "none"
     model.load(name)
     return model
+
+
+def model_file_summary(path: str | os.PathLike[str]) -> str:
+    """One line on what a saved model is and learned from (its kind and stamp), for a tuner
+    to say which model it starts from."""
+    name = os.fspath(path)
+    meta, _ = read_model_file(name, with_arrays=False)
+    stamp = ModelStamp.from_json(meta.get("stamp"), name)
+    learned = (f"trained on {stamp.records} record(s) of {stamp.workloads} workload(s)"
+               f"{f' measured on {stamp.target_kind!r}' if stamp.target_kind else ''}" if stamp.records else
+               "untrained")
+    return f"{MODEL_FORMATS[meta['format']]} cost model {name}, {learned}"

@@ -1,9 +1,12 @@
 """Training a cost model on a database (`train_cost_model`, `msdb train-cost-model`), TenSet's
-ranking metrics, model files that refuse a tuner they do not fit, and the "none" kind."""
+ranking metrics, labels normalized per workload, model files that refuse a tuner they do not
+fit, and the "none" kind."""
 
 from __future__ import annotations
 
+import re
 import shutil
+import statistics
 from pathlib import Path
 
 import numpy as np
@@ -13,20 +16,51 @@ from click.testing import CliRunner
 from msdb.cli.main import cli
 from msdb.database.sql import SQLiteDatabase
 from msdb.database.tvm_import import import_tvm
+from msdb.hashing import structural_hash
+from msdb.ir import zoo
 from msdb.records.record import TuningRecord
 from msdb.records.target import Target
 from msdb.tuner.cost_model import XGBModel
 from msdb.tuner.cost_model.base import create
-from msdb.tuner.cost_model.metrics import pairwise_accuracy, peak_score, ranking_quality
+from msdb.tuner.cost_model.metrics import RankingQuality, pairwise_accuracy, peak_score, ranking_quality
+from msdb.tuner.cost_model.mlp_model import MLPModel
 from msdb.tuner.cost_model.saved import CostModelFileError, ModelStamp, load_cost_model, read_model_file
-from msdb.tuner.cost_model.training import TrainingDataError, train_cost_model
-from msdb.tuner.cost_model.training_data import workload_samples
+from msdb.tuner.cost_model.training import TrainingDataError, TrainingReport, train_cost_model
+from msdb.tuner.cost_model.training_data import labels, workload_samples
 from msdb.tuner.features.per_store import PerStoreFeature
 from msdb.tuner.tune import tune_tasks
+from tests.tuner.cost_model.test_cost_models import tiled
 from tests.tuner.search._fakes import FakeBuilder, FakeRunner
 from tests.tuner.search.test_tune import _context
 
 TEAMS = Path(__file__).resolve().parents[2] / "data" / "fixtures" / "tvm-0.27"
+#: records of each team workload the mlp learns: 5 x 24 = 120, past its warm-up of 100, so the
+#: file it writes ranks (below the warm-up a model's scores are seeded noise)
+MLP_PER_WORKLOAD = 24
+#: the held-out line of `msdb train-cost-model`: the model's top-1, top-5 and pairwise accuracy,
+#: then a random ranking's
+QUALITY = re.compile(r"held out (\d+) workloads \((\d+) candidates\): top-1 peak score (\d\.\d{3}), "
+                     r"top-5 (\d\.\d{3}), pairwise accuracy (\d\.\d{3}) "
+                     r"\(a random ranking: (\d\.\d{3}), (\d\.\d{3}), (\d\.\d{3})\)")
+Figures = tuple[float, float, float]
+
+
+def reported_quality(line: str) -> tuple[int, int, Figures, Figures]:
+    """`(workloads, candidates, the model's figures, a random ranking's)` of the held-out line,
+    each figure (top-1, top-5, pairwise accuracy) checked to be a share, top-1 <= top-5."""
+    match = QUALITY.fullmatch(line)
+    assert match is not None, line
+    values = [float(v) for v in match.groups()[2:]]
+    model, random = (values[0], values[1], values[2]), (values[3], values[4], values[5])
+    for top1, top5, pairwise in (model, random):
+        assert 0 <= top1 <= top5 <= 1 and 0 <= pairwise <= 1, line
+    return int(match[1]), int(match[2]), model, random
+
+
+def printed(quality: RankingQuality | None) -> Figures:
+    """A report's figures as the command prints them (three decimals)."""
+    assert quality is not None
+    return (float(f"{quality.top1:.3f}"), float(f"{quality.top5:.3f}"), float(f"{quality.pairwise:.3f}"))
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +79,17 @@ def trained(team_db: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Pa
     db = SQLiteDatabase(team_db, read_only=True)
     try:
         report = train_cost_model(db, out, seed=3)
+    finally:
+        db.close()
+    return out, report
+
+
+@pytest.fixture(scope="module")
+def trained_mlp(team_db: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, TrainingReport]:
+    out = tmp_path_factory.mktemp("model") / "llvm-mlp.npz"
+    db = SQLiteDatabase(team_db, read_only=True)
+    try:
+        report = train_cost_model(db, out, kind="mlp", seed=3, max_per_workload=MLP_PER_WORKLOAD)
     finally:
         db.close()
     return out, report
@@ -69,6 +114,36 @@ def test_pairwise_accuracy_counts_ordered_pairs_and_ties_half() -> None:
     assert pairwise_accuracy(np.arange(3.0), np.ones(3)) is None  # nothing to order
     quality = ranking_quality([(-costs, costs), (costs, costs)])
     assert (quality.top1, quality.pairwise, quality.workloads, quality.candidates) == (pytest.approx(2 / 3), 0.5, 2, 6)
+
+
+# ---- labels --------------------------------------------------------------------------------------
+def test_labels_are_normalized_within_each_workload() -> None:
+    """Two workloads over 10^5 times apart: a record's label is its workload's best cost over its
+    own cost (a cost: the median of its run times), so each workload's best is 1 and the slow
+    workload's labels are not squashed towards 0 by the fast one's, in the samples and in what a
+    model learns."""
+    fast, slow = zoo.build("GMM", 1, 16, 16, 16), zoo.build("GMM", 1, 64, 64, 64)
+    tilings = [(1, 1), (2, 4), (4, 2), (8, 8)]
+    run_secs = {"fast": [[4e-6, 2e-6, 3e-6], [1e-6], [5e-6, 7e-6], [2e-6, 2e-6, 9e-6]],
+                "slow": [[2.0], [0.5, 0.25, 0.75], [8.0, 1.0], [1.5, 1.5]]}
+    records = [TuningRecord(tiled(mod, fi, fj).trace, mod, secs, Target("llvm -num-cores=1"))
+               for name, mod in (("fast", fast), ("slow", slow)) for (fi, fj), secs in zip(tilings, run_secs[name])]
+    expected = {}
+    for name, mod in (("fast", fast), ("slow", slow)):
+        costs = [statistics.median(secs) for secs in run_secs[name]]
+        expected[structural_hash(mod)] = [min(costs) / cost for cost in costs]
+    assert expected[structural_hash(fast)] == pytest.approx([1 / 3, 1, 1 / 6, 1 / 2])
+    assert expected[structural_hash(slow)] == pytest.approx([1 / 4, 1, 1 / 9, 1 / 3])
+
+    samples = workload_samples(records, "llvm")
+    assert sorted(s.key for s in samples) == sorted(expected)
+    for s in samples:
+        assert labels(s.costs).tolist() == pytest.approx(expected[s.key], rel=1e-12)
+    model = XGBModel(seed=0, num_warmup_samples=0)
+    assert model.learn(samples) == 8
+    learned = {key: group.labels().tolist() for key, group in model.measured.groups.items()}
+    assert learned == {key: pytest.approx(value, rel=1e-12) for key, value in expected.items()}
+    assert all(max(values) == 1.0 for values in learned.values())  # each workload's best, exactly
 
 
 # ---- training on a database ---------------------------------------------------------------------
@@ -112,6 +187,34 @@ def test_a_model_is_refused_for_another_target_kind_or_feature_layout(trained: t
         load_cost_model(path, target="llvm", extractor=other)
     with pytest.raises(CostModelFileError, match="extracts"):
         XGBModel(extractor=other).load(str(path))  # a direct load checks the layout too
+
+
+@pytest.mark.slow
+def test_an_mlp_trained_on_a_database_reports_held_out_quality_and_its_file_predicts_the_same(
+        trained_mlp: tuple[Path, TrainingReport], team_db: Path) -> None:
+    path, report = trained_mlp
+    assert (report.kind, report.target_kind, report.workloads, report.records) == ("mlp", "llvm", 5, 120)
+    held, random = report.held_out, report.random
+    assert held is not None and random is not None
+    assert (held.workloads, held.candidates) == (random.workloads, random.candidates) == (1, MLP_PER_WORKLOAD)
+    for quality in (held, random):
+        assert 0 <= quality.top1 <= quality.top5 <= 1 and 0 <= quality.pairwise <= 1
+    meta, _ = read_model_file(path, with_arrays=False)
+    assert meta["format"] == "msdb-mlp-model-1"
+    assert ModelStamp.from_json(meta["stamp"], str(path)) == ModelStamp(PerStoreFeature().layout(), "llvm", 5, 120)
+    loaded = load_cost_model(path, target="llvm -num-cores=1", seed=9)
+    assert isinstance(loaded, MLPModel) and loaded.can_rank() and loaded.target_kind == "llvm"
+    # The model train_cost_model saved is the one its seed learns from the same replayed records.
+    db = SQLiteDatabase(team_db, read_only=True)
+    records = db.get_all_tuning_records()
+    db.close()
+    samples = workload_samples(records, "llvm", max_per_workload=MLP_PER_WORKLOAD, seed=3)
+    in_memory = MLPModel(seed=3)
+    assert in_memory.learn(samples) == 120 and in_memory.can_rank()
+    for s in samples:
+        expected = in_memory.predict(s.context, s.candidates)
+        assert len(set(expected.tolist())) > 1  # a ranking, not one score for all
+        assert np.array_equal(loaded.predict(s.context, s.candidates), expected)
 
 
 def test_files_that_are_not_models_are_refused_naming_them(tmp_path: Path) -> None:
@@ -167,9 +270,33 @@ def test_train_cost_model_command(team_db: Path, tmp_path: Path) -> None:
     assert lines[0].startswith("trained a xgb cost model on 80 records of 5 workloads (llvm targets;")
     assert lines[1].startswith("held out 1 workloads (16 candidates): top-1 peak score ")
     assert "a random ranking:" in lines[1] and lines[2] == f"wrote {out}"
+    assert reported_quality(lines[1])[:2] == (1, 16)  # and top-1, top-5, pairwise: shares, top-1 <= top-5
     assert isinstance(load_cost_model(out, target="llvm"), XGBModel)
     bad = CliRunner().invoke(cli, ["train-cost-model", str(team_db), "-o", str(out), "--target", "cuda"])
     assert bad.exit_code == 1 and "no measured records of 'cuda' targets to train on" in bad.output
+
+
+@pytest.mark.slow
+def test_train_cost_model_command_trains_an_mlp(team_db: Path, trained_mlp: tuple[Path, TrainingReport],
+                                                tmp_path: Path) -> None:
+    path, report = trained_mlp
+    out = tmp_path / "m.npz"
+    result = CliRunner().invoke(cli, ["train-cost-model", str(team_db), "-o", str(out), "--kind", "mlp",
+                                      "--per-workload", str(MLP_PER_WORKLOAD), "--seed", "3"])
+    assert result.exit_code == 0, result.output
+    first, quality, wrote = result.output.splitlines()
+    assert first.startswith("trained a mlp cost model on 120 records of 5 workloads (llvm targets; 264 other records "
+                            "left out) in ")
+    # the figures train_cost_model reported for the same arguments (the mlp is deterministic)
+    assert reported_quality(quality) == (1, MLP_PER_WORKLOAD, printed(report.held_out), printed(report.random))
+    assert wrote == f"wrote {out}"
+    model = load_cost_model(out, target="llvm")
+    assert isinstance(model, MLPModel) and model.can_rank()
+    _, by_command = read_model_file(out)
+    _, by_library = read_model_file(path)
+    weights = sorted(k for k in by_library if k.startswith("net."))
+    assert weights and sorted(k for k in by_command if k.startswith("net.")) == weights
+    assert all(np.array_equal(by_command[k], by_library[k]) for k in weights)
 
 
 # ---- the "none" kind and a model file in a search --------------------------------------------------
