@@ -93,7 +93,8 @@ class _TuneProgress:
 @click.option("--cost-model", metavar="KIND|FILE", default="xgb", show_default=True,
               help="xgb (TVM's default), mlp (pip install -e '.[mlp]'), random, none (no model: the search mutates "
                    "the fastest measured candidates and adds random samples), or a model file from `msdb train-cost-model` or `msdb pull` "
-                   "(refused when trained for another target kind or feature layout).")
+                   "(refused when trained for another target kind or feature layout; the first line of output names "
+                   "the file and what it learned from).")
 @click.option("--seed", type=int, default=None, help="Seed of every random choice (default: from the clock).")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Build processes (default: the cores, at most 4).")
 @click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True, help="Threads a kernel may use.")

@@ -305,28 +305,37 @@ def test_a_decided_location_is_moved_to_once_and_the_move_is_the_primitives() ->
 
 def test_a_drawn_compute_location_hands_its_move_to_the_compute_at_that_follows() -> None:
     """Drawing a compute location plans every candidate (TVM's CanComputeAt); the drawn one's
-    move is kept for the `ComputeAt` after it to take instead of planning again: the module
-    an explicit compute-at at that loop gives."""
+    move (a loop's compute-at, or inlining) is made on a copy and kept, and the `ComputeAt`
+    after it takes that very state instead of moving the block again: the module an explicit
+    compute-at at that loop (or an inline) gives."""
     from msdb.hashing import structural_equal
     from msdb.ir import zoo
-    from msdb.schedule.prim_sampling import compute_at_move
+    from msdb.schedule.prim_sampling import compute_at_move, inline_move
 
     drawn = Counter()
-    for seed in range(12):
+    for seed in range(16):
         sch = Schedule(zoo.build("C2D", 1, 14, 14, 16, 16, 3, 1, 1), seed=seed)
         conv = sch.get_block("conv2d_nhwc")
         sch.split(sch.get_loops(conv)[1], [None, 7])
         pad = sch.get_block("PadInput")
+        before = sch.mod
         location = sch.sample_compute_location(pad)
         decision = sch.trace.decisions[sch.trace.insts[-1]]
-        drawn[decision >= 0] += 1
-        if decision < 0:
+        drawn[decision] += 1
+        if decision == -1:
             continue
-        before = sch.mod
-        move = compute_at_move("main", "PadInput", sch.get(location).loop_var, True, -1)
-        assert sch.state.take_tried(move)  # the state becomes the move's result
+        kept = sch.state._tried
+        assert kept is not None
+        move = inline_move("main", "PadInput") if decision == -2 else \
+            compute_at_move("main", "PadInput", sch.get(location).loop_var, True, -1)
+        assert kept[0] == move and kept[1] is before
+        sch.compute_at(pad, location, preserve_unit_loops=True)
+        assert sch.state.mod is kept[2].mod  # taken, not moved again
         explicit = Schedule(before)
-        explicit_loops = explicit.get_loops(explicit.get_block("conv2d_nhwc"))
-        explicit.compute_at(explicit.get_block("PadInput"), explicit_loops[decision], preserve_unit_loops=True)
+        if decision == -2:
+            explicit.compute_inline(explicit.get_block("PadInput"))
+        else:
+            explicit_loops = explicit.get_loops(explicit.get_block("conv2d_nhwc"))
+            explicit.compute_at(explicit.get_block("PadInput"), explicit_loops[decision], preserve_unit_loops=True)
         assert structural_equal(sch.mod, explicit.mod)
-    assert drawn[True] and drawn[False]  # loops drawn, and root or inline
+    assert drawn[-2] and drawn[-1] and sum(n for d, n in drawn.items() if d >= 0)  # inline, root and loops drawn

@@ -269,35 +269,38 @@ def test_copy_is_independent() -> None:
 
 def test_a_re_dressed_loop_or_block_patches_the_index_to_what_a_fresh_walk_gives() -> None:
     """A primitive that only re-dresses a statement (a loop's kind or annotations, a block's
-    annotations) patches the function's index instead of dropping it; every entry is the one a
-    fresh walk of the function gives, through loops inside blocks inside sequences (a conv's
-    padding, init and update), and a later primitive that rebuilds subtrees still works on it."""
+    annotations, a block with its init) patches the function's index instead of dropping it;
+    every entry is the one a fresh walk of the function gives, through loops inside blocks
+    inside sequences (a conv's padding, init and update), and a primitive that rebuilds a
+    subtree still drops it for a fresh walk."""
     from msdb.ir import zoo
     from msdb.schedule.state import _build_index
 
     sch = Schedule(zoo.build("C2D", 1, 14, 14, 16, 16, 3, 1, 1))
-    conv = sch.get_block("conv2d_nhwc")
-    sch.decompose_reduction(conv, sch.get_loops(conv)[4])
     state = sch.state
 
-    def assert_fresh() -> None:
-        patched, fresh = state.index("main"), _build_index(state.func("main"))
+    def assert_patched_and_fresh() -> None:
+        patched = state._indexes.get("main")
+        assert patched is not None  # kept through the replacement, not dropped
+        fresh = _build_index(state.func("main"))
         for field in ("blocks", "realizes", "loops", "parent"):
             got, want = getattr(patched, field), getattr(fresh, field)
-            assert list(got) == list(want) or set(map(id, got)) == set(map(id, want)), field
+            assert {id(key) for key in got} == {id(key) for key in want}, field
             assert all(got[key] is want[key] for key in want), field
 
-    assert_fresh()
+    conv = sch.get_block("conv2d_nhwc")
+    assert sch.get(conv).init is not None
+    sch.annotate(conv, "meta_schedule.tiling_structure", "SSRSRS")  # a block with its init
+    assert_patched_and_fresh()
+    sch.decompose_reduction(conv, sch.get_loops(conv)[4])
+    assert "main" not in state._indexes  # a rebuilt subtree: walked afresh on the next lookup
     pad_loops = sch.get_loops(sch.get_block("PadInput"))
-    sch.parallel(pad_loops[1])
-    index = state._indexes["main"]  # patched, not dropped
-    assert_fresh()
-    sch.vectorize(pad_loops[-1])
-    sch.annotate(sch.get_loops(conv)[2], "pragma_auto_unroll_max_step", 16)
-    sch.annotate(conv, "meta_schedule.tiling_structure", "SSRSRS")
-    sch.unroll(sch.get_loops(sch.get_block("conv2d_nhwc_init"))[-1])
-    assert state._indexes["main"] is not index
-    assert_fresh()
-    sch.split(sch.get_loops(conv)[1], [None, 7])  # a rebuilt subtree: walked afresh
-    assert_fresh()
-    assert sch.get_loops(conv)[1] is not None
+    for step in (lambda: sch.parallel(pad_loops[1]), lambda: sch.vectorize(pad_loops[-1]),
+                 lambda: sch.annotate(sch.get_loops(conv)[2], "pragma_auto_unroll_max_step", 16),
+                 lambda: sch.annotate(conv, "meta_schedule.unroll_explicit", 1),
+                 lambda: sch.unroll(sch.get_loops(sch.get_block("conv2d_nhwc_init"))[-1])):
+        step()
+        assert_patched_and_fresh()
+    sch.split(sch.get_loops(conv)[1], [None, 7])
+    assert "main" not in state._indexes
+    assert len(sch.get_loops(conv)) == 8

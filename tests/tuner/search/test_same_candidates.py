@@ -23,7 +23,6 @@ from msdb.tuner.tune import tune_tir
 from ._fakes import FakeBuilder, FakeRunner
 
 
-
 def _winograd() -> IRModule:
     """A 16-channel 8 x 8 conv as `--fuse winograd` makes it, F(4, 3): the functions whose
     transforms the search's memos of repeated accesses are for."""
