@@ -41,7 +41,7 @@ def model_file_summary(path: str | os.PathLike[str]) -> str:
     name = os.fspath(path)
     meta, _ = read_model_file(name, with_arrays=False)
     stamp = ModelStamp.from_json(meta.get("stamp"), name)
-    learned = (f"trained on {stamp.records} record(s) of {stamp.workloads} workload(s)"
-               f"{f' measured on {stamp.target_kind!r}' if stamp.target_kind else ''}" if stamp.records else
-               "untrained")
+    learned = f"trained on {stamp.records} record(s) of {stamp.workloads} workload(s)" if stamp.records else "untrained"
+    if stamp.records and stamp.target_kind:
+        learned += f" measured on {stamp.target_kind!r}"
     return f"{MODEL_FORMATS[meta['format']]} cost model {name}, {learned}"
