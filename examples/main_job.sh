@@ -19,8 +19,8 @@
 #      `msdb compile` layers ./msdb.sqlite over the team database and reports, per function, which
 #      record hit; and a small ONNX ResNet-18 (msdb.model.zoo, 32x32) compiles with default
 #      schedules wherever no record hits, run and checked against onnxruntime; then again with
-#      `--fuse winograd` (the CPU-fastest mode: conv weights packed in 16-channel blocks, 3x3
-#      stride-1 convs by Winograd's F(m, 3))
+#      `--fuse nchwc` (the CPU-fastest mode: activations in 16-channel blocks from conv to conv,
+#      3x3 stride-1 convs by Winograd's F(m, 3))
 #
 # Idempotent: imports and merges add nothing when run again (they deduplicate records; the
 # export is replaced atomically); a second tune continues (it measures nothing measured before). Needs only Python 3.11: without an `msdb` on PATH it sets
@@ -67,5 +67,5 @@ echo "== a small ONNX ResNet-18: compile (default schedules where nothing hits),
 "$PYTHON" -c "import onnx; from msdb.model.zoo import resnet; onnx.save(resnet(18, image=32, width=8, num_classes=10), 'build/resnet18_small.onnx')"
 msdb compile build/resnet18_small.onnx --db msdb.sqlite --target "llvm -num-cores=1" --run
 
-echo "== the same ResNet-18 with --fuse winograd: batch-norm folded, conv weights packed, 3x3 convs by Winograd"
-msdb compile build/resnet18_small.onnx --db msdb.sqlite --target "llvm -num-cores=1" --fuse winograd --run
+echo "== the same ResNet-18 with --fuse nchwc: batch-norm folded, activations in 16-channel blocks, 3x3 convs by Winograd"
+msdb compile build/resnet18_small.onnx --db msdb.sqlite --target "llvm -num-cores=1" --fuse nchwc --run

@@ -24,16 +24,25 @@ def _one(op: str, *inputs: te.Tensor, **attrs: object) -> te.Tensor:
     return out
 
 
+def blocks(channels: int) -> int:
+    """How many blocks of 16 hold `channels` (NCHW16c, the last one padded)."""
+    return -(-channels // 16)
+
+
 def conv_func(n: int, c: int, hw: int, f: int, k: int, stride: int, pad: int, *, groups: int = 1,
-              epilogue: str = "", packed: bool = False, winograd: int = 0) -> PrimFunc:
+              epilogue: str = "", packed: bool = False, winograd: int = 0, blocked: bool = False) -> PrimFunc:
     """A conv (NCHW / OIHW, dilation 1) and its epilogue: `epilogue` is a sequence of "b" (bias
     add), "r" (residual add) and "u" (relu), e.g. "bu" = TVM's fused_conv2d_add_relu. `packed`:
     `fuse="packed"`'s conv, weights [f/16, c, k, k, 16] (`msdb.model.legalize.conv.pack_weight`);
     `winograd` m: `fuse="winograd"`'s F(m, 3) conv (k 3, stride 1), weights [m+2, m+2, f/16, c, 16]
-    (`msdb.model.legalize.winograd.winograd_weight`)."""
-    data = _placeholder((n, c, hw, hw), "data")
+    (`msdb.model.legalize.winograd.winograd_weight`); with `blocked`, `fuse="nchwc"`'s: data,
+    bias, residual and output NCHW16c ([n, blocks(c), hw, hw, 16]), weights for c padded to
+    whole blocks."""
+    if blocked and not winograd:
+        raise ValueError("blocked: only a Winograd conv here (the blocked direct conv: tests/model/test_nchwc.py)")
+    data = _placeholder((n, blocks(c), hw, hw, 16) if blocked else (n, c, hw, hw), "data")
     if winograd:
-        weight = _placeholder((winograd + 2, winograd + 2, f // 16, c, 16), "weight")
+        weight = _placeholder((winograd + 2, winograd + 2, f // 16, blocks(c) * 16 if blocked else c, 16), "weight")
         out = _one("nn.conv2d_winograd", data, weight, padding=(pad,) * 4)
     elif packed:
         weight = _placeholder((f // 16, c, k, k, 16), "weight")
@@ -48,7 +57,8 @@ def conv_func(n: int, c: int, hw: int, f: int, k: int, stride: int, pad: int, *,
             continue
         if step not in "br":
             raise ValueError(f"unknown epilogue step {step!r}; use b, r or u")
-        other = _placeholder((1, f, 1, 1) if step == "b" else static_shape(out, "add"),
+        bias = (1, f // 16, 1, 1, 16) if blocked else (1, f, 1, 1)
+        other = _placeholder(bias if step == "b" else static_shape(out, "add"),
                              "bias" if step == "b" else "residual")
         args.append(other)
         out = _one("add", out, other)

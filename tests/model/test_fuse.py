@@ -285,10 +285,17 @@ def test_a_winograd_conv_that_cannot_be_one_is_a_clear_error():
     from msdb.model.legalize.winograd import winograd_weight
 
     data = te.placeholder((1, 16, 6, 6), name="data")
-    with pytest.raises(ModelError, match=r"nn.conv2d_winograd: expects 4-d NCHW data and 5-d transformed weights"):
+    expects = r"nn.conv2d_winograd: expects NCHW data or NCHW16c data \(\[N, C/16, H, W, 16\]\) and 5-d transformed weights"
+    with pytest.raises(ModelError, match=expects + r" .*, got data \[1, 16, 6, 6\] and weights \[16, 16, 3, 3\]"):
         legalize_op("nn.conv2d_winograd", [data, te.placeholder((16, 16, 3, 3), name="w")], {"padding": (1,) * 4})
-    with pytest.raises(ModelError, match=r"nn.conv2d_winograd: expects 4-d NCHW data"):
+    with pytest.raises(ModelError, match=expects):
         legalize_op("nn.conv2d_winograd", [te.placeholder((16, 6, 6), name="data"),
+                                           te.placeholder((6, 6, 1, 16, 16), name="w")], {"padding": (1,) * 4})
+    with pytest.raises(ModelError, match=expects + r" .*, got data \[1, 2, 6, 6, 8\]"):  # blocks of 8, not 16
+        legalize_op("nn.conv2d_winograd", [te.placeholder((1, 2, 6, 6, 8), name="data"),
+                                           te.placeholder((6, 6, 1, 16, 16), name="w")], {"padding": (1,) * 4})
+    with pytest.raises(ModelError, match=r"weights \[6, 6, 1, 16, 16\] are not F\(m, 3\) transforms .* of 32 input"):
+        legalize_op("nn.conv2d_winograd", [te.placeholder((1, 2, 6, 6, 16), name="data"),  # 32 channels in blocks
                                            te.placeholder((6, 6, 1, 16, 16), name="w")], {"padding": (1,) * 4})
     six = te.placeholder((6, 6, 1, 16, 16), name="w")
     with pytest.raises(ModelError, match=r"nn.conv2d_winograd: kernel and padding give an empty output \(0x0\)"):

@@ -468,7 +468,7 @@ class DefaultPlanner:
     def _winograd_recipe(self, gemm_extents: list[int]) -> None:
         """`winograd`'s steps, on a function it recognized; `gemm_extents` are the extents of
         `bgemm`'s loops (n, th, eps, nu, fo, tw, fi, rc)."""
-        from msdb.model.legalize.winograd import WINOGRAD_BLOCKS
+        from msdb.model.legalize.winograd import WINOGRAD_BLOCKS, channels_innermost
 
         data_pack, gemm_name, inverse = WINOGRAD_BLOCKS
         sch = self.sch
@@ -504,18 +504,25 @@ class DefaultPlanner:
         # left every Winograd conv on one thread
         self.parallelize(outer)
         self.split_init(gemm, rc)
-        *data_outer, e_loop, v_loop, c_loop, t_loop = sch.get_loops(sch.get_block(data_pack))
-        self._transform_loops([c_loop, e_loop, v_loop, t_loop])
+        pack_block = sch.get_block(data_pack)
+        if channels_innermost(self.block(data_pack)):
+            # NCHW16c data: channels innermost, the tile column outside the unrolled window
+            *data_outer, e_loop, v_loop, t_loop, c_loop = sch.get_loops(pack_block)
+            c_outer, c_lanes = sch.split(c_loop, [None, self.lanes_for(data_pack)])
+            self._transform_loops([c_outer, e_loop, v_loop, c_lanes], outside=[t_loop])
+        else:
+            *data_outer, e_loop, v_loop, c_loop, t_loop = sch.get_loops(pack_block)
+            self._transform_loops([c_loop, e_loop, v_loop, t_loop])
         self._transform_loops([tw, i, j, fi])
         self.done.update(WINOGRAD_BLOCKS)
         if not rows_outside:  # data_pack runs first, at the root: its own outer loops
             self.parallelize(data_outer)
 
-    def _transform_loops(self, order: Sequence[LoopRV]) -> None:
-        """A Winograd transform's loops in `order`; the two after the first unrolled, the last
-        vectorized (`winograd`)."""
+    def _transform_loops(self, order: Sequence[LoopRV], outside: Sequence[LoopRV] = ()) -> None:
+        """A Winograd transform's loops in `order`, with `outside` between the first and the
+        rest; the two after the first unrolled, the last vectorized (`winograd`)."""
         sch = self.sch
-        _applied("reorder the transform", lambda: sch.reorder(*order))
+        _applied("reorder the transform", lambda: sch.reorder(order[0], *outside, *order[1:]))
         for loop in order[1:3]:
             _applied("unroll the transform", partial(sch.unroll, loop))
         _applied("vectorize the transform", lambda: sch.vectorize(order[3]))

@@ -15,6 +15,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from msdb.ir import expr as E
+from msdb.ir import stmt as S
 from msdb.ir import te
 from msdb.model.graph import ModelError
 from msdb.model.legalize.common import expect_tensor, i64, static_shape
@@ -23,7 +24,7 @@ from msdb.model.legalize.registry import Legalized, Operand, register
 from msdb.model.ops import OpPattern
 
 __all__ = ["winograd_tile", "winograd_weight", "winograd_output", "not_unit_step", "conv2d_winograd",
-           "WINOGRAD_BLOCKS", "WINOGRAD_RULES"]
+           "channels_innermost", "WINOGRAD_BLOCKS", "WINOGRAD_RULES"]
 
 #: The block names a schedule recognizes a Winograd conv by (`tuner/space/default_planner.py`).
 WINOGRAD_BLOCKS = ("data_pack", "bgemm", "inverse")
@@ -89,6 +90,14 @@ def winograd_weight(weight: np.ndarray, m: int) -> np.ndarray:
     return np.ascontiguousarray(blocked).astype(weight.dtype)
 
 
+def channels_innermost(data_pack: S.Block) -> bool:
+    """Whether a Winograd conv's `data_pack` block is NCHW16c data's, [n, th, eps, nu, tw, c]
+    (its last iter var the input channel), rather than NCHW data's [n, th, eps, nu, c, tw]
+    (`conv2d_winograd`): the schedules vectorize its last loop either way, and must know which
+    of the two it is to tile it."""
+    return bool(data_pack.iter_vars) and data_pack.iter_vars[-1].var.name.endswith("cc")
+
+
 def _combination(terms: Sequence[tuple[Fraction, E.PrimExpr]], dtype: str) -> E.PrimExpr:
     """sum(coefficient * value), zero terms left out and +-1 as plain adds and subtracts."""
     total: E.PrimExpr | None = None
@@ -119,13 +128,25 @@ def _choice(index: E.PrimExpr, cases: Sequence[E.PrimExpr], first: int = 0) -> E
 
 def conv2d_winograd(data: te.Tensor, weight: te.Tensor, pad_before: Sequence[int], pad_after: Sequence[int],
                     op: str = "nn.conv2d_winograd") -> te.Tensor:
-    """A 3x3 stride-1 conv of NCHW `data` with Winograd-transformed weights
-    ([m+2, m+2, F/16, C, 16], `winograd_weight`; m from their shape): the blocks of the module
-    docstring. An output that does not split into whole m x m tiles gets partial tiles at the
-    bottom and right (computed on more zero padding, never unpacked)."""
-    if data.ndim != 4 or weight.ndim != 5:
-        raise ModelError(f"{op}: expects 4-d NCHW data and 5-d transformed weights [m+2, m+2, F/16, C, 16]")
-    n, c, h, w = static_shape(data, op)
+    """A 3x3 stride-1 conv with Winograd-transformed weights ([m+2, m+2, F/16, C, 16],
+    `winograd_weight`; m from their shape): the blocks of the module docstring. NCHW `data`
+    gives an NCHW output (`fuse="winograd"`); NCHW16c data (C counting the padding channels of
+    its last block) gives an NCHW16c output (`fuse="nchwc"`, `msdb.model.nchwc`). An output that
+    does not split into whole m x m tiles gets partial tiles at the bottom and right (computed
+    on more zero padding, never unpacked).
+
+    The transformed input `data_pack` is [n, th, eps, nu, c, tw] for NCHW data, so that its
+    tile column `tw` is the contiguous (vectorized) loop, and [n, th, eps, nu, tw, c] for NCHW16c
+    data, whose channels are contiguous in the input: both the transform's reads and its writes
+    are then whole vectors of channels. The product reads it one value at a time (a broadcast),
+    where the order does not matter."""
+    shape = static_shape(data, op)
+    blocked = data.ndim == 5
+    if data.ndim not in (4, 5) or weight.ndim != 5 or (blocked and shape[4] != PACK_BLOCK):
+        raise ModelError(f"{op}: expects NCHW data or NCHW{PACK_BLOCK}c data ([N, C/{PACK_BLOCK}, H, W, {PACK_BLOCK}]) "
+                         f"and 5-d transformed weights [m+2, m+2, F/16, C, 16], got data {list(shape)} and "
+                         f"weights {list(static_shape(weight, op))}")
+    n, c, h, w = (shape[0], shape[1] * PACK_BLOCK, shape[2], shape[3]) if blocked else shape
     alpha, alpha_w, blocks, c_w, block = static_shape(weight, op)
     m = alpha - 2
     if alpha != alpha_w or m not in _MATRICES or c_w != c or block != PACK_BLOCK:
@@ -140,23 +161,40 @@ def conv2d_winograd(data: te.Tensor, weight: te.Tensor, pad_before: Sequence[int
     # partial tiles at the bottom and right: their extra outputs are computed on zero padding
     # and never unpacked
     extra = [tiles_h * m - out_h, tiles_w * m - out_w]
-    temp = te.pad(data, [0, 0, *pad_before], [0, 0, pad_after[0] + extra[0], pad_after[1] + extra[1]], name="pad_temp")
+    lanes = [0] if blocked else []
+    temp = te.pad(data, [0, 0, *pad_before, *lanes], [0, 0, pad_after[0] + extra[0], pad_after[1] + extra[1], *lanes],
+                  name="pad_temp")
+    block_size = i64(PACK_BLOCK)
+
+    def read(nn: E.PrimExpr, cc: E.PrimExpr, y: E.PrimExpr, x: E.PrimExpr) -> E.PrimExpr:
+        if blocked:
+            return temp[nn, te.floordiv(cc, block_size), y, x, te.floormod(cc, block_size)]
+        return temp[nn, cc, y, x]
 
     def pack(nn: E.PrimExpr, th: E.PrimExpr, eps: E.PrimExpr, nu: E.PrimExpr, cc: E.PrimExpr,
              tw: E.PrimExpr) -> E.PrimExpr:
-        window = [[temp[nn, cc, th * i64(m) + i64(a), tw * i64(m) + i64(b)] for b in range(alpha)]
+        window = [[read(nn, cc, th * i64(m) + i64(a), tw * i64(m) + i64(b)) for b in range(alpha)]
                   for a in range(alpha)]
         cases = [_combination([(b_t[e][a] * b_t[v][b], window[a][b]) for a in range(alpha) for b in range(alpha)],
                               dtype)
                  for e in range(alpha) for v in range(alpha)]
         return _choice(eps * i64(alpha) + nu, cases)
 
-    packed = te.compute(tuple(i64(d) for d in (n, tiles_h, alpha, alpha, c, tiles_w)), pack, name="data_pack",
-                        attrs={"schedule_rule": WINOGRAD_RULES["data_pack"]},
-                        varargs_names=["nn", "th", "eps", "nu", "cc", "tw"])
+    attrs = {"schedule_rule": WINOGRAD_RULES["data_pack"]}
+    if blocked:
+        packed = te.compute(tuple(i64(d) for d in (n, tiles_h, alpha, alpha, tiles_w, c)),
+                            lambda nn, th, eps, nu, tw, cc: pack(nn, th, eps, nu, cc, tw), name="data_pack",
+                            attrs=attrs, varargs_names=["nn", "th", "eps", "nu", "tw", "cc"])
+    else:
+        packed = te.compute(tuple(i64(d) for d in (n, tiles_h, alpha, alpha, c, tiles_w)), pack, name="data_pack",
+                            attrs=attrs, varargs_names=["nn", "th", "eps", "nu", "cc", "tw"])
     rc = te.reduce_axis((i64(0), i64(c)), name="rc")
+
+    def packed_at(nn: E.PrimExpr, th: E.PrimExpr, eps: E.PrimExpr, nu: E.PrimExpr, tw: E.PrimExpr) -> E.PrimExpr:
+        return packed[nn, th, eps, nu, tw, rc] if blocked else packed[nn, th, eps, nu, rc, tw]
+
     product = te.compute(tuple(i64(d) for d in (n, tiles_h, alpha, alpha, blocks, tiles_w, PACK_BLOCK)),
-                         lambda nn, th, eps, nu, fo, tw, fi: te.sum(packed[nn, th, eps, nu, rc, tw]
+                         lambda nn, th, eps, nu, fo, tw, fi: te.sum(packed_at(nn, th, eps, nu, tw)
                                                                     * weight[eps, nu, fo, rc, fi], axis=[rc]),
                          name="bgemm", varargs_names=["nn", "th", "eps", "nu", "fo", "tw", "fi"])
 
@@ -171,10 +209,15 @@ def conv2d_winograd(data: te.Tensor, weight: te.Tensor, pad_before: Sequence[int
                        name="inverse", attrs={"schedule_rule": WINOGRAD_RULES["inverse"]},
                        varargs_names=["nn", "fo", "th", "i", "tw", "j", "fi"])
     mi = i64(m)
+    if blocked:
+        return te.compute(tuple(i64(d) for d in (n, blocks, out_h, out_w, PACK_BLOCK)),
+                          lambda nn, fo, yy, xx, fi: tiles[nn, fo, te.floordiv(yy, mi), te.floormod(yy, mi),
+                                                           te.floordiv(xx, mi), te.floormod(xx, mi), fi],
+                          name="conv2d_unpack", varargs_names=["nn", "fo", "yy", "xx", "fi"])
     return te.compute(tuple(i64(d) for d in (n, blocks * PACK_BLOCK, out_h, out_w)),
-                      lambda nn, ff, yy, xx: tiles[nn, te.floordiv(ff, i64(PACK_BLOCK)), te.floordiv(yy, mi),
+                      lambda nn, ff, yy, xx: tiles[nn, te.floordiv(ff, block_size), te.floordiv(yy, mi),
                                                    te.floormod(yy, mi), te.floordiv(xx, mi), te.floormod(xx, mi),
-                                                   te.floormod(ff, i64(PACK_BLOCK))],
+                                                   te.floormod(ff, block_size)],
                       name="conv2d_unpack")
 
 

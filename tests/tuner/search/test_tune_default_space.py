@@ -231,3 +231,34 @@ def test_a_task_nobody_tuned_starts_from_its_relatives_records() -> None:
 def test_transfer_neighbours_must_be_a_count() -> None:
     with pytest.raises(ValueError, match="transfer_neighbours"):
         EvolutionarySearch(transfer_neighbours=-1)
+
+
+@pytest.mark.slow
+def test_a_winograd_conv_of_blocked_data_tunes_with_the_channels_innermost_in_its_transform() -> None:
+    """`fuse="nchwc"`'s Winograd conv (NCHW16c data, 72 channels: five blocks, the last one
+    padded) in the default design space: the custom rule for `data_pack`
+    (`tuner/space/rules/winograd.py`) keeps the input channels, contiguous in NCHW16c,
+    innermost, in a sampled tile of at most `MAX_INNERMOST_FACTOR` (all 80 at once would be one
+    80-lane vector per window value); every record computes the conv."""
+    from msdb.ir.function import IRModule
+    from msdb.ir.functor import uses_var
+    from msdb.schedule import Schedule
+    from msdb.tuner.space.rules.winograd import MAX_INNERMOST_FACTOR
+    from tests.workloads import conv_func
+
+    func = conv_func(1, 72, 8, 16, 3, 1, 1, epilogue="bu", winograd=4, blocked=True)
+    db = MemoryDatabase()
+    tune_tir(func, CPU, db, 4, 4, strategy="replay-trace", cost_model="random", seed=2, task_name="winograd_nchwc")
+    records = db.get_all_tuning_records()
+    assert len(records) == 4
+    for record in records:
+        assert record.is_valid and check_record(record) is None
+        sch = Schedule(IRModule.from_func(func))
+        record.trace.apply_to_schedule(sch, remove_postproc=True)
+        realize = sch.state.realize(sch.func_name, "data_pack")
+        loop = sch.get(sch.get_loops(sch.get_block("data_pack"))[-1])
+        innermost = loop.loop_var
+        assert loop.extent.value <= MAX_INNERMOST_FACTOR
+        assert realize.block.iter_vars[-1].var.name == "v_cc"
+        assert uses_var(realize.iter_values[-1], {innermost})  # the channel's binding
+        assert not any(uses_var(value, {innermost}) for value in realize.iter_values[:-1])

@@ -18,7 +18,7 @@ from msdb.schedule import Schedule
 from msdb.tuner.space.default_schedule import DefaultScheduleError, default_schedule
 from msdb.tuner.space.register_tile import (ACCUMULATOR_REGISTERS, ACCUMULATOR_REGISTERS_AVX2, RegisterTile,
                                             accumulator_registers, choose_tile, vector_lanes, vector_part)
-from tests.workloads import conv_func, matmul_func, max_pool_func, relu_func
+from tests.workloads import blocks, conv_func, matmul_func, max_pool_func, relu_func
 from tests.isa import AVX2
 
 ONE_CORE = Target({"kind": "llvm", "num-cores": 1})
@@ -207,14 +207,49 @@ def test_winograd_convolutions_compute_what_numpy_computes(c: int, hw: int, f: i
     np.testing.assert_allclose(run(func, inputs, with_cores(isa_target, cores)), expected, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("hw,f,rows_outside", [(24, 16, True), (8, 32, False)])
+def nchw16c(array: np.ndarray, padding: np.ndarray | None = None) -> np.ndarray:
+    """NCHW `array` as NCHW16c, its channels padded to whole blocks with `padding`'s values
+    (default zeros)."""
+    n, c, h, w = array.shape
+    full = np.zeros((n, blocks(c) * 16, h, w), array.dtype) if padding is None else padding.copy()
+    full[:, :c] = array
+    return np.ascontiguousarray(full.reshape(n, blocks(c), 16, h, w).transpose(0, 1, 3, 4, 2))
+
+
+@pytest.mark.parametrize("c,hw,f,m,epilogue,cores", [
+    (16, 24, 16, 4, "bru", 1),  # 36 tiles, 16 channels: the tile row outside, data_pack under it
+    (24, 8, 32, 4, "bu", 1),    # a padded input block (not zeros in its padding lanes); the channel block outside
+    (40, 6, 16, 2, "", 2),      # F(2, 3), no epilogue, two cores
+])
+def test_a_winograd_conv_of_blocked_data_computes_what_numpy_computes(c: int, hw: int, f: int, m: int, epilogue: str,
+                                                                      cores: int, isa_target: Target) -> None:
+    """`fuse="nchwc"`'s Winograd conv: NCHW16c data, bias, residual and output. The padding
+    lanes of a padded input block hold values (as they may in a model: finite, unread) and the
+    zero weights of the padded channels keep them out of every output."""
+    from msdb.model.legalize.nchwc import pad_channels
+    from msdb.model.legalize.winograd import winograd_weight
+
+    func = conv_func(1, c, hw, f, 3, 1, 1, epilogue=epilogue, winograd=m, blocked=True)
+    x, w = rand(1, c, hw, hw), rand(f, c, 3, 3)
+    inputs, expected = with_epilogue([x, w], numpy_conv(x, w, 1, 1), epilogue)
+    inputs[0] = nchw16c(x, padding=rand(1, blocks(c) * 16, hw, hw, seed=3))
+    inputs[1] = winograd_weight(pad_channels(w, 1), m)
+    inputs[2:] = [nchw16c(a) for a in inputs[2:]]
+    np.testing.assert_allclose(run(func, inputs, with_cores(isa_target, cores)), nchw16c(expected),
+                               rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("hw,f,rows_outside,blocked", [(24, 16, True, False), (8, 32, False, False),
+                                                       (24, 16, True, True), (8, 32, False, True)])
 def test_a_winograd_conv_tiles_its_product_and_unrolls_its_transforms(hw: int, f: int, rows_outside: bool,
-                                                                      isa_target: Target) -> None:
+                                                                      blocked: bool, isa_target: Target) -> None:
     """The batched product gets the packed conv's register tile; data_pack sits under the tile
     row when the transformed input is the bigger operand, else runs first; the transforms
     unroll their (eps, nu) / (i, j) loops and vectorize the innermost one; the unpack is inlined
-    into the epilogue, which runs under the product's outer loops with the inverse."""
-    func = conv_func(1, 16, hw, f, 3, 1, 1, epilogue="bu", winograd=4)
+    into the epilogue, which runs under the product's outer loops with the inverse. Of
+    NCHW16c data (`blocked`), data_pack's innermost loop is a vector of input channels (the
+    channel loop split by the vector width) and its tile column sits above the unrolled loops."""
+    func = conv_func(1, 16, hw, f, 3, 1, 1, epilogue="bu", winograd=4, blocked=blocked)
     sch = default_schedule(func, isa_target)
     blocks = []
     post_order_visit(sch.mod.main.body, lambda n: blocks.append(n.name_hint) if isinstance(n, S.Block) else None)
@@ -228,8 +263,12 @@ def test_a_winograd_conv_tiles_its_product_and_unrolls_its_transforms(hw: int, f
     for name in ("data_pack", "inverse"):
         loops = [sch.get(lp) for lp in sch.get_loops(sch.get_block(name))]
         assert [lp.kind for lp in loops[-3:]] == [S.ForKind.UNROLLED, S.ForKind.UNROLLED, S.ForKind.VECTORIZED]
-    data_pack_loops = len(sch.get_loops(sch.get_block("data_pack")))
-    assert (data_pack_loops > 6) is rows_outside  # under the gemm's tile row, or at the root (6 own loops)
+    data_pack = [sch.get(lp) for lp in sch.get_loops(sch.get_block("data_pack"))]
+    own = 6 + blocked  # the channel loop split in two
+    assert (len(data_pack) > own) is rows_outside  # under the gemm's tile row, or at the root (its own loops)
+    if blocked:
+        assert data_pack[-1].extent.value == vector_lanes(isa_target)
+        assert data_pack[-4].extent.value == hw // 4 and data_pack[-4].kind == S.ForKind.SERIAL  # the tile column
     epilogue = [name for name in blocks if name not in ("root", "pad_temp", "data_pack", "inverse")
                 and not name.startswith("bgemm")]
     assert epilogue and all(len(sch.get_loops(sch.get_block(name))) > 4 for name in epilogue)

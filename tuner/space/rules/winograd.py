@@ -15,7 +15,7 @@ the contiguous loop (the tile column of `data_pack`, the tile column and 16 lane
 
 from __future__ import annotations
 
-from msdb.model.legalize.winograd import WINOGRAD_RULES
+from msdb.model.legalize.winograd import WINOGRAD_RULES, channels_innermost
 from msdb.schedule.rv import BlockRV, LoopRV
 from msdb.schedule.schedule import Schedule
 from msdb.tuner.space.rules.apply_custom_rule import register_custom_rule
@@ -34,17 +34,22 @@ def _tiled(sch: Schedule, loop: LoopRV) -> tuple[LoopRV, LoopRV]:
 
 
 def schedule_data_pack(sch: Schedule, block: BlockRV) -> list[Schedule]:
-    """`data_pack` [n, th, eps, nu, c, tw]: c and th tiled, then eps and nu unrolled, the tile
-    column tw innermost; the padding copy (its producer) at a sampled location."""
+    """`data_pack` of NCHW data, [n, th, eps, nu, c, tw]: c and th tiled, then eps and nu
+    unrolled, the tile column tw innermost. Of NCHW16c data (`fuse="nchwc"`), [n, th, eps, nu,
+    tw, c]: th and c tiled, the tile column outside the unrolled eps and nu, the inner channels
+    innermost (contiguous in both the input and the transform). Either way the padding copy
+    (its producer) goes to a sampled location."""
     loops = sch.get_loops(block)
     if len(loops) != 6:  # not the transform's own nest
         return [sch]
-    _, th, eps, nu, c, tw = loops
+    blocked = channels_innermost(sch.get(block))
+    _, th, eps, nu, *inner = loops
+    tw, c = inner if blocked else reversed(inner)
     c0, c1 = _tiled(sch, c)
     th0, th1 = _tiled(sch, th)
     sch.unroll(eps)
     sch.unroll(nu)
-    sch.reorder(c0, th0, c1, th1, eps, nu, tw)
+    sch.reorder(*((c0, th0, th1, tw, eps, nu, c1) if blocked else (c0, th0, c1, th1, eps, nu, tw)))
     for producer in sch.get_producers(block):
         sch.compute_at(producer, sch.sample_compute_location(producer), preserve_unit_loops=True)
     return [sch]
