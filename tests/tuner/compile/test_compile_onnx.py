@@ -129,8 +129,12 @@ def test_packed_resnet_tuned_from_its_design_spaces_hits_and_matches_onnxruntime
     packed = [name for name in model.functions if op in name]
     # packed: the 16-, 32- and 64-channel convs of a width-8 ResNet-18; winograd: its 3x3
     # stride-1 convs of 16 and 32 channels (4x4 and 2x2 outputs); nchwc: every conv, the
-    # 8-channel ones in one padded block
+    # 8-channel ones in one padded block, and its 3x3 stride-1 convs on blocks by Winograd
     assert len(packed) >= least
+    if fuse == "nchwc":
+        blocked_winograd = [name for name in model.functions if "conv2d_winograd" in name]
+        assert len(blocked_winograd) >= 3  # 8x8, 4x4 (F(4, 3)) and 2x2 (F(2, 3)) outputs
+        packed += blocked_winograd
     db = SQLiteDatabase(tmp_path / "packed.sqlite")
     try:
         count = len(extract_tasks(model))
