@@ -216,23 +216,25 @@ def nchw16c(array: np.ndarray, padding: np.ndarray | None = None) -> np.ndarray:
     return np.ascontiguousarray(full.reshape(n, blocks(c), 16, h, w).transpose(0, 1, 3, 4, 2))
 
 
-@pytest.mark.parametrize("c,hw,f,m,epilogue,cores", [
-    (16, 24, 16, 4, "bru", 1),  # 36 tiles, 16 channels: the tile row outside, data_pack under it
-    (24, 8, 32, 4, "bu", 1),    # a padded input block (not zeros in its padding lanes); the channel block outside
-    (40, 6, 16, 2, "", 2),      # F(2, 3), no epilogue, two cores
+@pytest.mark.parametrize("n,c,hw,f,m,epilogue,cores", [
+    (1, 16, 24, 16, 4, "bru", 1),  # 36 tiles, 16 channels: the tile row outside, data_pack under it
+    (1, 24, 8, 32, 4, "bu", 1),    # a padded input block (not zeros in its padding lanes); the channel block outside
+    (1, 40, 6, 16, 2, "", 2),      # F(2, 3), no epilogue, two cores
+    (2, 16, 8, 16, 4, "ru", 2),    # a batch of two, two cores
 ])
-def test_a_winograd_conv_of_blocked_data_computes_what_numpy_computes(c: int, hw: int, f: int, m: int, epilogue: str,
-                                                                      cores: int, isa_target: Target) -> None:
+def test_a_winograd_conv_of_blocked_data_computes_what_numpy_computes(n: int, c: int, hw: int, f: int, m: int,
+                                                                      epilogue: str, cores: int,
+                                                                      isa_target: Target) -> None:
     """`fuse="nchwc"`'s Winograd conv: NCHW16c data, bias, residual and output. The padding
     lanes of a padded input block hold values (as they may in a model: finite, unread) and the
     zero weights of the padded channels keep them out of every output."""
     from msdb.model.legalize.nchwc import pad_channels
     from msdb.model.legalize.winograd import winograd_weight
 
-    func = conv_func(1, c, hw, f, 3, 1, 1, epilogue=epilogue, winograd=m, blocked=True)
-    x, w = rand(1, c, hw, hw), rand(f, c, 3, 3)
+    func = conv_func(n, c, hw, f, 3, 1, 1, epilogue=epilogue, winograd=m, blocked=True)
+    x, w = rand(n, c, hw, hw), rand(f, c, 3, 3)
     inputs, expected = with_epilogue([x, w], numpy_conv(x, w, 1, 1), epilogue)
-    inputs[0] = nchw16c(x, padding=rand(1, blocks(c) * 16, hw, hw, seed=3))
+    inputs[0] = nchw16c(x, padding=rand(n, blocks(c) * 16, hw, hw, seed=3))
     inputs[1] = winograd_weight(pad_channels(w, 1), m)
     inputs[2:] = [nchw16c(a) for a in inputs[2:]]
     np.testing.assert_allclose(run(func, inputs, with_cores(isa_target, cores)), nchw16c(expected),

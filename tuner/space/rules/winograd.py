@@ -9,8 +9,9 @@ their small loops, which folds to one sum only where those loops are unrolled. L
 default rules, a random compute location or a partial unroll keeps the whole tree in every
 copy of an unrolled body: tens of thousands of instructions, minutes of LLVM. So each rule
 unrolls the small loops explicitly, inside a sampled two-level tiling of the others and outside
-the contiguous loop (the tile column of `data_pack`, the tile column and 16 lanes of
-`inverse`), as TVM's rules do; the padding copy gets a sampled compute location.
+the contiguous loop (the tile column of `data_pack`, or its input channels for NCHW16c data; the
+tile column and 16 lanes of `inverse`), as TVM's rules do; the padding copy gets a sampled
+compute location.
 """
 
 from __future__ import annotations
