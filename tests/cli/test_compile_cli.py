@@ -96,19 +96,21 @@ def test_without_run_the_report_has_no_run_times(small_resnet: pathlib.Path, emp
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("fuse,direct", [("winograd", "conv2d_packed"), ("nchwc", "conv2d_nchwc")])
 def test_compile_with_winograd_convs_matches_onnxruntime(small_resnet: pathlib.Path, empty_db: pathlib.Path,
-                                                        tmp_path: pathlib.Path) -> None:
-    """`--fuse winograd`: the 3x3 stride-1 convs of 16 and 32 channels become Winograd
-    functions, and the run still agrees with onnxruntime to float rounding."""
+                                                        tmp_path: pathlib.Path, fuse: str, direct: str) -> None:
+    """`--fuse winograd` (NCHW activations) and `--fuse nchwc` (NCHW16c activations): the 3x3
+    stride-1 convs of 16 and 32 channels become Winograd functions, the others stay direct, and
+    the run still agrees with onnxruntime to float rounding."""
     pytest.importorskip("onnxruntime")
     report = tmp_path / "report.json"
-    result = run("compile", small_resnet, "--db", empty_db, "--fuse", "winograd", "--run", "--repeat", 2,
+    result = run("compile", small_resnet, "--db", empty_db, "--fuse", fuse, "--run", "--repeat", 2,
                  "--report", report)
     assert result.exit_code == 0, result.output
     match = re.search(r"outputs vs onnxruntime [\d.]+: max abs error (\S+), max rel error (\S+)", result.output)
     assert match and float(match.group(2)) < 1e-4, result.output
     names = [r["name"] for r in json.loads(report.read_text())]
-    assert sum("conv2d_winograd" in name for name in names) >= 2 and any("conv2d_packed" in name for name in names)
+    assert sum("conv2d_winograd" in name for name in names) >= 2 and any(direct in name for name in names)
 
 
 @pytest.mark.slow
