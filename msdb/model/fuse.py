@@ -103,11 +103,12 @@ def pack_convs(graph: OpGraph, winograd: bool = False) -> OpGraph:
 
 
 def conv_winograd_tile(node: OpNode, shapes: dict[str, tuple[int, ...]], weight_shape: tuple[int, ...],
-                       dtype: str | None) -> int | None:
+                       dtype: str | None, partial: bool = False) -> int | None:
     """The Winograd tile size for a conv2d node of groups 1 (`pack_convs`, and `nchwc`'s
     `msdb.model.nchwc.block_channels`), or None when it stays direct:
-    not 3x3, a stride or dilation other than 1, an output that does not split into tiles, or
-    not float32 (in float16 F(4, 3) measured 2.4% relative error against 0.27% direct)."""
+    not 3x3, a stride or dilation other than 1, an output that does not split into tiles (with
+    `partial`, `winograd_tile`'s partial F(2, 3) tiles too), or not float32 (in float16 F(4, 3)
+    measured 2.4% relative error against 0.27% direct)."""
     from msdb.model.legalize.conv import conv_padding
     from msdb.model.legalize.winograd import not_unit_step, winograd_output, winograd_tile
 
@@ -117,7 +118,7 @@ def conv_winograd_tile(node: OpNode, shapes: dict[str, tuple[int, ...]], weight_
     if data is None or len(data) != 4:
         return None
     before, after = conv_padding(node.attrs, node.op)
-    return winograd_tile(*winograd_output(data[2], data[3], before, after))
+    return winograd_tile(*winograd_output(data[2], data[3], before, after), partial=partial)
 
 
 # =============================================================================================

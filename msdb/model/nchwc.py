@@ -5,7 +5,8 @@ AlterOpLayout do for x86.
 `block_channels(graph)` runs after `fold_batch_norm`. Walking the ops in order, it gives each
 conv with constant weights (groups 1, or depthwise) an NCHW16c output (`nn.conv2d_nchwc`,
 `nn.depthwise_conv2d_nchwc`: `msdb.model.legalize.nchwc`; a 3x3 stride-1 conv of blocked data
-whose output splits into whole Winograd tiles, float32, `nn.conv2d_winograd` of NCHW16c data:
+whose output splits into whole Winograd tiles (or, as at 7 x 7, into F(2, 3) tiles that compute
+few extra outputs), float32, `nn.conv2d_winograd` of NCHW16c data:
 `msdb.model.legalize.winograd`, 2-2.7x faster than the direct one on ResNet-50's, see
 docs/architecture.md, "Models"), and keeps a blocked tensor blocked
 through the ops that work per channel: the binary elementwise ops against another blocked tensor
@@ -158,7 +159,7 @@ class _Blocker:
         channels = self.shapes[data][1]
         attrs = {k: v for k, v in node.attrs.items() if k not in CONV_LAYOUTS and k not in ("groups", "out_dtype")}
         if groups == 1:
-            tile = conv_winograd_tile(node, self.shapes, weight.shape, self.dtypes[data])
+            tile = conv_winograd_tile(node, self.shapes, weight.shape, self.dtypes[data], partial=True)
             if data not in self.blocked:  # a region's first conv: NCHW data
                 op, packed, source = "nn.conv2d_nchwc", pack_weight(pad_channels(weight, 0)), data
             elif tile is not None:

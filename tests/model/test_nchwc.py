@@ -112,8 +112,9 @@ def _winograd_model() -> object:
 
     stem 3 -> 24 at 28 (NCHW data: direct) + relu; 24 -> 24 at 28 + bias + the stem's output +
     relu (blocked data, 28 = 7 tiles of 4: F(4, 3)); 24 -> 40 /2 (a stride: direct) + relu;
-    40 -> 40 at 14 + bias (F(2, 3)); 40 -> 40 /2 + relu (direct); 40 -> 40 at 7 (7 splits into
-    no whole tiles: direct), the graph's output."""
+    40 -> 40 at 14 + bias (F(2, 3)); 40 -> 40 /2 + relu (direct); 40 -> 40 at 7 (F(2, 3) in
+    partial tiles: 8 x 8 computed for 7 x 7); 40 -> 40 at 7 without padding, 5 x 5 out (partial
+    tiles would compute 36 for 25: direct), the graph's output."""
     b = zoo._Builder(seed=11)
     stem = b.node("Relu", [b.conv("data", 3, 24, 3, 1, "stem")], "stem.relu")
     x = b.node("Add", [b.conv(stem, 24, 24, 3, 1, "w4", bias=True), stem], "w4.residual")
@@ -121,11 +122,13 @@ def _winograd_model() -> object:
     x = b.node("Relu", [b.conv(x, 24, 40, 3, 2, "down1")], "down1.relu")
     x = b.conv(x, 40, 40, 3, 1, "w2", bias=True)
     x = b.node("Relu", [b.conv(x, 40, 40, 3, 2, "down2")], "down2.relu")
-    out = b.conv(x, 40, 40, 3, 1, "last")
-    return b.model("winograd", [("data", [1, 3, 28, 28])], out, [1, 40, 7, 7])
+    x = b.conv(x, 40, 40, 3, 1, "partial")
+    weight = (b.rng.standard_normal((40, 40, 3, 3)) * 0.07).astype("float32")
+    out = b.node("Conv", [x, b.init("last.weight", weight)], "last", kernel_shape=[3, 3], pads=[0, 0, 0, 0])
+    return b.model("winograd", [("data", [1, 3, 28, 28])], out, [1, 40, 5, 5])
 
 
-def test_the_pass_computes_3x3_stride_1_convs_of_blocked_data_in_whole_winograd_tiles():
+def test_the_pass_computes_3x3_stride_1_convs_of_blocked_data_in_winograd_tiles():
     from msdb.model.legalize.winograd import winograd_weight
     from msdb.model.legalize.nchwc import pad_channels
 
@@ -133,28 +136,46 @@ def test_the_pass_computes_3x3_stride_1_convs_of_blocked_data_in_whole_winograd_
     convs = {n.outputs[0].split(".")[0]: n for n in graph.nodes if n.op.startswith("nn.conv2d")}
     assert {name: n.op for name, n in convs.items()} == {
         "stem": "nn.conv2d_nchwc", "w4": "nn.conv2d_winograd", "down1": "nn.conv2d_nchwc",
-        "w2": "nn.conv2d_winograd", "down2": "nn.conv2d_nchwc", "last": "nn.conv2d_nchwc"}
+        "w2": "nn.conv2d_winograd", "down2": "nn.conv2d_nchwc", "partial": "nn.conv2d_winograd",
+        "last": "nn.conv2d_nchwc"}
     assert len(graph.shapes[convs["w4"].inputs[0]]) == 5  # reads the stem's blocks
     source = from_onnx(_winograd_model()).constants["w4.weight"]
     transformed = graph.constants[convs["w4"].inputs[1]]
     assert transformed.shape == (6, 6, 2, 32, 16)  # F(4, 3); 24 channels in two blocks, in and out
     np.testing.assert_array_equal(transformed, winograd_weight(pad_channels(pad_channels(source, 0), 1), 4))
     assert graph.constants[convs["w2"].inputs[1]].shape == (4, 4, 3, 48, 16)  # F(2, 3); 40 in three blocks
+    assert graph.constants[convs["partial"].inputs[1]].shape == (4, 4, 3, 48, 16)
     assert [n.op for n in graph.nodes].count("nn.to_nchwc") == 0 and graph.outputs == ("last",)
+
+
+@pytest.mark.parametrize("out,packed,blocked", [
+    (56, 4, 4), (28, 4, 4), (14, 2, 2), (6, 2, 2),  # whole tiles: F(4, 3), else F(2, 3)
+    (7, None, 2), (9, None, 2), (11, None, 2),      # partial F(2, 3) tiles: 64/49, 100/81, 144/121 of the outputs
+    (5, None, None), (3, None, None), (1, None, None),  # 36/25, 16/9, 4/1: direct
+])
+def test_partial_winograd_tiles_only_in_blocks_and_only_where_they_compute_few_extra_outputs(
+        out: int, packed: int | None, blocked: int | None) -> None:
+    """`winograd`'s rule (whole tiles only, measured against the packed direct conv) and
+    `nchwc`'s (F(2, 3) in partial tiles too, while they compute at most `PARTIAL_TILE_WASTE`
+    times the outputs: measured against the blocked direct conv)."""
+    from msdb.model.legalize.winograd import winograd_tile
+
+    assert winograd_tile(out, out) == packed
+    assert winograd_tile(out, out, partial=True) == blocked
 
 
 def test_the_winograd_model_computes_what_onnxruntime_computes():
     proto = _winograd_model()
     feeds = random_feeds(proto)
     model = lower(from_onnx(proto), "nchwc")
-    assert sum("conv2d_winograd" in name for name in model.functions) == 2
+    assert sum("conv2d_winograd" in name for name in model.functions) == 3
     np.testing.assert_allclose(run_model(model, feeds)[0], ort_run(proto, feeds)[0], rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.slow
 def test_the_winograd_model_compiles_to_what_onnxruntime_computes(isa_target: Target, tmp_path: Path) -> None:
     compiled = _compile_and_check(_winograd_model(), tmp_path, isa_target)
-    assert sum("conv2d_winograd" in name for name in compiled.model.functions) == 2  # type: ignore[attr-defined]
+    assert sum("conv2d_winograd" in name for name in compiled.model.functions) == 3  # type: ignore[attr-defined]
 
 
 def test_blocked_ops_refuse_operands_of_the_wrong_layout_by_name():

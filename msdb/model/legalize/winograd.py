@@ -23,7 +23,7 @@ from msdb.model.legalize.conv import PACK_BLOCK, conv_padding
 from msdb.model.legalize.registry import Legalized, Operand, register
 from msdb.model.ops import OpPattern
 
-__all__ = ["winograd_tile", "winograd_weight", "winograd_output", "not_unit_step", "conv2d_winograd",
+__all__ = ["winograd_tile", "PARTIAL_TILE_WASTE", "winograd_weight", "winograd_output", "not_unit_step", "conv2d_winograd",
            "channels_innermost", "WINOGRAD_BLOCKS", "WINOGRAD_RULES"]
 
 #: The block names a schedule recognizes a Winograd conv by (`tuner/space/default_planner.py`).
@@ -49,15 +49,27 @@ _MATRICES: dict[int, tuple[list[list[Fraction]], list[list[Fraction]], list[list
 }
 
 
-def winograd_tile(out_h: int, out_w: int) -> int | None:
-    """The output tile size m `fuse="winograd"` gives a conv whose output is `out_h` x `out_w`:
-    the largest of 4 and 2 dividing both, else None (the conv stays direct). Measured (one
-    thread, AVX-512) against the packed direct conv: whole tiles win (64x56x56 F(4, 3) 0.53x,
+#: How many more outputs than a conv's its tiles may compute when `winograd_tile` allows partial
+#: F(2, 3) tiles: 7 x 7 in 2 x 2 tiles computes 8 x 8 (64 / 49).
+PARTIAL_TILE_WASTE = 64 / 49
+
+
+def winograd_tile(out_h: int, out_w: int, partial: bool = False) -> int | None:
+    """The output tile size m a conv whose output is `out_h` x `out_w` gets: the largest of 4
+    and 2 dividing both, else None (the conv stays direct). Measured (one thread, AVX-512)
+    against the packed direct conv (`fuse="winograd"`): whole tiles win (64x56x56 F(4, 3) 0.53x,
     256x14x14 F(2, 3) 0.72x), partial ones lose (256x14x14 F(4, 3) 1.19x, 512x7x7 F(2, 3) 1.51x:
-    the extra tiles, and transformed weights too big for L2)."""
+    the extra tiles, and transformed weights too big for L2).
+
+    `partial` (`fuse="nchwc"`, NCHW16c data): where no tile size divides the output, F(2, 3) in
+    partial tiles when they compute at most `PARTIAL_TILE_WASTE` times the outputs. Against the
+    blocked direct conv (one thread, Zen 4) 512x7x7 F(2, 3) measured 1.37 vs 2.05 ms, F(4, 3)
+    2.42 ms; ResNet-18 0.65x -> 0.60x onnxruntime (docs/benchmarks.md, stop 40)."""
     for m in sorted(_MATRICES, reverse=True):
         if out_h % m == 0 and out_w % m == 0:
             return m
+    if partial and (-(-out_h // 2) * 2) * (-(-out_w // 2) * 2) <= PARTIAL_TILE_WASTE * out_h * out_w:
+        return 2
     return None
 
 

@@ -221,6 +221,7 @@ def nchw16c(array: np.ndarray, padding: np.ndarray | None = None) -> np.ndarray:
     (1, 24, 8, 32, 4, "bu", 1),    # a padded input block (not zeros in its padding lanes); the channel block outside
     (1, 40, 6, 16, 2, "", 2),      # F(2, 3), no epilogue, two cores
     (2, 16, 8, 16, 4, "ru", 2),    # a batch of two, two cores
+    (1, 16, 7, 32, 2, "bru", 1),   # 7 x 7 in partial 2 x 2 tiles (nchwc's rule at 7 x 7)
 ])
 def test_a_winograd_conv_of_blocked_data_computes_what_numpy_computes(n: int, c: int, hw: int, f: int, m: int,
                                                                       epilogue: str, cores: int,
