@@ -32,7 +32,8 @@ __all__ = ["compile_command"]
                    "packed: fold, with conv weights packed in 16-channel blocks; winograd: packed, with 3x3 "
                    "stride-1 convs computed by Winograd's F(m, 3) (its rounding differs from a direct conv's by "
                    "1e-6 to 1e-5 of the output's scale); nchwc: fold, with every activation between convs in "
-                   "16-channel blocks and winograd's 3x3 convs on them (fastest on CPUs).")
+                   "16-channel blocks, and their 3x3 stride-1 convs by Winograd's F(m, 3) where the tiles fit "
+                   "(fastest on CPUs for CNNs).")
 @click.option("--run", "run_model", is_flag=True,
               help="Time the whole model (on the target's -num-cores threads, default one; the line says how "
                    "many cores this process may use and how busy the machine is), name its slowest functions "

@@ -113,7 +113,7 @@ class _TuneProgress:
               help="An ONNX MODEL's fusion (default tvm: TVM's tasks; fold: batch-norm folded, epilogues fused; "
                    "packed: fold with conv weights packed in 16-channel blocks; winograd: packed, "
                    "3x3 stride-1 convs by Winograd's F(m, 3); nchwc: fold with activations in 16-channel "
-                   "blocks, 3x3 stride-1 convs by Winograd's F(m, 3) on them).")
+                   "blocks, their 3x3 stride-1 convs by Winograd's F(m, 3) where the tiles fit).")
 def tune_command(db: str, script: str | None, zoo_name: str | None, target: Target | None, trials: int, per_iter: int,
                  strategy: str, cost_model: str, seed: int | None, workers: int | None, threads: int,
                  cluster: str | None, module_equality: str, max_trials_per_task: int | None, profile: bool,

@@ -11,6 +11,7 @@ from msdb.ir import te
 from msdb.ir.function import PrimFunc
 from msdb.model.legalize import legalize_op
 from msdb.model.legalize.common import static_shape
+from msdb.model.legalize.nchwc import blocks_of
 
 
 def _placeholder(shape: tuple[int, ...], name: str) -> te.Tensor:
@@ -24,11 +25,6 @@ def _one(op: str, *inputs: te.Tensor, **attrs: object) -> te.Tensor:
     return out
 
 
-def blocks(channels: int) -> int:
-    """How many blocks of 16 hold `channels` (NCHW16c, the last one padded)."""
-    return -(-channels // 16)
-
-
 def conv_func(n: int, c: int, hw: int, f: int, k: int, stride: int, pad: int, *, groups: int = 1,
               epilogue: str = "", packed: bool = False, winograd: int = 0, blocked: bool = False) -> PrimFunc:
     """A conv (NCHW / OIHW, dilation 1) and its epilogue: `epilogue` is a sequence of "b" (bias
@@ -37,12 +33,12 @@ def conv_func(n: int, c: int, hw: int, f: int, k: int, stride: int, pad: int, *,
     `winograd` m: `fuse="winograd"`'s F(m, 3) conv (k 3, stride 1), weights [m+2, m+2, f/16, c, 16]
     (`msdb.model.legalize.winograd.winograd_weight`); with `blocked`, `fuse="nchwc"`'s: data,
     bias, residual and output NCHW16c ([n, blocks(c), hw, hw, 16]), weights for c padded to
-    whole blocks."""
+    whole blocks (`msdb.model.legalize.nchwc.blocks_of`)."""
     if blocked and not winograd:
         raise ValueError("blocked: only a Winograd conv here (the blocked direct conv: tests/model/test_nchwc.py)")
-    data = _placeholder((n, blocks(c), hw, hw, 16) if blocked else (n, c, hw, hw), "data")
+    data = _placeholder((n, blocks_of(c), hw, hw, 16) if blocked else (n, c, hw, hw), "data")
     if winograd:
-        weight = _placeholder((winograd + 2, winograd + 2, f // 16, blocks(c) * 16 if blocked else c, 16), "weight")
+        weight = _placeholder((winograd + 2, winograd + 2, f // 16, blocks_of(c) * 16 if blocked else c, 16), "weight")
         out = _one("nn.conv2d_winograd", data, weight, padding=(pad,) * 4)
     elif packed:
         weight = _placeholder((f // 16, c, k, k, 16), "weight")

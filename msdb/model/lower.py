@@ -45,8 +45,8 @@ def lower(graph: OpGraph, fuse: Literal["tvm", "fold", "packed", "winograd", "nc
     pipeline's FuseOps), "fold" (batch-norm folded into the convs, conv epilogues fused),
     "packed" (fold, with the convs' weights packed in output-channel blocks: `pack_convs`),
     "winograd" (packed, with 3x3 stride-1 convs computed by Winograd's F(m, 3)) or "nchwc"
-    (fold, with the activations between convs in blocks of 16 channels, and winograd's 3x3
-    convs on them: `msdb.model.nchwc.block_channels`)."""
+    (fold, with the activations between convs in blocks of 16 channels, and their 3x3 stride-1
+    convs by Winograd's F(m, 3) where the tiles fit: `msdb.model.nchwc.block_channels`)."""
     if fuse not in FUSE_MODES:
         raise ModelError(f"fuse={fuse!r} is not a fusion mode; use one of {', '.join(FUSE_MODES)}")
     source = fold_batch_norm(graph) if fuse != "tvm" else graph

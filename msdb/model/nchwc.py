@@ -7,7 +7,7 @@ conv with constant weights (groups 1, or depthwise) an NCHW16c output (`nn.conv2
 `nn.depthwise_conv2d_nchwc`: `msdb.model.legalize.nchwc`; a 3x3 stride-1 conv of blocked data
 whose output splits into whole Winograd tiles (or, as at 7 x 7, into F(2, 3) tiles that compute
 few extra outputs), float32, `nn.conv2d_winograd` of NCHW16c data:
-`msdb.model.legalize.winograd`, 2-2.7x faster than the direct one on ResNet-50's, see
+`msdb.model.legalize.winograd`, 2-3x faster than the direct one on ResNet-50's, see
 docs/architecture.md, "Models"), and keeps a blocked tensor blocked
 through the ops that work per channel: the binary elementwise ops against another blocked tensor
 of the same shape or a per-channel or scalar constant, relu, clip, max and average pooling, and
@@ -145,7 +145,8 @@ class _Blocker:
     def _conv(self, node: OpNode) -> bool:
         from msdb.model.fuse import conv_winograd_tile
         from msdb.model.legalize.conv import CONV_LAYOUTS, pack_weight
-        from msdb.model.legalize.nchwc import pack_blocked_weight, pack_depthwise_weight, pad_channels
+        from msdb.model.legalize.nchwc import (pack_blocked_weight, pack_depthwise_weight, pad_channels,
+                                               pad_weight_channels)
         from msdb.model.legalize.winograd import winograd_weight
 
         data, weight_name = node.inputs if len(node.inputs) == 2 else (None, None)
@@ -163,7 +164,7 @@ class _Blocker:
             if data not in self.blocked:  # a region's first conv: NCHW data
                 op, packed, source = "nn.conv2d_nchwc", pack_weight(pad_channels(weight, 0)), data
             elif tile is not None:
-                op, packed = "nn.conv2d_winograd", winograd_weight(pad_channels(pad_channels(weight, 0), 1), tile)
+                op, packed = "nn.conv2d_winograd", winograd_weight(pad_weight_channels(weight), tile)
                 source = self.blocked[data]
             else:
                 op, packed, source = "nn.conv2d_nchwc", pack_blocked_weight(weight), self.blocked[data]

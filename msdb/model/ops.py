@@ -19,8 +19,8 @@ __all__ = ["OpPattern", "OpNode", "OpGraph", "FUSE_MODES"]
 
 #: The fusion modes `msdb.model.lower.lower` knows (docs/architecture.md, "Models"): TVM's
 #: "zero" pipeline, then msdb's own: "fold", "packed" and "winograd" each one step beyond the
-#: last, and "nchwc" ("fold" with every activation between convs in channel blocks, and
-#: "winograd"'s 3x3 convs on them).
+#: last, and "nchwc" ("fold" with every activation between convs in channel blocks, and their
+#: 3x3 stride-1 convs by Winograd's F(m, 3) where the tiles fit).
 FUSE_MODES = ("tvm", "fold", "packed", "winograd", "nchwc")
 
 

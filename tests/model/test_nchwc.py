@@ -129,8 +129,8 @@ def _winograd_model() -> object:
 
 
 def test_the_pass_computes_3x3_stride_1_convs_of_blocked_data_in_winograd_tiles():
+    from msdb.model.legalize.nchwc import pad_weight_channels
     from msdb.model.legalize.winograd import winograd_weight
-    from msdb.model.legalize.nchwc import pad_channels
 
     graph = block_channels(fold_batch_norm(from_onnx(_winograd_model())))
     convs = {n.outputs[0].split(".")[0]: n for n in graph.nodes if n.op.startswith("nn.conv2d")}
@@ -142,7 +142,7 @@ def test_the_pass_computes_3x3_stride_1_convs_of_blocked_data_in_winograd_tiles(
     source = from_onnx(_winograd_model()).constants["w4.weight"]
     transformed = graph.constants[convs["w4"].inputs[1]]
     assert transformed.shape == (6, 6, 2, 32, 16)  # F(4, 3); 24 channels in two blocks, in and out
-    np.testing.assert_array_equal(transformed, winograd_weight(pad_channels(pad_channels(source, 0), 1), 4))
+    np.testing.assert_array_equal(transformed, winograd_weight(pad_weight_channels(source), 4))
     assert graph.constants[convs["w2"].inputs[1]].shape == (4, 4, 3, 48, 16)  # F(2, 3); 40 in three blocks
     assert graph.constants[convs["partial"].inputs[1]].shape == (4, 4, 3, 48, 16)
     assert [n.op for n in graph.nodes].count("nn.to_nchwc") == 0 and graph.outputs == ("last",)
@@ -162,6 +162,46 @@ def test_partial_winograd_tiles_only_in_blocks_and_only_where_they_compute_few_e
 
     assert winograd_tile(out, out) == packed
     assert winograd_tile(out, out, partial=True) == blocked
+
+
+@pytest.mark.parametrize("h,w,blocked", [(7, 14, 2), (5, 14, 2), (3, 14, None)])
+def test_partial_winograd_tiles_of_a_rectangle_count_both_sides(h: int, w: int, blocked: int | None) -> None:
+    """8 x 14 computed for 7 x 14 (112 for 98), 6 x 14 for 5 x 14 (84 for 70): at most 64/49;
+    4 x 14 for 3 x 14 (56 for 42) is more."""
+    from msdb.model.legalize.winograd import winograd_tile
+
+    assert winograd_tile(h, w, partial=True) == blocked
+
+
+def test_a_dilated_3x3_conv_of_blocked_data_stays_direct():
+    """Winograd's F(m, 3) needs stride and dilation 1: a dilated 3x3 conv at 16 x 16 (whole
+    tiles) keeps the blocked direct conv."""
+    b = zoo._Builder(seed=3)
+    stem = b.node("Relu", [b.conv("data", 3, 16, 3, 1, "stem")], "stem.relu")
+    weight = (b.rng.standard_normal((16, 16, 3, 3)) * 0.1).astype("float32")
+    out = b.node("Conv", [stem, b.init("dilated.weight", weight)], "dilated", kernel_shape=[3, 3],
+                 pads=[2, 2, 2, 2], dilations=[2, 2])
+    graph = block_channels(fold_batch_norm(from_onnx(b.model("dilated", [("data", [1, 3, 16, 16])], out,
+                                                             [1, 16, 16, 16]))))
+    assert [n.op for n in graph.nodes if n.op.startswith("nn.conv2d")] == ["nn.conv2d_nchwc", "nn.conv2d_nchwc"]
+
+
+def test_the_two_forms_of_a_winograd_data_pack_are_told_apart_by_what_they_read():
+    """`channels_innermost`: NCHW16c data's [n, th, eps, nu, tw, c] against NCHW data's
+    [n, th, eps, nu, c, tw], whether the padded copy is its own block or inlined into the
+    transform (as a sampled compute location may do)."""
+    from msdb.ir import stmt as S
+    from msdb.ir.function import IRModule
+    from msdb.model.legalize.winograd import channels_innermost
+    from msdb.schedule import Schedule
+    from tests.workloads import conv_func
+
+    for blocked in (False, True):
+        sch = Schedule(IRModule.from_func(conv_func(1, 16, 8, 16, 3, 1, 1, winograd=4, blocked=blocked)))
+        pack = sch.get(sch.get_block("data_pack"))
+        assert isinstance(pack, S.Block) and channels_innermost(pack) is blocked
+        sch.compute_inline(sch.get_block("pad_temp"))
+        assert channels_innermost(sch.get(sch.get_block("data_pack"))) is blocked
 
 
 def test_the_winograd_model_computes_what_onnxruntime_computes():

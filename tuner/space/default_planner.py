@@ -420,8 +420,9 @@ class DefaultPlanner:
             _applied("vectorize the init", lambda: sch.vectorize(init_loops[-1]))
 
     def winograd(self) -> bool:
-        """A Winograd conv (`fuse="winograd"`, `msdb.model.legalize.winograd`): its own recipe
-        instead of steps 1-3; False when the function is not one.
+        """A Winograd conv (`fuse="winograd"`, or `fuse="nchwc"`'s of NCHW16c data,
+        `msdb.model.legalize.winograd`): its own recipe instead of steps 1-3; False when the
+        function is not one.
 
         - The loop nest is the `inverse`'s, with the product computed under it (`compute_at`
           of `bgemm`, not `reverse_compute_at` of `inverse`: the inverse reads every (eps, nu)
@@ -440,7 +441,9 @@ class DefaultPlanner:
           reading the inverse's tiles while they are in cache.
         - `data_pack` and `inverse` run with their (eps, nu) and (i, j) loops unrolled, which
           folds their if_then_else trees to one sum each and lets LLVM share the loads, and
-          their tile column (`data_pack`) or lane (`inverse`) loop vectorized.
+          their tile column (`data_pack` of NCHW data), input channels split by the vector
+          width (`data_pack` of NCHW16c data, the tile column outside the unrolled loops) or
+          lane (`inverse`) loop vectorized.
         Measured (one thread, AVX-512, bias + relu epilogue), against the packed direct conv:
         64x56x56 F(4, 3) 0.73-0.75 vs 1.37-1.42 ms, 128x28x28 F(4, 3) 0.61-0.66 vs 1.24-1.31 ms,
         256x14x14 F(2, 3) 0.83-0.87 vs 1.19-1.21 ms."""

@@ -31,7 +31,7 @@ from msdb.model.legalize.conv import PACK_BLOCK, conv2d_blocked_output, conv_out
 from msdb.model.legalize.registry import Legalized, Operand, register
 from msdb.model.ops import OpPattern
 
-__all__ = ["blocks_of", "pack_blocked_weight", "pack_depthwise_weight", "pad_channels"]
+__all__ = ["blocks_of", "pack_blocked_weight", "pack_depthwise_weight", "pad_channels", "pad_weight_channels"]
 
 
 def blocks_of(channels: int) -> int:
@@ -49,11 +49,17 @@ def pad_channels(array: np.ndarray, axis: int, value: float = 0.0) -> np.ndarray
     return np.pad(array, widths, constant_values=value)
 
 
+def pad_weight_channels(weight: np.ndarray) -> np.ndarray:
+    """OIHW weights with both channel counts padded with zeros to whole blocks: what a conv
+    between NCHW16c tensors reads (the padding input channels then never reach an output)."""
+    return pad_channels(pad_channels(weight, 0), 1)
+
+
 def pack_blocked_weight(weight: np.ndarray) -> np.ndarray:
     """OIHW weights as `nn.conv2d_nchwc` reads them with NCHW16c data: [F/16, C/16, KH, KW, 16
     (input channel), 16 (output channel)] (TVM's OIHW16i16o), both channel counts padded with
     zeros to whole blocks."""
-    padded = pad_channels(pad_channels(weight, 0), 1)
+    padded = pad_weight_channels(weight)
     f, c, kh, kw = padded.shape
     blocked = padded.reshape(f // PACK_BLOCK, PACK_BLOCK, c // PACK_BLOCK, PACK_BLOCK, kh, kw)
     return np.ascontiguousarray(blocked.transpose(0, 2, 4, 5, 3, 1))

@@ -1,10 +1,10 @@
-"""`nn.conv2d_winograd`: msdb's own op for `fuse="winograd"`, a 3x3 stride-1 conv computed with
-Winograd's minimal filtering F(m x m, 3 x 3).
+"""`nn.conv2d_winograd`: msdb's own op for `fuse="winograd"` (NCHW data) and `fuse="nchwc"`
+(NCHW16c data), a 3x3 stride-1 conv computed with Winograd's minimal filtering F(m x m, 3 x 3).
 
 Blocks `pad_temp`, `data_pack` (B^T d B per tile), `bgemm` (the batched product), `inverse`
 (A^T M A) and `conv2d_unpack`; the weights U = G g G^T are transformed once at load time
-(`winograd_weight`, called by `msdb.model.fuse.pack_convs`). Why, the block shapes and the
-measured rounding: see docs/architecture.md, "Models".
+(`winograd_weight`, called by `msdb.model.fuse.pack_convs` and `msdb.model.nchwc`). Why, the
+block shapes and the measured rounding: see docs/architecture.md, "Models".
 """
 
 from __future__ import annotations
@@ -50,8 +50,9 @@ _MATRICES: dict[int, tuple[list[list[Fraction]], list[list[Fraction]], list[list
 
 
 #: How many more outputs than a conv's its tiles may compute when `winograd_tile` allows partial
-#: F(2, 3) tiles: 7 x 7 in 2 x 2 tiles computes 8 x 8 (64 / 49).
-PARTIAL_TILE_WASTE = 64 / 49
+#: F(2, 3) tiles: 7 x 7 in 2 x 2 tiles computes 8 x 8 (64 / 49). A fraction, so that 7 x 7 itself
+#: compares exactly.
+PARTIAL_TILE_WASTE = Fraction(64, 49)
 
 
 def winograd_tile(out_h: int, out_w: int, partial: bool = False) -> int | None:
@@ -64,7 +65,7 @@ def winograd_tile(out_h: int, out_w: int, partial: bool = False) -> int | None:
     `partial` (`fuse="nchwc"`, NCHW16c data): where no tile size divides the output, F(2, 3) in
     partial tiles when they compute at most `PARTIAL_TILE_WASTE` times the outputs. Against the
     blocked direct conv (one thread, Zen 4) 512x7x7 F(2, 3) measured 1.37 vs 2.05 ms, F(4, 3)
-    2.42 ms; ResNet-18 0.65x -> 0.60x onnxruntime (docs/benchmarks.md, stop 40)."""
+    2.42 ms; ResNet-18 0.66-0.67x -> 0.61-0.62x onnxruntime (docs/benchmarks.md, stop 40)."""
     for m in sorted(_MATRICES, reverse=True):
         if out_h % m == 0 and out_w % m == 0:
             return m
@@ -106,8 +107,9 @@ def channels_innermost(data_pack: S.Block) -> bool:
     """Whether a Winograd conv's `data_pack` block is NCHW16c data's, [n, th, eps, nu, tw, c]
     (its last iter var the input channel), rather than NCHW data's [n, th, eps, nu, c, tw]
     (`conv2d_winograd`): the schedules vectorize its last loop either way, and must know which
-    of the two it is to tile it."""
-    return bool(data_pack.iter_vars) and data_pack.iter_vars[-1].var.name.endswith("cc")
+    of the two it is to tile it. Told by what it reads, not by names: NCHW16c data is 5-d, and
+    so is its padded copy, whether or not a schedule inlined that copy."""
+    return any(len(region.buffer.shape) == 5 for region in data_pack.reads)
 
 
 def _combination(terms: Sequence[tuple[Fraction, E.PrimExpr]], dtype: str) -> E.PrimExpr:
@@ -237,8 +239,8 @@ def conv2d_winograd(data: te.Tensor, weight: te.Tensor, pad_before: Sequence[int
 def conv2d_winograd_op(inputs: Sequence[Operand], attrs: Mapping[str, Any], constants: Mapping[str, np.ndarray]
                        ) -> Legalized:
     """`nn.conv2d_winograd(data, transformed_weight)`: msdb's own op (`fuse="winograd"` puts it
-    where a 3x3 stride-1 conv2d with constant weights was); attrs as `nn.conv2d`'s (`padding`;
-    strides and dilation must be 1)."""
+    where a 3x3 stride-1 conv2d with constant weights was, `fuse="nchwc"` where one read blocked
+    data); attrs as `nn.conv2d`'s (`padding`; strides and dilation must be 1)."""
     op = "nn.conv2d_winograd"
     data, weight = expect_tensor(inputs[0], op, 0), expect_tensor(inputs[1], op, 1)
     if weight.dtype != data.dtype or (attrs.get("out_dtype") or data.dtype) != data.dtype:

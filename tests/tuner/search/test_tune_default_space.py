@@ -238,12 +238,11 @@ def test_a_winograd_conv_of_blocked_data_tunes_with_the_channels_innermost_in_it
     """`fuse="nchwc"`'s Winograd conv (NCHW16c data, 72 channels: five blocks, the last one
     padded) in the default design space: the custom rule for `data_pack`
     (`tuner/space/rules/winograd.py`) keeps the input channels, contiguous in NCHW16c,
-    innermost, in a sampled tile of at most `MAX_INNERMOST_FACTOR` (all 80 at once would be one
-    80-lane vector per window value); every record computes the conv."""
+    innermost, one block of 16 at a time (all 80 at once would be one 80-lane
+    vector per window value); every record computes the conv."""
     from msdb.ir.function import IRModule
     from msdb.ir.functor import uses_var
     from msdb.schedule import Schedule
-    from msdb.tuner.space.rules.winograd import MAX_INNERMOST_FACTOR
     from tests.workloads import conv_func
 
     func = conv_func(1, 72, 8, 16, 3, 1, 1, epilogue="bu", winograd=4, blocked=True)
@@ -258,7 +257,7 @@ def test_a_winograd_conv_of_blocked_data_tunes_with_the_channels_innermost_in_it
         realize = sch.state.realize(sch.func_name, "data_pack")
         loop = sch.get(sch.get_loops(sch.get_block("data_pack"))[-1])
         innermost = loop.loop_var
-        assert loop.extent.value <= MAX_INNERMOST_FACTOR
+        assert loop.extent.value == 16  # one block of channels
         assert realize.block.iter_vars[-1].var.name == "v_cc"
         assert uses_var(realize.iter_values[-1], {innermost})  # the channel's binding
         assert not any(uses_var(value, {innermost}) for value in realize.iter_values[:-1])

@@ -18,7 +18,8 @@ from msdb.schedule import Schedule
 from msdb.tuner.space.default_schedule import DefaultScheduleError, default_schedule
 from msdb.tuner.space.register_tile import (ACCUMULATOR_REGISTERS, ACCUMULATOR_REGISTERS_AVX2, RegisterTile,
                                             accumulator_registers, choose_tile, vector_lanes, vector_part)
-from tests.workloads import blocks, conv_func, matmul_func, max_pool_func, relu_func
+from msdb.model.legalize.nchwc import blocks_of
+from tests.workloads import conv_func, matmul_func, max_pool_func, relu_func
 from tests.isa import AVX2
 
 ONE_CORE = Target({"kind": "llvm", "num-cores": 1})
@@ -211,9 +212,9 @@ def nchw16c(array: np.ndarray, padding: np.ndarray | None = None) -> np.ndarray:
     """NCHW `array` as NCHW16c, its channels padded to whole blocks with `padding`'s values
     (default zeros)."""
     n, c, h, w = array.shape
-    full = np.zeros((n, blocks(c) * 16, h, w), array.dtype) if padding is None else padding.copy()
+    full = np.zeros((n, blocks_of(c) * 16, h, w), array.dtype) if padding is None else padding.copy()
     full[:, :c] = array
-    return np.ascontiguousarray(full.reshape(n, blocks(c), 16, h, w).transpose(0, 1, 3, 4, 2))
+    return np.ascontiguousarray(full.reshape(n, blocks_of(c), 16, h, w).transpose(0, 1, 3, 4, 2))
 
 
 @pytest.mark.parametrize("n,c,hw,f,m,epilogue,cores", [
@@ -229,14 +230,14 @@ def test_a_winograd_conv_of_blocked_data_computes_what_numpy_computes(n: int, c:
     """`fuse="nchwc"`'s Winograd conv: NCHW16c data, bias, residual and output. The padding
     lanes of a padded input block hold values (as they may in a model: finite, unread) and the
     zero weights of the padded channels keep them out of every output."""
-    from msdb.model.legalize.nchwc import pad_channels
+    from msdb.model.legalize.nchwc import pad_weight_channels
     from msdb.model.legalize.winograd import winograd_weight
 
     func = conv_func(n, c, hw, f, 3, 1, 1, epilogue=epilogue, winograd=m, blocked=True)
     x, w = rand(n, c, hw, hw), rand(f, c, 3, 3)
     inputs, expected = with_epilogue([x, w], numpy_conv(x, w, 1, 1), epilogue)
-    inputs[0] = nchw16c(x, padding=rand(n, blocks(c) * 16, hw, hw, seed=3))
-    inputs[1] = winograd_weight(pad_channels(w, 1), m)
+    inputs[0] = nchw16c(x, padding=rand(n, blocks_of(c) * 16, hw, hw, seed=3))
+    inputs[1] = winograd_weight(pad_weight_channels(w), m)
     inputs[2:] = [nchw16c(a) for a in inputs[2:]]
     np.testing.assert_allclose(run(func, inputs, with_cores(isa_target, cores)), nchw16c(expected),
                                rtol=1e-4, atol=1e-4)

@@ -16,6 +16,7 @@ compute location.
 
 from __future__ import annotations
 
+from msdb.model.legalize.conv import PACK_BLOCK
 from msdb.model.legalize.winograd import WINOGRAD_RULES, channels_innermost
 from msdb.schedule.rv import BlockRV, LoopRV
 from msdb.schedule.schedule import Schedule
@@ -37,20 +38,28 @@ def _tiled(sch: Schedule, loop: LoopRV) -> tuple[LoopRV, LoopRV]:
 def schedule_data_pack(sch: Schedule, block: BlockRV) -> list[Schedule]:
     """`data_pack` of NCHW data, [n, th, eps, nu, c, tw]: c and th tiled, then eps and nu
     unrolled, the tile column tw innermost. Of NCHW16c data (`fuse="nchwc"`), [n, th, eps, nu,
-    tw, c]: th and c tiled, the tile column outside the unrolled eps and nu, the inner channels
-    innermost (contiguous in both the input and the transform). Either way the padding copy
-    (its producer) goes to a sampled location."""
+    tw, c]: c split into blocks of 16 channels, the blocks and th tiled, the tile column outside
+    the unrolled eps and nu, the 16 channels of a block innermost (contiguous in both the input
+    and the transform; all C channels as the vector would be 36 vectors of C lanes, one per
+    window value: 64 lanes measured 3x slower, docs/benchmarks.md, stop 40). Either way the
+    padding copy (its producer) goes to a sampled location."""
     loops = sch.get_loops(block)
     if len(loops) != 6:  # not the transform's own nest
         return [sch]
     blocked = channels_innermost(sch.get(block))
     _, th, eps, nu, *inner = loops
     tw, c = inner if blocked else reversed(inner)
+    lanes = None
+    if blocked:
+        c, lanes = sch.split(c, [None, PACK_BLOCK])
     c0, c1 = _tiled(sch, c)
     th0, th1 = _tiled(sch, th)
     sch.unroll(eps)
     sch.unroll(nu)
-    sch.reorder(*((c0, th0, th1, tw, eps, nu, c1) if blocked else (c0, th0, c1, th1, eps, nu, tw)))
+    if lanes is not None:
+        sch.reorder(c0, th0, c1, th1, tw, eps, nu, lanes)
+    else:
+        sch.reorder(c0, th0, c1, th1, eps, nu, tw)
     for producer in sch.get_producers(block):
         sch.compute_at(producer, sch.sample_compute_location(producer), preserve_unit_loops=True)
     return [sch]
