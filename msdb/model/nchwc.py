@@ -160,16 +160,17 @@ class _Blocker:
         channels = self.shapes[data][1]
         attrs = {k: v for k, v in node.attrs.items() if k not in CONV_LAYOUTS and k not in ("groups", "out_dtype")}
         if groups == 1:
-            tile = conv_winograd_tile(node, self.shapes, weight.shape, self.dtypes[data], partial=True)
-            if data not in self.blocked:  # a region's first conv: NCHW data
-                op, packed, source = "nn.conv2d_nchwc", pack_weight(pad_channels(weight, 0)), data
-            elif tile is not None:
-                op, packed = "nn.conv2d_winograd", winograd_weight(pad_weight_channels(weight), tile)
-                source = self.blocked[data]
+            tile = (conv_winograd_tile(node, self.shapes, weight.shape, self.dtypes[data], partial=True)
+                    if data in self.blocked else None)  # a region's first conv reads NCHW data: direct
+            if tile is not None:
+                name = self._constant(f"{weight_name}.winograd", winograd_weight(pad_weight_channels(weight), tile))
+                return self._blocked_output(node, "nn.conv2d_winograd", (self.blocked[data], name), attrs)
+            if data in self.blocked:
+                packed, source = pack_blocked_weight(weight), self.blocked[data]
             else:
-                op, packed, source = "nn.conv2d_nchwc", pack_blocked_weight(weight), self.blocked[data]
-            name = self._constant(f"{weight_name}.{'winograd' if op == 'nn.conv2d_winograd' else 'nchw16c'}", packed)
-            return self._blocked_output(node, op, (source, name), attrs)
+                packed, source = pack_weight(pad_channels(weight, 0)), data
+            name = self._constant(f"{weight_name}.nchw16c", packed)
+            return self._blocked_output(node, "nn.conv2d_nchwc", (source, name), attrs)
         if groups == channels == weight.shape[0] and weight.shape[1] == 1:
             source = self._as_blocked(data, node)
             name = self._constant(f"{weight_name}.nchw16c", pack_depthwise_weight(weight))

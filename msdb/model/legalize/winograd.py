@@ -194,18 +194,15 @@ def conv2d_winograd(data: te.Tensor, weight: te.Tensor, pad_before: Sequence[int
                  for e in range(alpha) for v in range(alpha)]
         return _choice(eps * i64(alpha) + nu, cases)
 
-    attrs = {"schedule_rule": WINOGRAD_RULES["data_pack"]}
-    if blocked:
-        packed = te.compute(tuple(i64(d) for d in (n, tiles_h, alpha, alpha, tiles_w, c)),
-                            lambda nn, th, eps, nu, tw, cc: pack(nn, th, eps, nu, cc, tw), name="data_pack",
-                            attrs=attrs, varargs_names=["nn", "th", "eps", "nu", "tw", "cc"])
-    else:
-        packed = te.compute(tuple(i64(d) for d in (n, tiles_h, alpha, alpha, c, tiles_w)), pack, name="data_pack",
-                            attrs=attrs, varargs_names=["nn", "th", "eps", "nu", "cc", "tw"])
+    order = ["nn", "th", "eps", "nu", *(["tw", "cc"] if blocked else ["cc", "tw"])]
+    extents = {"nn": n, "th": tiles_h, "eps": alpha, "nu": alpha, "cc": c, "tw": tiles_w}
+    packed = te.compute(tuple(i64(extents[name]) for name in order), lambda *ivs: pack(**dict(zip(order, ivs))),
+                        name="data_pack", attrs={"schedule_rule": WINOGRAD_RULES["data_pack"]}, varargs_names=order)
     rc = te.reduce_axis((i64(0), i64(c)), name="rc")
 
     def packed_at(nn: E.PrimExpr, th: E.PrimExpr, eps: E.PrimExpr, nu: E.PrimExpr, tw: E.PrimExpr) -> E.PrimExpr:
-        return packed[nn, th, eps, nu, tw, rc] if blocked else packed[nn, th, eps, nu, rc, tw]
+        at = {"nn": nn, "th": th, "eps": eps, "nu": nu, "cc": rc, "tw": tw}
+        return packed[tuple(at[name] for name in order)]
 
     product = te.compute(tuple(i64(d) for d in (n, tiles_h, alpha, alpha, blocks, tiles_w, PACK_BLOCK)),
                          lambda nn, th, eps, nu, fo, tw, fi: te.sum(packed_at(nn, th, eps, nu, tw)
